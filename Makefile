@@ -1,0 +1,43 @@
+# flowctl developer targets. `make install` is the only set-up step; every other target uses .venv.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+FLOWCTL := $(BIN)/flowctl
+
+.PHONY: install run test bench lint schemas chaos clean
+
+install: $(BIN)/.installed
+
+$(BIN)/.installed: pyproject.toml
+	@command -v dot >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's graphviz (for SVG/PNG graphs)"; \
+	    (apt-get install -y -qq graphviz >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq graphviz >/dev/null 2>&1; }) \
+	      || echo "warning: could not install graphviz; SVG/PNG graphs need 'dot' (DOT and mermaid still work)"; \
+	  else \
+	    echo "note: 'dot' is missing; install graphviz (e.g. sudo apt-get install graphviz) for SVG/PNG graphs"; \
+	  fi; }
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m compileall -q runtime/flowctl
+	@touch $@
+
+run: install
+	$(BIN)/python scripts/run_examples.py
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python benchmarks/run.py
+
+lint: install
+	$(FLOWCTL) validate --strict
+
+schemas: install
+	$(BIN)/pip install -q --disable-pip-version-check fastjsonschema
+	$(BIN)/python scripts/generate_validators.py
+
+clean:
+	rm -rf $(VENV) .flowctl .pytest_cache

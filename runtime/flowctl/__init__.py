@@ -1,0 +1,48 @@
+"""flowctl: a declarative workflow runtime.
+
+Library API (the CLI is a thin layer over it)::
+
+    import flowctl
+    project = flowctl.load_project(".")          # -> flowctl.model.Project
+    problems = flowctl.validate(project)         # -> list[flowctl.Diagnostic]
+    engine = flowctl.Engine(project, flowctl.open_store("sqlite:///.flowctl/flowctl.db"))
+    result = engine.run("order_return", {"order_id": "A-1"})   # -> flowctl.RunResult
+
+Tools raise :class:`ToolError` (``ToolError("Payments.CardDeclined", "…")``),
+:class:`ToolUnavailable` or :class:`ToolThrottled`; the error hierarchy is drawn in
+:mod:`flowctl.errors`. Heavy modules (the engine, the store, graphs) load on first use, so
+``import flowctl`` stays cheap.
+"""
+from __future__ import annotations
+
+from .diagnostics import Diagnostic
+from .errors import (BoundaryViolation, BranchFailed, CompensationFailed, ExpressionError, FlowctlError,
+                     MaxStepsExceeded, NoTransitionMatched, PolicyDenied, ReviewTimeout, SchemaMismatch,
+                     StepError, ToolError, ToolThrottled, ToolTimeout, ToolUnavailable)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "load_project": ("flowctl.loader", "load_project"),
+    "load_files": ("flowctl.loader", "load_files"),
+    "validate": ("flowctl.validate", "validate"),
+    "Engine": ("flowctl.engine", "Engine"),
+    "RunResult": ("flowctl.engine", "RunResult"),
+    "open_store": ("flowctl.store", "open_store"),
+}
+
+__all__ = ["Diagnostic", "FlowctlError", "StepError", "ToolError", "ToolUnavailable", "ToolThrottled",
+           "ToolTimeout", "SchemaMismatch", "PolicyDenied", "BoundaryViolation", "NoTransitionMatched",
+           "ExpressionError", "MaxStepsExceeded", "ReviewTimeout", "CompensationFailed", "BranchFailed",
+           *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'flowctl' has no attribute {name!r}")

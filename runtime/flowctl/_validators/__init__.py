@@ -1,0 +1,1 @@
+"""Generated fast validators, one module per kind (see scripts/generate_validators.py)."""

@@ -1,0 +1,184 @@
+"""The exception hierarchy of flowctl, in one place.
+
+Every error kind is one class with a stable ``code`` (an upper-snake string that scripts and
+handlers may rely on) and a ``type_name`` used when flows match errors by name::
+
+    FlowctlError                      base of everything flowctl raises on purpose
+    ├── UsageError        USAGE       the invocation itself is unusable (CLI exit 2)
+    ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
+    ├── StoreError        STORE       the run store refused or failed an operation
+    │   └── RunNotFound   RUN_NOT_FOUND
+    └── StepError         STEP_ERROR  raised while a run executes; handlers match these by name
+        ├── ToolError             TOOL_ERROR           raised by tool code; ``error_type`` names it
+        │   ├── ToolUnavailable   TOOL_UNAVAILABLE     transient: the system behind the tool is down
+        │   └── ToolThrottled     TOOL_THROTTLED       transient: the system asked us to slow down
+        ├── ToolTimeout           TOOL_TIMEOUT         the tool exceeded its timeout
+        ├── SchemaMismatch        SCHEMA_MISMATCH      input or output violates a schema
+        ├── PolicyDenied          POLICY_DENIED        the policy gate refused a side effect
+        ├── BoundaryViolation     BOUNDARY_VIOLATION   verify said a side effect did not happen
+        ├── NoTransitionMatched   NO_TRANSITION_MATCHED
+        ├── ExpressionError       EXPRESSION_ERROR     a JMESPath expression failed to evaluate
+        ├── MaxStepsExceeded      MAX_STEPS_EXCEEDED   ``limits.max_steps`` / ``max_visits``
+        ├── RunTimeout            RUN_TIMEOUT          ``limits.timeout`` of the flow
+        ├── ReviewTimeout         REVIEW_TIMEOUT
+        ├── CompensationFailed    COMPENSATION_FAILED  an undo raised; kept as residue, never swallowed
+        ├── BranchFailed          BRANCH_FAILED        a child run of parallel/map/subflow failed
+        ├── PayloadTooLarge       PAYLOAD_TOO_LARGE    a payload exceeds the store's size limit
+        └── FlowFailed            (code from the fail state)  a ``fail`` state or a ``fail:`` handler
+
+Exceptions raised by tool code that are not ``StepError`` (``ConnectionError``, ``KeyError`` …)
+are wrapped by the engine; flows match them by their class name or any base class name, as
+``except`` does, and by the group name ``ToolError`` (as ASL's ``States.TaskFailed``).
+"""
+from __future__ import annotations
+
+
+class FlowctlError(Exception):
+    """Base class. ``code`` is stable; ``hint`` (may be empty) says what to do about it."""
+
+    code = "FLOWCTL_ERROR"
+
+    def __init__(self, message: str = "", *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(FlowctlError):
+    code = "USAGE"
+
+
+class ProjectError(FlowctlError):
+    code = "PROJECT"
+
+
+class StoreError(FlowctlError):
+    code = "STORE"
+
+
+class RunNotFound(StoreError):
+    code = "RUN_NOT_FOUND"
+
+
+class StepError(FlowctlError):
+    """An error raised while a run executes. Handlers match ``type_name`` and base class names."""
+
+    code = "STEP_ERROR"
+
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+
+class ToolError(StepError):
+    """Raised by tool code to name its own error: ``ToolError("Payments.CardDeclined", "…")``.
+
+    ``error_type`` is what handlers match (besides ``ToolError`` itself); it defaults to the class
+    name, so subclasses such as ``ToolUnavailable`` match by their own name.
+    """
+
+    code = "TOOL_ERROR"
+
+    def __init__(self, error_type: str | None = None, message: str = "", *, hint: str = "") -> None:
+        if message == "" and error_type is not None and not _looks_like_type(error_type):
+            # ToolUnavailable("gateway down"): a single argument is the message.
+            error_type, message = None, error_type
+        super().__init__(message, hint=hint)
+        self.error_type = error_type or type(self).__name__
+
+    @property
+    def type_name(self) -> str:
+        return self.error_type
+
+
+def _looks_like_type(text: str) -> bool:
+    return bool(text) and " " not in text and (text[0].isupper() or "." in text)
+
+
+class ToolUnavailable(ToolError):
+    code = "TOOL_UNAVAILABLE"
+
+
+class ToolThrottled(ToolError):
+    code = "TOOL_THROTTLED"
+
+
+class ToolTimeout(StepError):
+    code = "TOOL_TIMEOUT"
+
+
+class SchemaMismatch(StepError):
+    code = "SCHEMA_MISMATCH"
+
+
+class PolicyDenied(StepError):
+    code = "POLICY_DENIED"
+
+
+class BoundaryViolation(StepError):
+    code = "BOUNDARY_VIOLATION"
+
+
+class NoTransitionMatched(StepError):
+    code = "NO_TRANSITION_MATCHED"
+
+
+class ExpressionError(StepError):
+    code = "EXPRESSION_ERROR"
+
+
+class MaxStepsExceeded(StepError):
+    code = "MAX_STEPS_EXCEEDED"
+
+
+class RunTimeout(StepError):
+    code = "RUN_TIMEOUT"
+
+
+class ReviewTimeout(StepError):
+    code = "REVIEW_TIMEOUT"
+
+
+class CompensationFailed(StepError):
+    code = "COMPENSATION_FAILED"
+
+
+class BranchFailed(StepError):
+    code = "BRANCH_FAILED"
+
+
+class PayloadTooLarge(StepError):
+    code = "PAYLOAD_TOO_LARGE"
+
+
+class FlowFailed(StepError):
+    """A ``fail`` state or a ``fail:`` handler ended the run; ``error`` is the declared name."""
+
+    code = "FLOW_FAILED"
+
+    def __init__(self, error: str, cause: str = "") -> None:
+        super().__init__(cause or error)
+        self.error = error
+        self.code = error
+
+    @property
+    def type_name(self) -> str:
+        return self.error
+
+
+def error_names(exc: BaseException) -> list[str]:
+    """Names a handler's ``errors`` list can match for ``exc``, most specific first.
+
+    The explicit ``error_type`` (for ``ToolError``), then the class and every base class up to
+    (not including) ``Exception``/``BaseException``. Tool exceptions that are not flowctl errors
+    also match the group ``ToolError``.
+    """
+    names: list[str] = []
+    if isinstance(exc, StepError):
+        names.append(exc.type_name)
+    for cls in type(exc).__mro__:
+        if cls in (Exception, BaseException, object, FlowctlError, StepError):
+            continue
+        if cls.__name__ not in names:
+            names.append(cls.__name__)
+    return names

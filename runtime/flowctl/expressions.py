@@ -1,0 +1,242 @@
+"""JMESPath as flowctl uses it: compiled once, extra functions, lint of common mistakes.
+
+:func:`compile_expr` returns an :class:`Expression` whose ``evaluate(scope)`` runs the parsed
+tree with one shared interpreter (no per-call set-up). Evaluation errors (``5 < '10'``, a
+function given the wrong type) raise :class:`~flowctl.errors.ExpressionError` naming the
+expression and where it was written.
+
+Extra functions, besides the JMESPath built-ins:
+
+=========================  ===============================================================
+``to_json(x)``             JSON text of ``x`` (keys sorted)
+``from_json(s)``           the value encoded by JSON text ``s``
+``uuid()``                 a random UUID4 string — recorded, so a replay sees the same value
+``now()``                  the current UTC time, ISO 8601 — recorded likewise
+``add/subtract/multiply/divide(a, b)``   arithmetic on numbers (``divide`` by 0 is an error)
+``glob(s, pattern)``       shell-style match (``fnmatch``), case-sensitive
+``has(obj, key)``          ``key`` present in ``obj`` (true even when its value is null)
+``to_epoch(iso)``          seconds since 1970 of an ISO-8601 time (naive = UTC)
+``date_add(iso, dur)``     ISO-8601 time plus a duration (``"90s"``, ``"1h"``)
+=========================  ===============================================================
+
+``uuid()`` and ``now()`` draw from :data:`RECORDER`, a context variable the engine sets per step
+so values are recorded in the audit log and replayed from it.
+"""
+from __future__ import annotations
+
+import contextvars
+import fnmatch
+import json
+import uuid as _uuid
+from datetime import datetime, timedelta, timezone
+
+import jmespath
+from jmespath import exceptions as jexc
+from jmespath import functions, lexer, visitor
+
+from .durations import parse_duration
+from .errors import ExpressionError
+
+EXTRA_FUNCTIONS = ("to_json", "from_json", "uuid", "now", "add", "subtract", "multiply", "divide",
+                   "glob", "has", "to_epoch", "date_add")
+
+
+class Recorder:
+    """Source of ``uuid()``/``now()`` values. The default draws fresh values and records them."""
+
+    def __init__(self, clock=None, replay: list | None = None):
+        self.clock = clock
+        self.recorded: list = []
+        self._replay = list(replay or ())
+
+    def draw(self, kind: str, make):
+        if self._replay:
+            entry = self._replay.pop(0)
+            if entry.get("kind") == kind:
+                self.recorded.append(entry)
+                return entry["value"]
+        value = make()
+        self.recorded.append({"kind": kind, "value": value})
+        return value
+
+    def now_iso(self) -> str:
+        t = self.clock.now() if self.clock else datetime.now(timezone.utc)
+        return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+RECORDER: contextvars.ContextVar = contextvars.ContextVar("flowctl_recorder", default=None)
+
+
+def _parse_time(text: str) -> datetime:
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not an ISO-8601 time")
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+class _Functions(functions.Functions):
+    @functions.signature({"types": []})
+    def _func_to_json(self, value):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @functions.signature({"types": ["string"]})
+    def _func_from_json(self, text):
+        return json.loads(text)
+
+    @functions.signature()
+    def _func_uuid(self):
+        rec = RECORDER.get()
+        make = lambda: str(_uuid.uuid4())  # noqa: E731
+        return rec.draw("uuid", make) if rec else make()
+
+    @functions.signature()
+    def _func_now(self):
+        rec = RECORDER.get() or Recorder()
+        return rec.draw("now", rec.now_iso)
+
+    @functions.signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_add(self, a, b):
+        return a + b
+
+    @functions.signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_subtract(self, a, b):
+        return a - b
+
+    @functions.signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_multiply(self, a, b):
+        return a * b
+
+    @functions.signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_divide(self, a, b):
+        return a / b
+
+    @functions.signature({"types": ["string"]}, {"types": ["string"]})
+    def _func_glob(self, text, pattern):
+        return fnmatch.fnmatchcase(text, pattern)
+
+    @functions.signature({"types": ["object"]}, {"types": ["string"]})
+    def _func_has(self, obj, key):
+        return key in obj
+
+    @functions.signature({"types": ["string"]})
+    def _func_to_epoch(self, text):
+        return _parse_time(text).timestamp()
+
+    @functions.signature({"types": ["string"]}, {"types": ["string", "number"]})
+    def _func_date_add(self, text, duration):
+        seconds = float(duration) if isinstance(duration, (int, float)) else parse_duration(duration)
+        out = _parse_time(text) + timedelta(seconds=seconds)
+        return out.isoformat().replace("+00:00", "Z")
+
+
+_OPTIONS = jmespath.Options(custom_functions=_Functions())
+_INTERPRETER = visitor.TreeInterpreter(_OPTIONS)
+_KNOWN_FUNCTIONS = frozenset(name[6:] for name in dir(_Functions) if name.startswith("_func_"))
+
+
+class Expression:
+    """A compiled expression. ``text`` is the source; ``where`` is ``file:line`` (may be empty)."""
+
+    __slots__ = ("text", "where", "_tree", "_visit")
+
+    def __init__(self, text: str, where: str = ""):
+        self.text = text
+        self.where = where
+        self._tree = jmespath.compile(text).parsed
+        self._visit = _INTERPRETER.visit
+
+    def evaluate(self, scope: dict):
+        """Value of the expression on ``scope``. Raises :class:`ExpressionError`."""
+        try:
+            return self._visit(self._tree, scope)
+        except (jexc.JMESPathError, ValueError, TypeError, ZeroDivisionError, OverflowError, KeyError) as exc:
+            where = f" at {self.where}" if self.where else ""
+            raise ExpressionError(f"expression {self.text!r}{where} failed: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"Expression({self.text!r})"
+
+
+_CACHE: dict = {}
+
+
+def compile_expr(text: str, where: str = "") -> Expression:
+    """Compile (cached by text and location). Raises ``jmespath.exceptions.ParseError`` on syntax."""
+    key = (text, where)
+    found = _CACHE.get(key)
+    if found is None:
+        found = _CACHE[key] = Expression(text, where)
+    return found
+
+
+# --------------------------------------------------------------------------------------- lint
+def lint(text: str) -> list[tuple[str, int, str, str]]:
+    """Problems in one expression's source: ``[(code, offset, message, hint)]``.
+
+    ``offset`` is the 0-based character position inside ``text``. Codes: FC401 syntax,
+    FC402 a double-quoted "literal" (JMESPath reads it as a field name), FC403 a backtick
+    literal that is not JSON, FC404 an unknown function.
+    """
+    problems = []
+    try:
+        tokens = list(lexer.Lexer().tokenize(text))
+    except jexc.LexerError as exc:
+        return [("FC401", exc.lex_position or 0, f"invalid expression: {exc.msg if hasattr(exc, 'msg') else exc}", "")]
+    try:
+        tree = jmespath.compile(text).parsed
+    except jexc.ParseError as exc:
+        if isinstance(exc, jexc.IncompleteExpressionError) or exc.token_type == "eof":
+            what = "the expression ends too early"
+        else:
+            what = f"unexpected {exc.token_value!r}"
+        problems.append(("FC401", exc.lex_position or 0, f"invalid expression {text!r}: {what} (column {(exc.lex_position or 0) + 1})",
+                         "JMESPath syntax: https://jmespath.org/specification.html"))
+        return problems
+    comparators = {"eq", "ne", "lt", "gt", "lte", "gte"}
+    for i, tok in enumerate(tokens):
+        if tok["type"] == "quoted_identifier":
+            near = {tokens[j]["type"] for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
+            if near & comparators:
+                problems.append(("FC402", tok["start"],
+                                 f'"{tok["value"]}" is a field name in JMESPath, not a string',
+                                 f"write the string as '{tok['value']}' (single quotes)"))
+        elif tok["type"] == "literal":
+            raw = _literal_source(text, tok["start"])
+            if raw is not None:
+                try:
+                    json.loads(raw)
+                except ValueError:
+                    problems.append(("FC403", tok["start"], f"`{raw}` is not a JSON literal (deprecated elided quotes)",
+                                     f"write '{raw}' for a string, or `\"{raw}\"`"))
+    for name, offset in _function_calls(tree, tokens):
+        if name not in _KNOWN_FUNCTIONS:
+            problems.append(("FC404", offset, f"unknown function {name}()",
+                             "known: " + ", ".join(sorted(_KNOWN_FUNCTIONS))))
+    return problems
+
+
+def _literal_source(text: str, start: int):
+    if start >= len(text) or text[start] != "`":
+        return None
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            i += 2
+            continue
+        if text[i] == "`":
+            return text[start + 1:i].replace("\\`", "`").strip()
+        i += 1
+    return None
+
+
+def _function_calls(tree, tokens):
+    names = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "function_expression":
+                names.append(node.get("value"))
+            stack.extend(node.get("children", ()))
+    positions = {t["value"]: t["start"] for t in tokens if t["type"] == "unquoted_identifier"}
+    return [(n, positions.get(n, 0)) for n in names]

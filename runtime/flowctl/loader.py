@@ -1,0 +1,227 @@
+"""Finding and loading an ``orchestration/`` tree into a :class:`~flowctl.model.Project`.
+
+:func:`load_project` reads files from disk; :func:`load_files` builds the same project from a
+mapping of relative paths to bytes (a stored definition snapshot, or files read from git
+objects). Loading never raises for file content: syntax, schema and id problems become
+diagnostics on ``Project.diagnostics``, and a file with errors is left out of the model (its id
+kept in ``Project.broken``). Only an unusable invocation raises :class:`~flowctl.errors.ProjectError`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import MappingProxyType
+
+from . import schema as schemas
+from . import versions
+from .diagnostics import ERROR, Diagnostic
+from .durations import parse_duration
+from .errors import ProjectError
+from .model import (STATE_FIELDS, Check, Contract, Flow, Handler, Limits, Policy, Project, Retry,
+                    State, Transition)
+from .yamlio import Document, read_document
+
+#: folder -> kind of file it holds
+FOLDERS = {"states": "state", "transitions": "flow", "contracts": "contract", "policies": "policy"}
+EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+def find_root(start: str | os.PathLike | None = None) -> Path:
+    """The folder holding ``orchestration/``: ``start`` itself, its parent if ``start`` *is* the
+    orchestration folder, or the nearest ancestor of it that has one.
+
+    Raises :class:`ProjectError` when there is none.
+    """
+    here = Path(start or os.getcwd()).resolve()
+    if here.is_file():
+        here = here.parent
+    if here.name == "orchestration" and any((here / f).is_dir() for f in FOLDERS):
+        return here.parent
+    for candidate in (here, *here.parents):
+        if (candidate / "orchestration").is_dir():
+            return candidate
+    raise ProjectError(
+        f"no orchestration/ folder in {here} or any parent",
+        hint="run flowctl inside your repository, or pass --root PATH",
+    )
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Relative path -> bytes of every definition file under ``root/orchestration``."""
+    files: dict[str, bytes] = {}
+    base = root / "orchestration"
+    for folder in FOLDERS:
+        directory = base / folder
+        if not directory.is_dir():
+            continue
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.name.endswith(EXTENSIONS) and entry.is_file():
+                with open(entry.path, "rb") as fh:
+                    files[f"orchestration/{folder}/{entry.name}"] = fh.read()
+    return files
+
+
+def load_project(root: str | os.PathLike | None = None) -> Project:
+    """Load the project at ``root`` (or found from the current directory). See :func:`find_root`."""
+    path = find_root(root)
+    return load_files(read_tree(path), path)
+
+
+def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Project:
+    """Build a project from ``{"orchestration/states/x.yaml": b"...", ...}``."""
+    states: dict = {}
+    flows: dict = {}
+    contracts: dict = {}
+    policies: dict = {}
+    seen: dict = {}
+    broken: set = set()
+    docs: list[Document] = []
+    diags: list[Diagnostic] = []
+    for rel in sorted(files):
+        parts = rel.split("/")
+        if len(parts) != 3 or parts[1] not in FOLDERS or not rel.endswith(EXTENSIONS):
+            continue
+        kind = FOLDERS[parts[1]]
+        stem = parts[2].rsplit(".", 1)[0]
+        doc = read_document(rel, files[rel])
+        docs.append(doc)
+        diags.extend(doc.diagnostics)
+        if doc.data is None:
+            broken.add((kind, _guess_id(kind, stem)))
+            continue
+        if not isinstance(doc.data, dict):
+            diags.append(doc.diag("FC010", f"a {kind} file holds one mapping, not {type(doc.data).__name__}"))
+            broken.add((kind, _guess_id(kind, stem)))
+            continue
+        problems = schemas.check(kind, doc)
+        element_id = _element_id(kind, doc.data)
+        if isinstance(element_id, str):
+            expected = element_id if kind != "contract" else f"{element_id}.v{doc.data.get('version')}"
+            if stem != expected:
+                field_name = {"state": "id", "flow": "flow", "contract": "id", "policy": "policy"}[kind]
+                problems.append(doc.diag(
+                    "FC005", f"file name '{parts[2]}' does not match {field_name} '{expected}'",
+                    (field_name,), hint=f"rename the file to {expected}.yaml or change the {field_name}"))
+            key = (kind, expected)
+            if key in seen:
+                problems.append(doc.diag("FC006", f"{kind} '{expected}' is also defined in {seen[key]}", (field_name,)))
+            seen[key] = rel
+        if kind == "state" and isinstance(doc.data.get("type"), str):
+            problems.extend(_fields_for_type(doc))
+        diags.extend(problems)
+        if any(p.severity == ERROR for p in problems):
+            broken.add((kind, element_id if isinstance(element_id, str) else _guess_id(kind, stem)))
+            continue
+        try:
+            if kind == "state":
+                states[element_id] = _state(doc)
+            elif kind == "flow":
+                flows[element_id] = _flow(doc)
+            elif kind == "contract":
+                contracts.setdefault(element_id, []).append(_contract(doc))
+            else:
+                policies[element_id] = _policy(doc)
+        except ValueError as exc:  # a value the schema admits but the model cannot use
+            diags.append(doc.diag("FC010", str(exc)))
+            broken.add((kind, element_id))
+    ordered = {k: tuple(sorted(v, key=lambda c: versions.parse_version(c.version))) for k, v in contracts.items()}
+    return Project(
+        root=Path(root),
+        states=MappingProxyType(states),
+        flows=MappingProxyType(flows),
+        contracts=MappingProxyType(ordered),
+        policies=MappingProxyType(policies),
+        documents=tuple(docs),
+        diagnostics=tuple(diags),
+        broken=frozenset(broken),
+    )
+
+
+def _element_id(kind: str, data: dict):
+    return data.get({"state": "id", "flow": "flow", "contract": "id", "policy": "policy"}[kind])
+
+
+def _guess_id(kind: str, stem: str) -> str:
+    return stem.split(".v")[0] if kind == "contract" else stem
+
+
+def _fields_for_type(doc: Document) -> list[Diagnostic]:
+    allowed = STATE_FIELDS.get(doc.data["type"])
+    if allowed is None:
+        return []
+    out = []
+    for key in doc.data:
+        if key not in allowed and key not in ("id", "type", "description"):
+            users = sorted(t for t, fields in STATE_FIELDS.items() if key in fields)
+            hint = f"'{key}' belongs to {', '.join(users)} states" if users else ""
+            out.append(doc.diag("FC012", f"'{key}' has no meaning on a {doc.data['type']} state", (key,),
+                                key=True, hint=hint))
+    return out
+
+
+def _seconds(value):
+    return None if value is None else parse_duration(value)
+
+
+def _timeout(value):
+    if isinstance(value, dict):
+        return dict(value)
+    return _seconds(value)
+
+
+def _retries(doc, data, path):
+    out = []
+    for i, r in enumerate(data or ()):
+        out.append(Retry(doc, path + (i,), tuple(r["errors"]), r.get("max_attempts", 3),
+                         _seconds(r.get("interval", "1s")), float(r.get("backoff", 2.0)),
+                         _seconds(r.get("max_delay")), r.get("jitter", "none")))
+    return tuple(out)
+
+
+def _handlers(doc, data, path):
+    return tuple(Handler(doc, path + (i,), tuple(h["errors"]), h.get("goto"), h.get("fallback"), h.get("fail"),
+                         h.get("set"), h.get("compensate")) for i, h in enumerate(data or ()))
+
+
+def _state(doc: Document) -> State:
+    d = doc.data
+    return State(doc, (), d["id"], d["type"], d.get("description", ""), d.get("tool"), d.get("input"),
+                 d.get("input_schema"), _timeout(d.get("timeout")), _retries(doc, d.get("retry"), ("retry",)),
+                 _handlers(doc, d.get("on_error"), ("on_error",)), d)
+
+
+def _flow(doc: Document) -> Flow:
+    d = doc.data
+    lim = d.get("limits") or {}
+    limits = Limits(lim.get("max_steps", 1000), lim.get("max_visits"), _seconds(lim.get("timeout")), lim.get("max_depth"))
+    transitions = tuple(
+        Transition(doc, ("transitions", i), t["from"], t["to"], t.get("when"), t.get("set"), i)
+        for i, t in enumerate(d.get("transitions") or ())
+    )
+    return Flow(doc, (), d["flow"], d.get("version", 1), d.get("description", ""), d["start"], d.get("input_schema"),
+                d.get("params") or {}, d.get("output"), limits, transitions, _handlers(doc, d.get("on_error"), ("on_error",)))
+
+
+def _contract(doc: Document) -> Contract:
+    d = doc.data
+    return Contract(doc, (), d["id"], d["version"], d.get("description", ""), d["entrypoint"], d.get("verify"),
+                    d.get("compensate"), d.get("reason"), d.get("idempotency_key"), d.get("input_schema"),
+                    d.get("output_schema"), tuple(d.get("side_effects") or ()), tuple(d.get("sensitive") or ()),
+                    _seconds(d.get("timeout")), bool(d.get("compensate_on_failure", False)), d.get("compensate_retry"),
+                    tuple(d.get("examples") or ()))
+
+
+def _policy(doc: Document) -> Policy:
+    d = doc.data
+    checks = []
+    for i, c in enumerate(d.get("allow") or ()):
+        ops = [k for k in ("equals", "in", "range", "regex") if k in c]
+        if len(ops) != 1:
+            raise ValueError(f"allow[{i}] needs exactly one of equals, in, range, regex")
+        checks.append(Check(doc, ("allow", i), c["field"], ops[0], c[ops[0]]))
+    rate = d.get("rate")
+    if rate:
+        rate = {"max": rate["max"], "window": parse_duration(rate["window"]), "per": rate.get("per", "flow")}
+    dedupe = d.get("dedupe")
+    return Policy(doc, (), d["policy"], d.get("version", 1), d.get("description", ""), tuple(d["applies_to"]),
+                  tuple(checks), rate, parse_duration(dedupe["window"]) if dedupe else None, d.get("review_when"))

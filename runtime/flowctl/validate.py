@@ -1,0 +1,427 @@
+"""``flowctl.validate(project)``: every check, one small function each, run from a table.
+
+Each check takes the :class:`~flowctl.model.Project` and yields located
+:class:`~flowctl.diagnostics.Diagnostic` objects; :data:`CHECKS` lists them in order (as
+jsonschema's ``_keywords`` table does for keywords). Codes are described in
+:mod:`flowctl.diagnostics`. Loading diagnostics (syntax, schema, ids) come first.
+
+The graph checks work on each flow's graph of states (see :func:`flow_graph`): business
+transitions, a state's own ``on_error`` gotos and review ``on_timeout`` gotos, and the flow's
+``on_error`` gotos (from every non-terminal state). Reachability uses all of them; the trap
+check ("can this state still reach an end?") leaves out the flow-level handlers, since a
+catch-all there would otherwise hide every loop.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from collections import deque
+
+from . import versions
+from .diagnostics import Diagnostic, sort_key
+from .expressions import lint as lint_expression
+from .model import Project
+from .schema import did_you_mean
+
+
+# ----------------------------------------------------------------------------- helpers
+def _expressions_in(value, path):
+    """(path, text) of every expression in a mapping: strings are expressions, others literals."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _expressions_in(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _expressions_in(v, path + (i,))
+
+
+def iter_expressions(project: Project):
+    """Every expression in the project: ``(doc, path, text)``."""
+    for state in project.states.values():
+        d, doc = state.raw, state.doc
+        for key in ("input", "set", "show", "item_input"):
+            if key in d:
+                yield from ((doc, p, t) for p, t in _expressions_in(d[key], (key,)))
+        for key in ("until", "items"):
+            if isinstance(d.get(key), str):
+                yield doc, (key,), d[key]
+        for key in ("timeout", "error", "cause"):
+            if isinstance(d.get(key), dict) and isinstance(d[key].get("expr"), str):
+                yield doc, (key, "expr"), d[key]["expr"]
+        for h in state.on_error:
+            if h.set:
+                yield from ((doc, p, t) for p, t in _expressions_in(h.set, h.path + ("set",)))
+    for flow in project.flows.values():
+        doc = flow.doc
+        if flow.output is not None:
+            yield from ((doc, p, t) for p, t in _expressions_in(flow.output, ("output",)))
+        for t in flow.transitions:
+            if t.when is not None:
+                yield doc, t.path + ("when",), t.when
+            if t.set:
+                yield from ((doc, p, x) for p, x in _expressions_in(t.set, t.path + ("set",)))
+        for h in flow.on_error:
+            if h.set:
+                yield from ((doc, p, t) for p, t in _expressions_in(h.set, h.path + ("set",)))
+    for versions_ in project.contracts.values():
+        for c in versions_:
+            if c.idempotency_key:
+                yield c.doc, ("idempotency_key",), c.idempotency_key
+    for policy in project.policies.values():
+        for check in policy.allow:
+            yield policy.doc, check.path + ("field",), check.field_expr
+        if policy.review_when:
+            yield policy.doc, ("review_when",), policy.review_when
+
+
+def _unknown(project: Project, kind: str, name: str) -> bool:
+    table = {"state": project.states, "flow": project.flows}[kind]
+    return name not in table and (kind, name) not in project.broken
+
+
+def _tool_problem(project: Project, ref: str):
+    """None if ``ref`` resolves; else (message, hint)."""
+    tool_id, constraint = versions.split_ref(ref)
+    try:
+        versions.check_constraint(constraint)
+    except ValueError as exc:
+        return str(exc), "constraints: 1.2.3, ^1, ~1.2, latest"
+    if tool_id not in project.contracts:
+        if ("contract", tool_id) in project.broken:
+            return None
+        hint = did_you_mean(tool_id, project.contracts) or f"add orchestration/contracts/{tool_id}.v1.0.0.yaml"
+        return f"no contract '{tool_id}'", hint
+    if project.resolve_tool(ref) is None:
+        have = ", ".join(c.version for c in project.contracts[tool_id])
+        return f"no version of '{tool_id}' satisfies '{constraint}'", f"available: {have}"
+    return None
+
+
+# ----------------------------------------------------------------------------- checks
+def check_references(project: Project):
+    """FC101 unknown state, FC102 unknown tool/version, FC103 policy names an unknown tool, FC106 unknown flow."""
+    for flow in project.flows.values():
+        for name, path in flow.named_states():
+            if _unknown(project, "state", name):
+                yield flow.doc.diag("FC101", f"unknown state '{name}'", path,
+                                    hint=did_you_mean(name, project.states) or f"add orchestration/states/{name}.yaml")
+    for state in project.states.values():
+        doc = state.doc
+        refs = [(state.tool, ("tool",)), (state.raw.get("notify"), ("notify",))]
+        refs += [(h.fallback, h.path + ("fallback",)) for h in state.on_error]
+        for ref, path in refs:
+            if ref:
+                problem = _tool_problem(project, ref)
+                if problem:
+                    yield doc.diag("FC102", problem[0], path, hint=problem[1])
+        gotos = [(h.goto, h.path + ("goto",)) for h in state.on_error if h.goto]
+        on_timeout = state.raw.get("on_timeout") or {}
+        if on_timeout.get("goto"):
+            gotos.append((on_timeout["goto"], ("on_timeout", "goto")))
+        for name, path in gotos:
+            if _unknown(project, "state", name):
+                yield doc.diag("FC101", f"unknown state '{name}'", path,
+                               hint=did_you_mean(name, project.states) or f"add orchestration/states/{name}.yaml")
+        flows = list(state.raw.get("branches") or ())
+        flows += [state.raw["flow"]] if isinstance(state.raw.get("flow"), str) else []
+        for name in flows:
+            if _unknown(project, "flow", name):
+                path = ("branches", flows.index(name)) if name in (state.raw.get("branches") or ()) else ("flow",)
+                yield doc.diag("FC106", f"unknown flow '{name}'", path,
+                               hint=did_you_mean(name, project.flows) or f"add orchestration/transitions/{name}.yaml")
+    for flow in project.flows.values():
+        for h in flow.on_error:
+            if h.fallback:
+                yield flow.doc.diag("FC010", "a flow-level handler cannot name a fallback tool", h.path + ("fallback",),
+                                    hint="put the fallback on the state's own on_error")
+    for policy in project.policies.values():
+        for i, tool_id in enumerate(policy.applies_to):
+            if tool_id not in project.contracts and ("contract", tool_id) not in project.broken:
+                yield policy.doc.diag("FC103", f"policy applies to unknown tool '{tool_id}'", ("applies_to", i),
+                                      hint=did_you_mean(tool_id, project.contracts))
+
+
+def check_unused(project: Project):
+    """FC104 a state no flow uses, FC105 a contract no state uses (warnings)."""
+    used_states: set = set()
+    for flow in project.flows.values():
+        used_states.update(n for n, _ in flow.named_states())
+    frontier = list(used_states)
+    while frontier:  # states reached only through a state's own handlers
+        state = project.states.get(frontier.pop())
+        if state is None:
+            continue
+        targets = [h.goto for h in state.on_error if h.goto] + [(state.raw.get("on_timeout") or {}).get("goto")]
+        for t in targets:
+            if t and t not in used_states:
+                used_states.add(t)
+                frontier.append(t)
+    for state in project.states.values():
+        if state.id not in used_states:
+            yield state.doc.diag("FC104", f"state '{state.id}' is not used by any flow", ("id",),
+                                 hint="remove it, or name it in a flow's transitions")
+    used_tools = set()
+    for state in project.states.values():
+        refs = [state.tool, state.raw.get("notify")] + [h.fallback for h in state.on_error]
+        used_tools.update(versions.split_ref(r)[0] for r in refs if r)
+    for tool_id, found in project.contracts.items():
+        if tool_id not in used_tools:
+            c = found[-1]
+            yield c.doc.diag("FC105", f"contract '{tool_id}' is not used by any state", ("id",),
+                             hint="remove it, or reference it with tool: " + tool_id + "@^" + c.version.split(".")[0])
+
+
+def flow_graph(project: Project, flow):
+    """Adjacency of ``flow``: ``{state: [(target, kind, doc, path)]}`` with kind one of
+    ``transition``, ``error`` (state on_error), ``timeout`` (review), ``flow_error`` (flow on_error)."""
+    edges: dict = {}
+    order = []
+    seen = set()
+    queue = deque([flow.start])
+    named = {n for n, _ in flow.named_states()}
+    queue.extend(sorted(named))
+    while queue:
+        sid = queue.popleft()
+        if sid in seen:
+            continue
+        seen.add(sid)
+        order.append(sid)
+        out = edges.setdefault(sid, [])
+        state = project.states.get(sid)
+        for t in flow.transitions_from(sid):
+            out.append((t.to, "transition", flow.doc, t.path + ("to",)))
+        if state is None:
+            continue
+        for h in state.on_error:
+            if h.goto:
+                out.append((h.goto, "error", state.doc, h.path + ("goto",)))
+        goto = (state.raw.get("on_timeout") or {}).get("goto")
+        if goto:
+            out.append((goto, "timeout", state.doc, ("on_timeout", "goto")))
+        if not state.terminal:
+            for h in flow.on_error:
+                if h.goto:
+                    out.append((h.goto, "flow_error", flow.doc, h.path + ("goto",)))
+        queue.extend(target for target, *_ in out)
+    return edges
+
+
+def _reach(edges, start, kinds=None, reverse=False):
+    adj: dict = {}
+    for src, outs in edges.items():
+        for dst, kind, *_ in outs:
+            if kinds is None or kind in kinds:
+                a, b = (dst, src) if reverse else (src, dst)
+                adj.setdefault(a, []).append(b)
+    seen = set(start)
+    queue = deque(start)
+    while queue:  # breadth-first
+        for nxt in adj.get(queue.popleft(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def check_graph(project: Project):
+    """FC201 unreachable, FC202 no terminal, FC203 trap, FC204 terminal with exits, FC205 no exit, FC206 no default."""
+    for flow in project.flows.values():
+        if flow.start not in project.states:
+            continue  # reported by check_references
+        edges = flow_graph(project, flow)
+        reachable = _reach(edges, [flow.start])
+        first_named: dict = {}
+        for name, path in flow.named_states():
+            first_named.setdefault(name, path)
+        for name, path in first_named.items():
+            if name not in reachable and name in project.states:
+                yield flow.doc.diag("FC201", f"state '{name}' is unreachable from start '{flow.start}' in flow '{flow.id}'",
+                                    path, hint="add a transition into it, or remove its transitions")
+        known = [s for s in edges if s in project.states and s in reachable]
+        terminals = [s for s in known if project.states[s].terminal]
+        if not terminals:
+            yield flow.doc.diag("FC202", f"flow '{flow.id}' can never end: no succeed or fail state is reachable",
+                                ("start",), hint="add a transition to a succeed or fail state")
+        else:
+            ends = _reach(edges, terminals, {"transition", "error", "timeout"}, reverse=True)
+            for sid in known:
+                if sid not in ends and not _undefined_exit(project, edges, sid):
+                    yield flow.doc.diag("FC203", f"state '{sid}' cannot reach a succeed or fail state in flow '{flow.id}' (a trap)",
+                                        first_named.get(sid, ("start",)),
+                                        hint="give the loop a way out, e.g. a transition guarded by visits.<state>")
+        for sid in known:
+            state = project.states[sid]
+            outs = flow.transitions_from(sid)
+            if state.terminal and outs:
+                yield flow.doc.diag("FC204", f"'{sid}' is a {state.type} state and cannot have transitions", outs[0].path + ("from",),
+                                    hint="terminal states end the run; remove the transition")
+            elif not state.terminal and not outs:
+                yield flow.doc.diag("FC205", f"state '{sid}' has no transition out in flow '{flow.id}'",
+                                    first_named.get(sid, ("start",)), hint=f"add a transition from: {sid}")
+            elif outs and all(t.when is not None for t in outs):
+                yield flow.doc.diag("FC206", f"every transition from '{sid}' has a condition; when none holds the run fails with NoTransitionMatched",
+                                    outs[-1].path, hint="add a last transition without `when` as the default")
+
+
+def _undefined_exit(project, edges, sid):
+    return any(t not in project.states for t, *_ in edges.get(sid, ()))
+
+
+def check_order(project: Project):
+    """FC301 "*" not in the last handler, FC302 a transition after its state's default, FC303 a shadowed handler."""
+    lists = []
+    for flow in project.flows.values():
+        lists.append((flow.doc, flow.on_error))
+    for state in project.states.values():
+        lists.append((state.doc, state.on_error))
+        lists.append((state.doc, state.retry))
+    for doc, handlers in lists:
+        seen_names: set = set()
+        for i, h in enumerate(handlers):
+            if "*" in h.errors and i != len(handlers) - 1:
+                yield doc.diag("FC301", f'"*" catches every error, so the {len(handlers) - 1 - i} rule(s) after it never run',
+                               h.path + ("errors",), hint='move the "*" rule to the end of the list')
+            for name in h.errors:
+                if name in seen_names and name != "*":
+                    yield doc.diag("FC303", f"'{name}' is already matched by an earlier rule; this one never sees it",
+                                   h.path + ("errors",))
+            seen_names.update(h.errors)
+    for flow in project.flows.values():
+        default_at: dict = {}
+        for t in flow.transitions:
+            if t.source in default_at:
+                first = default_at[t.source]
+                yield flow.doc.diag("FC302", f"transition from '{t.source}' is unreachable: the default at line {first.line()} always matches first",
+                                    t.path, hint="move the transition without `when` to the end of its state's transitions")
+            elif t.when is None:
+                default_at[t.source] = t
+
+
+def check_expressions(project: Project):
+    """FC401 syntax, FC402 double-quoted literal, FC403 bare backtick literal, FC404 unknown function."""
+    for doc, path, text in iter_expressions(project):
+        for code, offset, message, hint in lint_expression(text):
+            style = doc.styles.get(tuple(path), "")
+            line, col = doc.at(tuple(path))
+            if style in ('"', "'"):
+                col += 1 + offset
+            elif style == "" and "\n" not in text:
+                col += offset
+            yield Diagnostic(code, message, doc.file, line, col, hint)
+
+
+def check_timing(project: Project):
+    """FC501 retry values that cannot work (backoff < 1, max_delay < interval)."""
+    for state in project.states.values():
+        for r in state.retry:
+            if r.backoff < 1:
+                yield state.doc.diag("FC501", f"backoff {r.backoff} shrinks the delay", r.path + ("backoff",), hint="use 1.0 (constant) or more")
+            if r.max_delay is not None and r.max_delay < r.interval:
+                yield state.doc.diag("FC501", "max_delay is shorter than interval", r.path + ("max_delay",),
+                                     hint="max_delay caps the growing delay; make it at least the interval")
+        if state.type == "wait" and ("duration" in state.raw) == ("until" in state.raw):
+            yield state.doc.diag("FC010", "a wait state needs exactly one of duration or until", ("type",))
+
+
+def check_contracts(project: Project):
+    """FC601 side effects without verify/compensate, FC602 read-only contract with compensate, FC604 version/file mismatch."""
+    for found in project.contracts.values():
+        for c in found:
+            if c.side_effecting:
+                if not c.verify:
+                    # With nothing to undo, a missing verify costs the boundary guard and crash
+                    # recovery (an unrecorded call is re-invoked with the same idempotency key), so
+                    # it is a warning; with an undo it is an error: we could not tell what to undo.
+                    undo_none = c.compensate == "none"
+                    yield c.doc.diag("FC601", f"'{c.ref}' declares side effects but no verify", ("side_effects",),
+                                     severity="warning" if undo_none else "",
+                                     hint="name verify: module:function (input, output, call) -> bool")
+                if not c.compensate:
+                    yield c.doc.diag("FC601", f"'{c.ref}' declares side effects but no compensate", ("side_effects",),
+                                     hint="name compensate: module:function, or say compensate: none with a reason")
+                elif c.compensate == "none" and not c.reason:
+                    yield c.doc.diag("FC601", "compensate: none needs a reason", ("compensate",),
+                                     hint="say why this effect needs no undo: reason: …")
+            else:
+                if c.compensate and c.compensate != "none":
+                    yield c.doc.diag("FC602", f"'{c.ref}' declares no side effects but names compensate", ("compensate",),
+                                     hint="declare its side_effects, or remove compensate")
+                if c.compensate_on_failure:
+                    yield c.doc.diag("FC602", "compensate_on_failure needs declared side effects", ("compensate_on_failure",))
+
+
+def check_policies(project: Project):
+    """FC701 policy values that cannot work (a bad regex, a reversed range)."""
+    import re
+
+    for policy in project.policies.values():
+        for check in policy.allow:
+            if check.op == "regex":
+                try:
+                    re.compile(check.value)
+                except re.error as exc:
+                    yield policy.doc.diag("FC701", f"regex {check.value!r} does not compile: {exc}", check.path + ("regex",))
+            if check.op == "range":
+                lo, hi = check.value
+                if lo is not None and hi is not None and lo > hi:
+                    yield policy.doc.diag("FC701", f"range [{lo}, {hi}] is empty", check.path + ("range",))
+
+
+CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
+          check_contracts, check_policies)
+
+
+def import_check(project: Project):
+    """FC603: import every entrypoint/verify/compensate (``--import-check``), with
+    ``orchestration/tools/`` first on ``sys.path``. Runs tool modules' top-level code."""
+    tools = str(project.orchestration / "tools")
+    added = tools not in sys.path
+    if added:
+        sys.path.insert(0, tools)
+    try:
+        for found in project.contracts.values():
+            for c in found:
+                for key in ("entrypoint", "verify", "compensate"):
+                    ref = getattr(c, key)
+                    if not ref or ref == "none":
+                        continue
+                    problem = resolve_callable_problem(ref)
+                    if problem:
+                        yield c.doc.diag("FC603", f"{key} {ref}: {problem}", (key,),
+                                         hint=f"tool code is imported from {project.orchestration / 'tools'}")
+    finally:
+        if added:
+            sys.path.remove(tools)
+
+
+def resolve_callable_problem(ref: str):
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the finding
+        return f"cannot import module '{module_name}' ({type(exc).__name__}: {exc})"
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return f"module '{module_name}' has no '{attr}'"
+    if not callable(obj):
+        return f"'{attr}' is not callable"
+    return None
+
+
+def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:
+    """All diagnostics for ``project``, sorted by file, line, column.
+
+    Loading diagnostics first, then every function in :data:`CHECKS`; with
+    ``import_entrypoints`` also :func:`import_check`. Never raises for project content.
+    """
+    out = list(project.diagnostics)
+    for check in CHECKS:
+        out.extend(check(project))
+    if import_entrypoints:
+        out.extend(import_check(project))
+    unique = list(dict.fromkeys(out))
+    return sorted(unique, key=sort_key)
