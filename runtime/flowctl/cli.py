@@ -109,5 +109,136 @@ def schema(kind):
     _call("schema", kind=kind)
 
 
+# ------------------------------------------------------------------------------------ running
+def _root_db(f):
+    f = click.option("--db", envvar="FLOWCTL_DB", metavar="URL",
+                     help="Run store: sqlite:///path.db (default .flowctl/flowctl.db), postgresql://…, or memory. Env: FLOWCTL_DB.")(f)
+    return click.option("--root", type=click.Path(), help="Project folder (holding orchestration/).")(f)
+
+
+def _wait_opt(f):
+    return click.option("--max-inline-wait", default="10s", show_default=True, metavar="DURATION",
+                        help="Longest wait or retry delay slept in process; longer ones park the run (exit 3).")(f)
+
+
+@main.command(name="run")
+@click.argument("flow")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml.")
+@click.option("--param", "params", multiple=True, metavar="K=V", help="Set a flow param (repeatable); V is JSON or text.")
+@click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
+@_root_db
+@_wait_opt
+@click.option("-q", "--quiet", is_flag=True, help="No live progress on stderr.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet, fmt):
+    """Run FLOW on an input, checkpointing every step.
+
+    Live progress goes to stderr; the outcome, the path and the output to stdout.
+    Exit 0 succeeded, 1 failed, 2 unusable (bad input, definition errors), 3 paused for review or
+    waiting on a timer (continue it with flowctl resume / flowctl recover).
+
+    \b
+    Examples:
+      flowctl run order_return --input '{"order_id": "A-1001"}'
+      flowctl run order_return --input @orchestration/examples/order_return.json
+      flowctl run outbound_report --param refund_topic=returns-prod --db postgresql://localhost/flowctl
+    """
+    _call("run", flow=flow, input=input_, params=params, params_file=params_file, root=root, db=db,
+          max_inline_wait=max_inline_wait, quiet=quiet, fmt=fmt)
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--token", help="The review's one-time token (printed when the run paused, or sent by notify).")
+@click.option("--decision", help="One of the review's decisions, e.g. approve or reject.")
+@click.option("--data", metavar="JSON|@FILE", help="Extra data for the flow, visible as review.data.")
+@click.option("--by", metavar="NAME", help="Who decided (recorded in the audit log).")
+@_root_db
+@_wait_opt
+@click.option("-q", "--quiet", is_flag=True, help="No live progress on stderr.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def resume(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, fmt):
+    """Continue RUN: decide its pending review, continue a wait that is due, or take over a run
+    whose process died (a side effect in flight is verified before it is repeated).
+
+    \b
+    Examples:
+      flowctl resume 01a2b3 --token T0k3n --decision approve --by alice
+      flowctl resume 01a2b3            # a due wait or an orphaned run
+    """
+    _call("resume", run_id=run_id, token=token, decision=decision, data=data, by=by, root=root, db=db,
+          max_inline_wait=max_inline_wait, quiet=quiet, fmt=fmt)
+
+
+@main.command()
+@_root_db
+@_wait_opt
+@click.option("-q", "--quiet", is_flag=True, help="No live progress on stderr.")
+def recover(root, db, max_inline_wait, quiet):
+    """Continue every orphaned run, every wait that is due and every review whose timeout passed."""
+    _call("recover", root=root, db=db, max_inline_wait=max_inline_wait, quiet=quiet)
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--no-compensate", is_flag=True, help="Do not undo completed side effects.")
+@click.option("--by", metavar="NAME", help="Who cancelled (recorded).")
+@_root_db
+def cancel(run_id, no_compensate, by, root, db):
+    """Stop RUN and undo its completed side effects, newest first."""
+    _call("cancel", run_id=run_id, no_compensate=no_compensate, by=by, root=root, db=db)
+
+
+@main.command()
+@click.option("--status", help="Only runs with this status (running, waiting, paused, succeeded, failed, cancelled).")
+@click.option("--flow", help="Only runs of this flow.")
+@click.option("--limit", default=50, show_default=True, help="How many runs to show.")
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def runs(status, flow, limit, root, db, fmt):
+    """List runs, newest first."""
+    _call("runs", status=status, flow=flow, limit=limit, root=root, db=db, fmt=fmt)
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN")
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def trace(run_id, root, db, fmt):
+    """Show what RUN did: the path in one line (a → b ×3 → c) and a table of steps with
+    durations, errors and policy decisions. RUN may be a unique prefix of the id."""
+    _call("trace", run_id=run_id, root=root, db=db, fmt=fmt)
+
+
+@main.command()
+@_root_db
+@click.option("--limit", default=1000, show_default=True, help="How many recent runs to include.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def stats(root, db, limit, fmt):
+    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99."""
+    _call("stats", root=root, db=db, fmt=fmt, limit=limit)
+
+
+@main.command()
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def reviews(root, db, fmt):
+    """List runs paused for review, with what the reviewer sees and the deadline."""
+    _call("reviews", root=root, db=db, fmt=fmt)
+
+
+@main.group()
+def audit():
+    """The append-only audit log."""
+
+
+@audit.command(name="verify")
+@click.argument("run_id", metavar="RUN")
+@_root_db
+def audit_verify(run_id, root, db):
+    """Check RUN's hash chain: exit 0 when intact, 1 when any event was edited, removed or added."""
+    _call("audit", run_id=run_id, root=root, db=db)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -181,9 +181,18 @@ def lint(text: str) -> list[tuple[str, int, str, str]]:
     try:
         tokens = list(lexer.Lexer().tokenize(text))
     except jexc.LexerError as exc:
-        return [("FC401", exc.lex_position or 0, f"invalid expression: {exc.msg if hasattr(exc, 'msg') else exc}", "")]
+        # LexerError keeps its text in ``message``; its ``msg`` is ParseError's generic default.
+        pos = exc.lexer_position or 0
+        return [("FC401", pos, f"invalid expression {text!r}: {exc.message} (column {pos + 1})",
+                 "JMESPath syntax: https://jmespath.org/specification.html")]
+    except jexc.EmptyExpressionError:
+        return [("FC401", 0, "the expression is empty", "write a JMESPath expression, e.g. input.order_id")]
+    except RecursionError:  # a deeply nested `literal` is decoded recursively by the lexer
+        return [("FC401", 0, "the expression nests too deeply to parse", "split it into smaller expressions")]
     try:
         tree = jmespath.compile(text).parsed
+    except RecursionError:  # jmespath's parser is recursive; refuse, do not crash validate
+        return [("FC401", 0, "the expression nests too deeply to parse", "split it into smaller expressions")]
     except jexc.ParseError as exc:
         if isinstance(exc, jexc.IncompleteExpressionError) or exc.token_type == "eof":
             what = "the expression ends too early"

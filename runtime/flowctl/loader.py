@@ -87,6 +87,8 @@ def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Projec
         docs.append(doc)
         diags.extend(doc.diagnostics)
         if doc.data is None:
+            if not any(d.severity == ERROR for d in doc.diagnostics):  # `---`, `~` or `null` alone
+                diags.append(doc.diag("FC010", f"a {kind} file holds one mapping, not null"))
             broken.add((kind, _guess_id(kind, stem)))
             continue
         if not isinstance(doc.data, dict):
@@ -97,8 +99,12 @@ def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Projec
         element_id = _element_id(kind, doc.data)
         if isinstance(element_id, str):
             expected = element_id if kind != "contract" else f"{element_id}.v{doc.data.get('version')}"
-            if stem != expected:
-                field_name = {"state": "id", "flow": "flow", "contract": "id", "policy": "policy"}[kind]
+            field_name = {"state": "id", "flow": "flow", "contract": "id", "policy": "policy"}[kind]
+            if kind == "contract" and stem != expected and stem.startswith(f"{element_id}.v"):
+                problems.append(doc.diag(
+                    "FC604", f"file name '{parts[2]}' says version {stem[len(element_id) + 2:]!r} but the file says "
+                    f"{doc.data.get('version')!r}", ("version",), hint=f"rename the file to {expected}.yaml or fix the version"))
+            elif stem != expected:
                 problems.append(doc.diag(
                     "FC005", f"file name '{parts[2]}' does not match {field_name} '{expected}'",
                     (field_name,), hint=f"rename the file to {expected}.yaml or change the {field_name}"))
@@ -111,6 +117,7 @@ def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Projec
         diags.extend(problems)
         if any(p.severity == ERROR for p in problems):
             broken.add((kind, element_id if isinstance(element_id, str) else _guess_id(kind, stem)))
+            broken.add((kind, _guess_id(kind, stem)))  # references by file name (FC005) are not unknown either
             continue
         try:
             if kind == "state":
@@ -134,6 +141,7 @@ def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Projec
         documents=tuple(docs),
         diagnostics=tuple(diags),
         broken=frozenset(broken),
+        files=MappingProxyType(dict(files)),
     )
 
 
@@ -153,6 +161,8 @@ def _fields_for_type(doc: Document) -> list[Diagnostic]:
     for key in doc.data:
         if key not in allowed and key not in ("id", "type", "description"):
             users = sorted(t for t, fields in STATE_FIELDS.items() if key in fields)
+            if not users:
+                continue  # not a field of any state type: the schema reports it (FC011, did you mean)
             hint = f"'{key}' belongs to {', '.join(users)} states" if users else ""
             out.append(doc.diag("FC012", f"'{key}' has no meaning on a {doc.data['type']} state", (key,),
                                 key=True, hint=hint))

@@ -11,8 +11,8 @@ mappings, JSON Schemas, params) are plain dicts that must be treated as read-onl
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -223,6 +223,7 @@ class Project:
     documents: tuple = ()
     diagnostics: tuple = ()
     broken: frozenset = frozenset()
+    files: Mapping = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def orchestration(self) -> Path:
@@ -238,12 +239,13 @@ class Project:
             return None
         return next((c for c in candidates if c.version == chosen), None)
 
-    def digest(self) -> str:
-        """sha256 over every definition file's path and content (the definition snapshot id)."""
+    @cached_property
+    def _digest(self) -> str:
         h = hashlib.sha256()
-        for doc in sorted(self.documents, key=lambda d: d.file):
-            h.update(doc.file.encode())
-            h.update(b"\0")
-            h.update(json.dumps(doc.data, sort_keys=True, default=str).encode())
-            h.update(b"\0")
+        for name in sorted(self.files):
+            h.update(name.encode() + b"\0" + hashlib.sha256(self.files[name]).digest())
         return h.hexdigest()
+
+    def digest(self) -> str:
+        """sha256 over every definition file's path and bytes: the id of the definition snapshot."""
+        return self._digest

@@ -242,8 +242,10 @@ def check_graph(project: Project):
         known = [s for s in edges if s in project.states and s in reachable]
         terminals = [s for s in known if project.states[s].terminal]
         if not terminals:
-            yield flow.doc.diag("FC202", f"flow '{flow.id}' can never end: no succeed or fail state is reachable",
-                                ("start",), hint="add a transition to a succeed or fail state")
+            # An exit into a missing or broken state is reported on its own; do not guess past it.
+            if not any(_undefined_exit(project, edges, s) for s in known):
+                yield flow.doc.diag("FC202", f"flow '{flow.id}' can never end: no succeed or fail state is reachable",
+                                    ("start",), hint="add a transition to a succeed or fail state")
         else:
             ends = _reach(edges, terminals, {"transition", "error", "timeout"}, reverse=True)
             for sid in known:

@@ -81,6 +81,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
 _YAML11_BOOL = re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$")
 _YAML11_NUMBER = re.compile(r"^(?:[-+]?0[0-7_]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?|[-+]?0b[01_]+|[-+]?[0-9][0-9_]*_[0-9_]*)$")
 _YAML11_DATE = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
+_JSON_TOKEN_OR_TAB = re.compile(r'"(?:[^"\\\n]|\\.)*"|\t')  # a JSON string (kept as is) or a tab
 
 _CORE_TAGS = {
     "tag:yaml.org,2002:str",
@@ -327,6 +328,9 @@ def read_document(file: str, content: bytes | str) -> Document:
     if "\x00" in content:
         doc.diagnostics.append(Diagnostic("FC001", "file contains a NUL character", file))
         return doc
+    if file.endswith(".json") and "\t" in content:
+        # JSON allows tabs between tokens; the YAML scanner does not. Same width, so columns hold.
+        content = _JSON_TOKEN_OR_TAB.sub(lambda m: " " if m.group() == "\t" else m.group(), content)
     try:
         composer = _Composer(content)
         try:

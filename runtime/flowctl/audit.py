@@ -1,0 +1,72 @@
+"""The audit log's hash chain and redaction.
+
+Every event of a run carries ``prev_hash`` and ``hash``: ``hash = sha256(prev_hash + "\\n" +
+canonical JSON of {seq, ts, type, state, attempt, data})`` (keys sorted, no spaces, UTF-8), with
+``prev_hash`` of the first event ``""``. The run row also keeps the last ``seq`` and ``hash``,
+written in the same transaction, so deleting events at the tail is detected too.
+
+:func:`verify_chain` returns a list of problems (empty when the log is intact).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+REDACTED = "***redacted***"
+
+
+def canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def event_hash(prev_hash: str, event: dict) -> str:
+    body = {k: event.get(k) for k in ("seq", "ts", "type", "state", "attempt", "data")}
+    return hashlib.sha256((prev_hash + "\n" + canonical(body)).encode("utf-8")).hexdigest()
+
+
+def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
+    """Problems found in ``events`` (dicts with seq, ts, type, state, attempt, data, prev_hash, hash),
+    in ``seq`` order. ``last_seq``/``last_hash`` are the run row's record of the chain's end."""
+    problems = []
+    prev = ""
+    expected_seq = 1
+    for ev in events:
+        if ev["seq"] != expected_seq:
+            problems.append(f"event {expected_seq} is missing (next stored is {ev['seq']})")
+            expected_seq = ev["seq"]
+        if ev.get("prev_hash", "") != prev:
+            problems.append(f"event {ev['seq']} does not follow event {ev['seq'] - 1} (prev_hash differs)")
+        if event_hash(ev.get("prev_hash", ""), ev) != ev.get("hash"):
+            problems.append(f"event {ev['seq']} ({ev['type']}) was modified (hash differs)")
+        prev = ev.get("hash", "")
+        expected_seq += 1
+    if last_seq is not None and last_seq != expected_seq - 1:
+        problems.append(f"the run records {last_seq} events but {expected_seq - 1} are stored (events deleted or added)")
+    if last_hash is not None and events and last_hash != prev:
+        problems.append("the run's last hash does not match the last stored event")
+    return problems
+
+
+def redact(value, fields):
+    """Copy of ``value`` with every key named in ``fields`` replaced (any depth). ``fields`` may
+    hold dotted paths (``card.number``) or plain names (matched at any depth)."""
+    if not fields:
+        return value
+    plain = {f for f in fields if "." not in f}
+    dotted = [f.split(".") for f in fields if "." in f]
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            out = {}
+            for k, item in v.items():
+                p = path + [k]
+                if k in plain or any(d == p for d in dotted):
+                    out[k] = REDACTED
+                else:
+                    out[k] = walk(item, p)
+            return out
+        if isinstance(v, list):
+            return [walk(x, path) for x in v]
+        return v
+
+    return walk(value, [])

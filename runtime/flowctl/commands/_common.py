@@ -1,0 +1,158 @@
+"""What the run-related commands share: opening the project and store, parsing --input/--param,
+printing a run's outcome, and the live progress listener."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+
+
+def open_project(root):
+    from ..loader import load_project
+
+    return load_project(root)
+
+
+def open_store(db, project_root):
+    from ..store import open_store as _open
+
+    return _open(db or os.environ.get("FLOWCTL_DB"), Path(project_root))
+
+
+def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True):
+    from ..durations import parse_duration
+    from ..engine import Engine
+
+    try:
+        wait = parse_duration(max_inline_wait)
+    except ValueError as exc:
+        raise UsageError(f"--max-inline-wait: {exc}") from None
+    project = open_project(root)
+    store = open_store(db, project.root)
+    listener = Progress() if progress else None
+    return Engine(project, store, max_inline_wait=wait, listener=listener, check=check)
+
+
+def parse_json_arg(value, what: str):
+    """``--input`` text: JSON, or ``@path`` to a JSON/YAML file."""
+    if value is None:
+        return None
+    if value.startswith("@"):
+        path = Path(value[1:])
+        if not path.is_file():
+            raise UsageError(f"{what}: no such file {path}")
+        text = path.read_text(encoding="utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            from ..yamlio import loads
+
+            try:
+                return loads(text, str(path))
+            except ValueError as exc:
+                raise UsageError(f"{what}: {exc}") from None
+        source = str(path)
+    else:
+        text, source = value, what
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: not valid JSON ({source}:{exc.lineno}:{exc.colno}: {exc.msg})",
+                         hint="pass JSON like '{\"order_id\": \"A-1\"}' or @file.json") from None
+
+
+def parse_params(pairs, params_file):
+    params = {}
+    if params_file:
+        loaded = parse_json_arg("@" + params_file, "--params-file")
+        if not isinstance(loaded, dict):
+            raise UsageError("--params-file must hold a mapping")
+        params.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param {pair!r}: write KEY=VALUE")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+def one_line_path(path) -> str:
+    """``['a', 'b', 'b', 'b', 'c']`` -> ``a → b ×3 → c``."""
+    parts = []
+    for sid in path:
+        if parts and parts[-1][0] == sid:
+            parts[-1][1] += 1
+        else:
+            parts.append([sid, 1])
+    return " → ".join(s if n == 1 else f"{s} ×{n}" for s, n in parts)
+
+
+def print_result(result, *, fmt="text") -> int:
+    if fmt == "json":
+        from dataclasses import asdict
+
+        click.echo(json.dumps(asdict(result), indent=2, ensure_ascii=False, default=str))
+        return result.exit_code
+    colour = {"succeeded": "green", "failed": "red", "cancelled": "red"}.get(result.status, "yellow")
+    click.echo(f"run {result.run_id} ({result.flow}): " + click.style(result.status, fg=colour, bold=True))
+    if result.path:
+        click.echo("path: " + one_line_path(result.path))
+    if result.status == "succeeded":
+        click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
+    if result.error:
+        e = result.error
+        click.echo(f"error: {e.get('type')} [{e.get('code')}] at {e.get('state')}: {e.get('message')}")
+    for r in result.residue:
+        click.echo(click.style("residue: ", fg="red") + f"{r['tool']} in '{r['state']}' could not be undone: {r['error']}")
+    if result.status == "paused" and result.review:
+        rv = result.review
+        click.echo(f"paused for review at '{rv['state']}': " + json.dumps(rv.get("show"), ensure_ascii=False))
+        if rv.get("token"):
+            click.echo(f"resume with: flowctl resume {result.run_id} --token {rv['token']} --decision "
+                       + "|".join(rv.get("decisions") or []))
+    elif result.status == "paused":
+        click.echo(f"paused; see: flowctl reviews, then flowctl resume {result.run_id} --token T --decision D")
+    if result.status == "waiting" and result.available_at:
+        from ..clock import iso
+
+        click.echo(f"waiting until {iso(result.available_at)}; continue with: flowctl resume {result.run_id} (or flowctl recover)")
+    return result.exit_code
+
+
+class Progress:
+    """Live progress on stderr: one line per state, tool outcome, retry and compensation."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def _out(self, text, **style):
+        click.echo(click.style(text, **style) if self.tty else text, file=self.stream)
+
+    def __call__(self, ev) -> None:
+        t, d, s = ev["type"], ev["data"], ev["state"]
+        if t == "state_entered":
+            self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)
+        elif t == "tool_succeeded":
+            self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms (attempt {ev['attempt']})", fg="green")
+        elif t == "tool_failed":
+            self._out(f"    {d.get('tool')} failed: {d.get('error')}: {d.get('message')} (attempt {ev['attempt']})", fg="red")
+        elif t == "retry_scheduled":
+            self._out(f"    retry in {d.get('delay_s'):.3g}s (attempt {d.get('next_attempt')})", fg="yellow")
+        elif t == "policy_decided" and d.get("outcome") != "allow":
+            self._out(f"    policy {d.get('outcome')}: {d.get('reason')}", fg="yellow")
+        elif t == "fallback_used":
+            self._out(f"    fallback {d.get('tool')}", fg="yellow")
+        elif t == "error_caught":
+            e = d.get("error") or {}
+            self._out(f"    {e.get('type')} handled by {d.get('layer')} layer", fg="yellow")
+        elif t.startswith("compensation_"):
+            self._out(f"    {t.replace('_', ' ')}: {d.get('tool')} of '{s}'", fg="magenta")
+        elif t == "review_requested":
+            self._out(f"    review requested: {json.dumps(d.get('show'), ensure_ascii=False)}", fg="cyan")

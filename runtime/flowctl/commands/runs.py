@@ -1,0 +1,43 @@
+"""``flowctl runs``: the latest runs, newest first."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import EXIT_OK
+from ._common import open_project, open_store
+
+
+def run(status, flow, limit, root, db, fmt) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..clock import iso
+    from ..errors import UsageError
+    from ..store import STATUSES
+
+    if status and status not in STATUSES:
+        raise UsageError(f"--status {status!r} is not one of {', '.join(STATUSES)}")
+    project = open_project(root)
+    store = open_store(db, project.root)
+    try:
+        rows = store.list_runs(status=status, flow=flow, limit=limit)
+    finally:
+        store.close()
+    if fmt == "json":
+        keep = ("id", "flow", "flow_version", "status", "steps", "created_at", "updated_at", "available_at", "owner", "error", "parent_id")
+        click.echo(json.dumps([{k: r.get(k) for k in keep} for r in rows], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not rows:
+        click.echo("no runs" + (f" with status {status}" if status else ""))
+        return EXIT_OK
+    table = Table(box=None, header_style="bold")
+    for col in ("run", "flow", "status", "steps", "started", "updated", "owner", "error"):
+        table.add_column(col)
+    for r in rows:
+        err = (r.get("error") or {}).get("code", "")
+        table.add_row(r["id"], r["flow"], r["status"], str(r["steps"]), iso(r["created_at"]), iso(r["updated_at"]),
+                      r.get("owner") or "", err)
+    Console(soft_wrap=True).print(table)
+    return EXIT_OK

@@ -1,0 +1,93 @@
+"""``flowctl trace RUN``: the path in one line and the steps in a table (or JSON)."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import EXIT_OK
+from ._common import one_line_path, open_project, open_store
+
+
+def steps_of(events) -> list:
+    """Fold a run's events into steps: ``[{step, state, type, attempts, tool, duration_ms, outcome,
+    error, policy, to}]``, one per state entered."""
+    steps = []
+    current = None
+    for ev in events:
+        d, t = ev["data"] or {}, ev["type"]
+        if t == "state_entered":
+            current = {"step": d.get("step"), "state": ev["state"], "type": d.get("type"), "attempts": 1, "tool": None,
+                       "duration_ms": 0.0, "outcome": "", "error": None, "policy": None, "to": None,
+                       "started": ev["ts"], "ended": ev["ts"]}
+            steps.append(current)
+            continue
+        if current is None:
+            continue
+        current["ended"] = ev["ts"]
+        if t in ("tool_invoked",) and d.get("purpose") != "notify":
+            current["tool"] = d.get("tool")
+            current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
+        elif t == "tool_succeeded":
+            current["duration_ms"] += d.get("duration_ms") or 0
+            current["outcome"] = "ok"
+        elif t == "tool_failed":
+            current["duration_ms"] += d.get("duration_ms") or 0
+            current["outcome"] = "failed"
+            current["error"] = f"{d.get('error')}: {d.get('message')}"
+        elif t == "policy_decided":
+            current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
+        elif t == "error_caught":
+            e = d.get("error") or {}
+            current["error"] = f"{e.get('type')}: {e.get('message')}"
+            current["outcome"] = f"caught ({d.get('layer')})"
+        elif t == "transition_taken":
+            current["to"] = d.get("to")
+            current["outcome"] = current["outcome"] or "ok"
+        elif t in ("run_succeeded",):
+            current["outcome"] = "succeeded"
+        elif t == "run_failed":
+            current["outcome"] = "failed"
+            e = d.get("error") or {}
+            current["error"] = current["error"] or f"{e.get('type')}: {e.get('message')}"
+        elif t == "run_paused":
+            current["outcome"] = d.get("status")
+        elif t == "fallback_used":
+            current["tool"] = d.get("tool")
+            current["outcome"] = "fallback"
+    return steps
+
+
+def run(run_id, root, db, fmt) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..clock import iso
+
+    project = open_project(root)
+    store = open_store(db, project.root)
+    try:
+        row = store.get_run(run_id)
+        events = store.events(row["id"])
+    finally:
+        store.close()
+    steps = steps_of(events)
+    path = [s["state"] for s in steps]
+    if fmt == "json":
+        click.echo(json.dumps({"run": {k: row.get(k) for k in ("id", "flow", "flow_version", "digest", "status",
+                                                                  "output", "error", "created_at", "updated_at")},
+                               "path": path, "steps": steps, "events": events}, indent=2, ensure_ascii=False, default=str))
+        return EXIT_OK
+    click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
+    click.echo(one_line_path(path))
+    table = Table(box=None, header_style="bold")
+    for col in ("#", "state", "type", "tool", "try", "ms", "policy", "outcome", "next", "error"):
+        table.add_column(col)
+    for s in steps:
+        table.add_row(str(s["step"]), s["state"], s["type"] or "", s["tool"] or "", str(s["attempts"]),
+                      f"{s['duration_ms']:.1f}", s["policy"] or "", s["outcome"], s["to"] or "", s["error"] or "")
+    Console(soft_wrap=True).print(table)
+    comp = [e for e in events if e["type"].startswith("compensation_")]
+    for e in comp:
+        click.echo(f"{iso(e['ts'])} {e['type']}: {e['data'].get('tool')} of '{e['state']}'")
+    return EXIT_OK

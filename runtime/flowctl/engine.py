@@ -1,0 +1,191 @@
+"""The interpreter: ``Engine(project, store).run(flow, input) -> RunResult``.
+
+One step: enter state -> (task) build input -> validate against the state's and the contract's
+``input_schema`` -> policy gate -> commit a ``started`` record (side effects only) -> invoke the
+tool with its idempotency key and timeout -> validate output -> verify (side effects) -> record
+-> pick the transition (first match in file order) -> apply ``set`` -> checkpoint (one
+transaction with the step's events).
+
+Errors pass through layers in order (as ASL Retry then Catch): the state's ``retry``, the state's
+``on_error``, the flow's ``on_error``, then the default: compensate completed side effects newest
+first and fail the run with the error's code. In each ``on_error`` list the first matching rule
+wins. Limit errors (``MaxStepsExceeded``, ``RunTimeout``) skip the handlers: they compensate and
+fail. A ``fail`` state ends the run without compensating.
+
+Runs are durable: a run that is waiting (a timer or a retry delay longer than
+``max_inline_wait`` seconds), paused for review, or whose process died, continues with
+:meth:`Engine.resume`; :meth:`Engine.recover` continues every such run that is due. A resumed run
+uses the definition snapshot it started with.
+
+The per-run machinery lives in :mod:`flowctl.runner`; this module is the public face.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import SystemClock
+from .errors import ProjectError, RunNotFound, StoreError, UsageError
+from .store import FINAL
+
+EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 1, "paused": 3, "waiting": 3, "running": 3}
+
+
+@dataclass
+class RunResult:
+    """How a run stands after ``run``/``resume``.
+
+    ``status``: succeeded | failed | cancelled | paused | waiting. ``output``: the flow's
+    ``output`` (succeeded). ``error``: ``{type, code, message, state}`` (failed). ``path``: state
+    ids entered, in order. ``residue``: compensations that failed, ``[{state, tool, error}]``.
+    ``review``: when paused, ``{state, token, decisions, show, deadline}`` (the token is only
+    here, never stored). ``available_at``: when waiting, epoch seconds it is due.
+    """
+
+    run_id: str
+    flow: str
+    status: str
+    output: Any = None
+    error: dict | None = None
+    path: list = field(default_factory=list)
+    residue: list = field(default_factory=list)
+    review: dict | None = None
+    available_at: float | None = None
+    steps: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """0 succeeded, 1 failed or cancelled, 3 paused or waiting."""
+        return EXIT_CODES.get(self.status, 1)
+
+
+def new_run_id(clock) -> str:
+    """Time-ordered id: 12 hex digits of milliseconds then 12 random hex digits."""
+    return f"{int(clock.time() * 1000):012x}{uuid.uuid4().hex[:12]}"
+
+
+class Engine:
+    """Runs flows of one project against one store.
+
+    ``clock``: a :class:`~flowctl.clock.SystemClock` (default) or ``FakeClock``.
+    ``max_inline_wait``: seconds a run may sleep in process (waits, retry delays) before it is
+    parked as ``waiting`` instead. ``listener``: called with each audit event dict as it is
+    recorded (live progress). ``check``: refuse to run a flow whose files have validation errors.
+    """
+
+    def __init__(self, project, store, *, clock=None, max_inline_wait: float = 10.0, listener=None,
+                 owner: str | None = None, check: bool = True):
+        self.project = project
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.max_inline_wait = max_inline_wait
+        self.listener = listener
+        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}"
+        self.check = check
+        self._projects: dict = {}
+        self._checked: set = set()
+
+    # ----------------------------------------------------------------------------- public API
+    def run(self, flow_id: str, input: Any = None, *, params: dict | None = None, run_id: str | None = None) -> RunResult:
+        """Start a run of ``flow_id`` on ``input`` and drive it until it ends, pauses or parks.
+
+        Raises :class:`UsageError` for an unknown flow, invalid input (checked against the flow's
+        ``input_schema``), or a flow whose definition files have errors.
+        """
+        from . import runner
+
+        flow = self._flow(flow_id)
+        self._check_flow(flow)
+        return runner.start(self, self.project, flow, {} if input is None else input, params or {}, run_id)
+
+    def resume(self, run_id: str, *, token: str | None = None, decision: str | None = None,
+               data: Any = None, by: str | None = None) -> RunResult:
+        """Continue a run: decide its pending review (``token``, ``decision``, ``data``, ``by``), or
+        continue a due wait, or take over a run whose process died. A finished run is returned
+        as it stands. Raises :class:`RunNotFound`, :class:`UsageError` (refused review)."""
+        from . import runner
+
+        row = self.store.get_run(run_id)
+        return runner.resume(self, row, token=token, decision=decision, data=data, by=by)
+
+    def recover(self) -> list:
+        """Continue every run that is due: orphaned ``running`` runs (owner process gone),
+        ``waiting`` runs whose time has come, and paused reviews whose timeout passed."""
+        from . import runner
+
+        return runner.recover(self)
+
+    def cancel(self, run_id: str, *, compensate: bool = True, by: str | None = None) -> RunResult:
+        """Stop a run that has not finished; undo its completed side effects unless told not to."""
+        from . import runner
+
+        row = self.store.get_run(run_id)
+        return runner.cancel(self, row, compensate=compensate, by=by)
+
+    # ----------------------------------------------------------------------------- helpers
+    def _flow(self, flow_id: str):
+        flow = self.project.flows.get(flow_id)
+        if flow is None:
+            from .schema import did_you_mean
+
+            if ("flow", flow_id) in self.project.broken:
+                raise UsageError(f"flow '{flow_id}' has errors and cannot run", hint="run: flowctl validate")
+            known = ", ".join(sorted(self.project.flows)) or "none"
+            raise UsageError(f"no flow '{flow_id}'", hint=did_you_mean(flow_id, self.project.flows) or f"flows: {known}")
+        return flow
+
+    def _check_flow(self, flow) -> None:
+        """Refuse a flow whose own files (flow, its states, their contracts, policies) have errors."""
+        if not self.check or flow.id in self._checked:
+            return
+        from .diagnostics import ERROR
+        from .validate import validate
+
+        files = flow_files(self.project, flow)
+        errors = [d for d in validate(self.project) if d.severity == ERROR and d.file in files]
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise ProjectError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
+                               hint="run: flowctl validate")
+        self._checked.add(flow.id)
+
+    def project_for(self, digest: str):
+        """The project a run started with (its stored snapshot); the live one if digests match."""
+        if digest == self.project.digest():
+            return self.project
+        found = self._projects.get(digest)
+        if found is None:
+            from .loader import load_files
+
+            files = self.store.load_definition(digest)
+            found = self._projects[digest] = load_files(files, self.project.root)
+        return found
+
+
+def flow_files(project, flow) -> set:
+    """Relative paths of every file a flow depends on."""
+    from .validate import flow_graph
+
+    files = {flow.file}
+    tools = set()
+    for sid in flow_graph(project, flow):
+        state = project.states.get(sid)
+        if state is None:
+            continue
+        files.add(state.file)
+        for ref in [state.tool, state.get("notify")] + [h.fallback for h in state.on_error]:
+            if ref:
+                contract = project.resolve_tool(ref)
+                if contract is not None:
+                    files.add(contract.file)
+                    tools.add(contract.id)
+    for policy in project.policies.values():
+        if tools & set(policy.applies_to):
+            files.add(policy.file)
+    return files
+
+
+__all__ = ["Engine", "RunResult", "RunNotFound", "StoreError", "FINAL"]

@@ -1,0 +1,592 @@
+"""Driving one run: the step loop, transitions, error layers, parking and resuming.
+
+A :class:`Runner` holds one run's checkpoint (``cursor``) and buffers its audit events until the
+next commit. The cursor (JSON, stored on the run row) is::
+
+    {state, entered, step, attempt, visits, path, context, response, error, review,
+     saga: [{state, step, tool, input, output, idempotency_key, at}],   # completed side effects
+     residue: [{state, tool, error}],                                    # compensations that failed
+     inflight: {step, attempt, state, tool, input, idempotency_key} | None,
+     pending: {kind: retry|wait|review, ...} | None,
+     after_compensation: {goto|fail|fallback|...} | None,
+     state_info: {id, entered_at, attempt}, done}
+
+Task execution lives in :mod:`flowctl.task`, compensation in :mod:`flowctl.saga`.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+
+from . import saga, task
+from .audit import canonical, event_hash
+from .clock import iso
+from .durations import parse_duration
+from .engine import RunResult, new_run_id
+from .errors import (FlowctlError, MaxStepsExceeded, NoTransitionMatched, PayloadTooLarge, ReviewTimeout,
+                     RunTimeout, StepError, UsageError, error_names)
+from .expressions import RECORDER, Recorder, compile_expr
+from .policy import Gate
+from .schemas_runtime import check_instance
+from .scope import apply_set, build, truthy
+from .store import FINAL
+
+MAX_PAYLOAD = 1 << 20  # bytes of one event's data or of the checkpoint (canonical JSON)
+LIMIT_ERRORS = (MaxStepsExceeded, RunTimeout)
+
+
+class Park(Exception):
+    """The run stopped here on purpose (waiting, paused); the checkpoint is committed."""
+
+
+def start(engine, project, flow, run_input, params, run_id=None) -> RunResult:
+    size = len(canonical(run_input).encode())
+    if size > MAX_PAYLOAD:
+        raise UsageError(f"run input is {size} bytes; the limit is {MAX_PAYLOAD}", hint="pass a reference, not the data")
+    if flow.input_schema:
+        problem = check_instance(flow.input_schema, run_input)
+        if problem:
+            raise UsageError(f"input does not match the input_schema of flow '{flow.id}': {problem}",
+                             hint=f"see {flow.where('input_schema')}")
+    merged = dict(flow.params)
+    merged.update(params)
+    now = engine.clock.time()
+    digest = project.digest()
+    engine.store.save_definition(digest, dict(project.files))
+    run_id = run_id or new_run_id(engine.clock)
+    cursor = {"state": flow.start, "entered": False, "step": 0, "attempt": 1, "visits": {}, "path": [],
+              "context": {}, "response": None, "error": None, "review": None, "saga": [], "residue": [],
+              "inflight": None, "pending": None, "after_compensation": None, "state_info": None, "done": False}
+    row = {"id": run_id, "flow": flow.id, "flow_version": str(flow.version), "digest": digest, "parent_id": None,
+           "status": "running", "input": run_input, "params": merged, "output": None, "error": None,
+           "cursor": cursor, "created_at": now, "updated_at": now, "available_at": None, "owner": engine.owner,
+           "last_seq": 0, "last_hash": "", "steps": 0}
+    runner = Runner(engine, project, flow, row)
+    runner.emit("run_started", flow=flow.id, flow_version=flow.version, digest=digest, input=run_input,
+                params=merged, git_commit=_git_commit(project.root), owner=engine.owner)
+    first = runner.take_events()
+    row["last_seq"], row["last_hash"] = first[-1]["seq"], first[-1]["hash"]
+    engine.store.create_run(row, first)
+    runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
+    return runner.drive()
+
+
+def resume(engine, row, *, token=None, decision=None, data=None, by=None) -> RunResult:
+    if row["status"] in FINAL:
+        if token is not None:
+            raise UsageError(f"run {row['id']} has already {row['status']}; the token cannot be used",
+                             hint="a review token works once, while its run is paused")
+        return result_from_row(row)
+    project = engine.project_for(row["digest"])
+    flow = project.flows[row["flow"]]
+    runner = Runner(engine, project, flow, row)
+    status = row["status"]
+    if status == "running":
+        holder = _live_owner(row.get("owner"), engine.owner)
+        if holder:
+            raise UsageError(f"run {row['id']} is being executed by {holder}", hint="wait for it, or stop that process")
+        runner.emit("run_resumed", reason="orphaned", previous_owner=row.get("owner"), owner=engine.owner)
+    elif status == "paused":
+        pending = runner.cursor["pending"] or {}
+        if token is None and not runner.review_expired():
+            raise UsageError(f"run {row['id']} is paused for review at '{pending.get('state')}'",
+                             hint=f"flowctl resume {row['id']} --token TOKEN --decision {'|'.join(pending.get('decisions', []))}")
+        if token is not None:
+            runner.decide_review(token, decision, data, by)
+    elif status == "waiting":
+        due = row.get("available_at") or 0
+        delay = due - engine.clock.time()
+        if delay > engine.max_inline_wait:
+            return result_from_row(row)
+        if delay > 0:
+            engine.clock.sleep(delay)
+        runner.emit("run_resumed", reason="due", owner=engine.owner)
+    runner.commit(status="running", owner=engine.owner, available_at=None)
+    return runner.drive()
+
+
+def recover(engine) -> list:
+    results = []
+    now = engine.clock.time()
+    candidates = []
+    for status in ("running", "waiting", "paused"):
+        candidates.extend(engine.store.list_runs(status=status, limit=0))
+    for row in sorted(candidates, key=lambda r: r["created_at"]):
+        if row["status"] == "running" and _live_owner(row.get("owner"), engine.owner):
+            continue
+        if row["status"] == "waiting" and (row.get("available_at") or 0) > now + engine.max_inline_wait:
+            continue
+        if row["status"] == "paused":
+            deadline = ((row.get("cursor") or {}).get("pending") or {}).get("deadline")
+            if deadline is None or deadline > now:
+                continue
+        try:
+            results.append(resume(engine, row))
+        except FlowctlError as exc:
+            results.append(RunResult(row["id"], row["flow"], row["status"],
+                                     error={"type": type(exc).__name__, "code": exc.code, "message": str(exc)}))
+    return results
+
+
+def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
+    if row["status"] in FINAL:
+        return result_from_row(row)
+    project = engine.project_for(row["digest"])
+    runner = Runner(engine, project, project.flows[row["flow"]], row)
+    runner.emit("run_cancelled", by=by, compensate=compensate)
+    if compensate:
+        saga.compensate(runner, reason="cancelled")
+    runner.cursor["done"] = True
+    runner.cursor["pending"] = None
+    err = {"type": "Cancelled", "code": "CANCELLED", "message": f"cancelled by {by or 'a user'}", "state": runner.cursor["state"]}
+    runner.commit(status="cancelled", error=err, available_at=None)
+    return runner.result()
+
+
+def result_from_row(row) -> RunResult:
+    cursor = row.get("cursor") or {}
+    return RunResult(row["id"], row["flow"], row["status"], row.get("output"), row.get("error"),
+                     list(cursor.get("path", [])), list(cursor.get("residue", [])), None,
+                     row.get("available_at"), cursor.get("step", 0))
+
+
+def _live_owner(owner, me):
+    """The owner string if that process is alive on this host (and is not this process)."""
+    if not owner or owner == me:
+        return None
+    host, _, pid = owner.rpartition(":")
+    if host != os.uname().nodename or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return owner
+    return owner
+
+
+def _git_commit(root):
+    head = root / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            target = root / ".git" / ref[5:]
+            if target.exists():
+                return target.read_text().strip()
+            packed = root / ".git" / "packed-refs"
+            for line in packed.read_text().splitlines() if packed.exists() else ():
+                if line.endswith(" " + ref[5:]):
+                    return line.split()[0]
+            return None
+        return ref
+    except OSError:
+        return None
+
+
+class Runner:
+    def __init__(self, engine, project, flow, row):
+        self.engine = engine
+        self.store = engine.store
+        self.clock = engine.clock
+        self.project = project
+        self.flow = flow
+        self.row = row
+        self.id = row["id"]
+        self.cursor = row["cursor"]
+        self.last_seq = row["last_seq"]
+        self.last_hash = row["last_hash"]
+        self.events: list = []
+        self.step_rows: list = []
+        self.gate = Gate(project, engine.store, engine.clock)
+        self.tools_folder = str(project.orchestration / "tools")
+        self.run_info = {"id": self.id, "flow": flow.id, "flow_version": flow.version,
+                         "started_at": iso(row["created_at"]), "parent": row.get("parent_id")}
+
+    # ------------------------------------------------------------------ events and commits
+    def emit(self, type_: str, state: str | None = None, attempt: int | None = None, **data) -> dict:
+        seq = self.last_seq + len(self.events) + 1
+        prev = self.events[-1]["hash"] if self.events else self.last_hash
+        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
+        ev["prev_hash"] = prev
+        ev["hash"] = event_hash(prev, ev)
+        self.events.append(ev)
+        if self.engine.listener is not None:
+            self.engine.listener(dict(ev, run_id=self.id))
+        return ev
+
+    def take_events(self) -> list:
+        out, self.events = self.events, []
+        return out
+
+    def commit(self, status: str | None = None, **fields) -> None:
+        run = {"cursor": self.cursor, "updated_at": self.clock.time(), "steps": self.cursor["step"]}
+        if status:
+            run["status"] = status
+        run.update(fields)
+        events = self.take_events()
+        if events:
+            run["last_seq"], run["last_hash"] = events[-1]["seq"], events[-1]["hash"]
+        steps, self.step_rows = self.step_rows, []
+        self.store.commit(self.id, self.last_seq, run, events, steps)
+        if events:
+            self.last_seq, self.last_hash = run["last_seq"], run["last_hash"]
+        self.row.update(run)
+
+    def check_size(self, value, what: str) -> None:
+        size = len(canonical(value).encode())
+        if size > MAX_PAYLOAD:
+            raise PayloadTooLarge(f"{what} is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
+
+    # ------------------------------------------------------------------ scope
+    def scope(self) -> dict:
+        c = self.cursor
+        return {"input": self.row["input"], "params": self.row.get("params") or {}, "context": c["context"],
+                "response": c["response"], "error": c["error"], "review": c["review"], "visits": c["visits"],
+                "state": c["state_info"], "run": self.run_info, "item": None, "index": None}
+
+    # ------------------------------------------------------------------ the loop
+    def drive(self) -> RunResult:
+        recorder = Recorder(self.clock)
+        token = RECORDER.set(recorder)
+        try:
+            while not self.cursor["done"]:
+                if self.cursor.get("after_compensation"):
+                    self.finish_handler(self.cursor["after_compensation"])
+                    continue
+                state = self.project.states[self.cursor["state"]]
+                try:
+                    if not self.cursor["entered"]:
+                        self.enter(state)
+                    response = self.execute(state)
+                    if response is _DONE:
+                        continue
+                    self.advance(state, response)
+                except Park:
+                    return self.result()
+                except LIMIT_ERRORS as exc:
+                    self.fail_with(state, exc, layer="limit")
+                except Exception as exc:  # noqa: BLE001 - every error goes through the layers
+                    if isinstance(exc, FlowctlError) and not isinstance(exc, StepError):
+                        raise
+                    self.handle_error(state, exc)
+        finally:
+            RECORDER.reset(token)
+        return self.result()
+
+    def result(self) -> RunResult:
+        c = self.cursor
+        review = None
+        pending = c.get("pending") or {}
+        if self.row["status"] == "paused" and pending.get("kind") == "review":
+            review = {k: pending.get(k) for k in ("state", "decisions", "show", "deadline")}
+            review["token"] = getattr(self, "issued_token", None)
+        return RunResult(self.id, self.flow.id, self.row["status"], self.row.get("output"), self.row.get("error"),
+                         list(c["path"]), list(c["residue"]), review, self.row.get("available_at"), c["step"])
+
+    def enter(self, state) -> None:
+        c = self.cursor
+        limits = self.flow.limits
+        if c["step"] + 1 > limits.max_steps:
+            raise MaxStepsExceeded(f"run took {limits.max_steps} steps (limits.max_steps) and would enter '{state.id}'")
+        visits = c["visits"].get(state.id, 0) + 1
+        if limits.max_visits is not None and visits > limits.max_visits:
+            raise MaxStepsExceeded(f"state '{state.id}' would be entered {visits} times (limits.max_visits {limits.max_visits})")
+        if limits.timeout is not None and self.clock.time() - self.row["created_at"] > limits.timeout:
+            raise RunTimeout(f"run exceeded limits.timeout ({limits.timeout:g}s)")
+        c["step"] += 1
+        c["visits"] = dict(c["visits"], **{state.id: visits})
+        c["path"].append(state.id)
+        c["entered"] = True
+        c["attempt"] = 1
+        c["state_info"] = {"id": state.id, "entered_at": iso(self.clock.time()), "attempt": 1}
+        self.emit("state_entered", state.id, 1, type=state.type, step=c["step"], visit=visits)
+
+    def execute(self, state):
+        kind = state.type
+        if kind == "task":
+            return task.run_task(self, state)
+        if kind == "choice":
+            return self.cursor["response"]
+        if kind == "pass":
+            new = apply_set(self.cursor["context"], state.get("set"), self.scope(), state.where("set"))
+            self.check_size(new, "context")
+            self.cursor["context"] = new
+            return self.cursor["response"]
+        if kind == "wait":
+            return self.wait(state)
+        if kind == "review":
+            return self.review(state)
+        if kind == "succeed":
+            self.succeed(state)
+            return _DONE
+        if kind == "fail":
+            self.fail_state(state)
+            return _DONE
+        raise StepError(f"state type '{kind}' ({state.id}) is not supported by this engine yet")
+
+    # ------------------------------------------------------------------ transitions
+    def advance(self, state, response) -> None:
+        c = self.cursor
+        c["response"] = response
+        scope = self.scope()
+        chosen = None
+        evaluated = []
+        for t in self.flow.transitions_from(state.id):
+            if t.when is None:
+                chosen = t
+                evaluated.append({"when": None, "result": True})
+                break
+            value = compile_expr(t.when, t.where("when")).evaluate(scope)
+            evaluated.append({"when": t.when, "result": value})  # null stays null in the trace
+            if truthy(value):
+                chosen = t
+                break
+        if chosen is None:
+            raise NoTransitionMatched(f"no transition from '{state.id}' matched",
+                                      hint="; ".join(f"{e['when']} -> {e['result']!r}" for e in evaluated))
+        new_context = apply_set(c["context"], chosen.set, scope, chosen.where("set"))
+        self.check_size(new_context, "context")
+        c["context"] = new_context
+        c["error"] = None  # the state completed: the caught error leaves the scope
+        recorded = RECORDER.get().recorded if RECORDER.get() else []
+        data = {"to": chosen.to, "conditions": evaluated, "line": chosen.line()}
+        if recorded:
+            data["recorded"] = list(recorded)
+            recorded.clear()
+        self.emit("transition_taken", state.id, c["attempt"], **data)
+        self.goto(chosen.to)
+
+    def goto(self, target: str) -> None:
+        c = self.cursor
+        c["state"] = target
+        c["entered"] = False
+        c["attempt"] = 1
+        c["pending"] = None
+        self.commit()
+
+    # ------------------------------------------------------------------ endings
+    def succeed(self, state) -> None:
+        c = self.cursor
+        output = c["context"] if self.flow.output is None else build(self.flow.output, self.scope(), self.flow.where("output"))
+        c["done"] = True
+        c["error"] = None
+        self.emit("run_succeeded", state.id, output=output)
+        self.commit(status="succeeded", output=output)
+
+    def fail_state(self, state) -> None:
+        scope = self.scope()
+        err_name = _literal_or_expr(state.get("error"), scope, state.where("error"))
+        cause = _literal_or_expr(state.get("cause"), scope, state.where("cause")) or ""
+        err = {"type": str(err_name), "code": str(err_name), "message": str(cause), "state": state.id}
+        self.finish_failed(err)
+
+    def finish_failed(self, err: dict) -> None:
+        c = self.cursor
+        c["done"] = True
+        self.emit("run_failed", err.get("state"), error=err, residue=c["residue"])
+        self.commit(status="failed", error=err)
+
+    # ------------------------------------------------------------------ error layers
+    def handle_error(self, state, exc, *, skip_state_layer: bool = False) -> None:
+        c = self.cursor
+        err = error_dict(exc, state.id, c["attempt"])
+        c["error"] = err
+        names = matchable_names(exc)
+        layers = [] if skip_state_layer else [("state", state.on_error)]
+        layers.append(("flow", self.flow.on_error))
+        for layer, handlers in layers:
+            for index, h in enumerate(handlers):
+                if "*" in h.errors or any(n in h.errors for n in names):
+                    self.emit("error_caught", state.id, c["attempt"], error=err, layer=layer, handler=index,
+                              line=h.line())
+                    self.run_handler(state, h, err)
+                    return
+        self.emit("error_caught", state.id, c["attempt"], error=err, layer="default", handler=None)
+        self.fail_with(state, exc, layer="default", err=err)
+
+    def fail_with(self, state, exc, *, layer: str, err=None) -> None:
+        err = err or error_dict(exc, state.id, self.cursor["attempt"])
+        self.cursor["error"] = err
+        self.cursor["after_compensation"] = {"fail": err, "compensate": True}
+        self.commit()
+
+    def run_handler(self, state, h, err) -> None:
+        c = self.cursor
+        if h.set:
+            c["context"] = apply_set(c["context"], h.set, self.scope(), h.where("set"))
+        if h.goto:
+            action = {"goto": h.goto, "compensate": bool(h.compensate)}
+        elif h.fallback:
+            action = {"fallback": h.fallback, "state": state.id, "compensate": bool(h.compensate)}
+        elif h.fail:
+            action = {"fail": {"type": h.fail, "code": h.fail, "message": err["message"], "state": state.id},
+                      "compensate": h.compensate is not False}
+        else:
+            action = {"fail": err, "compensate": h.compensate is not False}
+        c["after_compensation"] = action
+        self.commit()
+
+    def finish_handler(self, action: dict) -> None:
+        """Carry out a handler's action, compensating first if asked (resumable after a crash)."""
+        if action.get("compensate"):
+            saga.compensate(self, reason="handler")
+        c = self.cursor
+        c["after_compensation"] = None
+        if "goto" in action:
+            self.goto(action["goto"])
+        elif "fallback" in action:
+            state = self.project.states[action["state"]]
+            try:
+                response = task.run_fallback(self, state, action["fallback"])
+                self.advance(state, response)
+            except Park:
+                raise
+            except LIMIT_ERRORS as exc:
+                self.fail_with(state, exc, layer="limit")
+            except Exception as exc:  # noqa: BLE001
+                if isinstance(exc, FlowctlError) and not isinstance(exc, StepError):
+                    raise
+                self.handle_error(state, exc, skip_state_layer=True)
+        else:
+            self.finish_failed(action["fail"])
+
+    # ------------------------------------------------------------------ parking
+    def park(self, status: str, pending: dict, available_at: float | None) -> None:
+        self.cursor["pending"] = pending
+        self.emit("run_paused", self.cursor["state"], self.cursor["attempt"], status=status, pending=_public(pending),
+                  available_at=available_at)
+        self.commit(status=status, available_at=available_at)
+        raise Park()
+
+    def wait(self, state):
+        c = self.cursor
+        pending = c.get("pending") or {}
+        due = pending.get("due")
+        if due is None:
+            if state.get("duration") is not None:
+                due = self.clock.time() + parse_duration(state.get("duration"))
+            else:
+                from .expressions import _parse_time
+
+                value = compile_expr(state.get("until"), state.where("until")).evaluate(self.scope())
+                try:
+                    due = _parse_time(value).timestamp()
+                except (ValueError, TypeError) as exc:
+                    from .errors import ExpressionError
+
+                    raise ExpressionError(f"until of '{state.id}' gave {value!r}, not an ISO-8601 time ({exc})") from None
+            self.emit("wait_started", state.id, due=iso(due))
+        delay = due - self.clock.time()
+        if delay > self.engine.max_inline_wait:
+            self.park("waiting", {"kind": "wait", "state": state.id, "due": due}, due)
+        if delay > 0:
+            self.clock.sleep(delay)
+        return c["response"]
+
+    def review(self, state):
+        c = self.cursor
+        pending = c.get("pending") or {}
+        if pending.get("kind") == "review" and pending.get("decided"):
+            c["pending"] = None
+            return c["response"]
+        if pending.get("kind") == "review" and self.review_expired():
+            return self.review_timeout(state)
+        token = secrets.token_urlsafe(24)  # 192 bits
+        self.issued_token = token
+        scope = self.scope()
+        show = build(state.get("show") or {}, scope, state.where("show"))
+        timeout = state.get("timeout")
+        deadline = self.clock.time() + parse_duration(timeout) if isinstance(timeout, str) else None
+        review = {"kind": "review", "state": state.id, "token_hash": _hash_token(token),
+                  "decisions": list(state.get("decisions") or []), "show": show, "deadline": deadline}
+        self.emit("review_requested", state.id, show=show, decisions=review["decisions"],
+                  deadline=iso(deadline) if deadline else None)
+        notify = state.get("notify")
+        if notify:
+            task.notify(self, state, notify, {"token": token, "run_id": self.id, "show": show,
+                                              "decisions": review["decisions"],
+                                              "deadline": iso(deadline) if deadline else None})
+        self.park("paused", review, None)
+
+    def review_expired(self) -> bool:
+        pending = self.cursor.get("pending") or {}
+        deadline = pending.get("deadline")
+        return pending.get("kind") == "review" and deadline is not None and self.clock.time() >= deadline
+
+    def review_timeout(self, state):
+        on_timeout = state.get("on_timeout") or {"fail": "ReviewTimeout"}
+        self.cursor["pending"] = None
+        self.emit("review_timed_out", state.id)
+        if "goto" in on_timeout:
+            self.cursor["error"] = {"type": "ReviewTimeout", "code": "REVIEW_TIMEOUT",
+                                    "message": f"review '{state.id}' timed out", "state": state.id, "attempt": 1}
+            self.goto(on_timeout["goto"])
+            return _DONE
+        raise ReviewTimeout(f"review '{state.id}' was not decided in time") if on_timeout["fail"] == "ReviewTimeout" \
+            else _named_failure(on_timeout["fail"], f"review '{state.id}' was not decided in time")
+
+    def decide_review(self, token, decision, data, by) -> None:
+        pending = self.cursor.get("pending") or {}
+        if pending.get("kind") != "review":
+            self.emit("review_refused", self.cursor["state"], reason="no review pending")
+            self.commit()
+            raise UsageError(f"run {self.id} has no pending review (the token may already have been used)")
+        if not hmac.compare_digest(_hash_token(token), pending["token_hash"]):
+            self.emit("review_refused", pending["state"], reason="wrong token")
+            self.commit()
+            raise UsageError(f"wrong token for run {self.id}", hint="use the token printed when the run paused")
+        if self.review_expired():
+            self.emit("review_refused", pending["state"], reason="expired")
+            self.commit()
+            raise UsageError(f"the review of run {self.id} expired at {iso(pending['deadline'])}",
+                             hint=f"its on_timeout applies on the next: flowctl resume {self.id}")
+        if decision not in pending["decisions"]:
+            raise UsageError(f"decision '{decision}' is not one of {', '.join(pending['decisions'])}")
+        at = iso(self.clock.time())
+        self.cursor["review"] = {"decision": decision, "data": data, "by": by, "at": at, "state": pending["state"],
+                                 "step": pending.get("step", self.cursor["step"]), "policy": bool(pending.get("policy"))}
+        self.cursor["pending"] = dict(pending, decided=True, token_hash="used")
+        self.emit("review_decided", pending["state"], decision=decision, data=data, by=by, at=at)
+
+
+_DONE = object()
+
+
+def _public(pending: dict) -> dict:
+    return {k: v for k, v in pending.items() if k != "token_hash"}
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _literal_or_expr(value, scope, where):
+    if isinstance(value, dict) and "expr" in value:
+        return compile_expr(value["expr"], where).evaluate(scope)
+    return value
+
+
+def _named_failure(name, message):
+    from .errors import FlowFailed
+
+    return FlowFailed(name, message)
+
+
+def matchable_names(exc) -> list:
+    """Names a handler can match for ``exc``: the error's own name, its classes, and ``ToolError``
+    for anything raised by tool code (not timeouts), as ASL's States.TaskFailed."""
+    names = list(getattr(exc, "flowctl_names", None) or error_names(exc))
+    return names
+
+
+def error_dict(exc, state_id: str, attempt: int) -> dict:
+    """``{type, code, message, state, attempt}`` for the scope's ``error`` and the run's error."""
+    names = matchable_names(exc)
+    type_name = names[0] if names else type(exc).__name__
+    code = getattr(exc, "code", None)
+    if not isinstance(exc, StepError) or code in (None, "TOOL_ERROR", "FLOW_FAILED"):
+        code = type_name
+    return {"type": type_name, "code": code, "message": str(exc) or type_name, "state": state_id, "attempt": attempt}

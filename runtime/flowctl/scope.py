@@ -1,0 +1,53 @@
+"""The run scope every expression sees, and the two ways data moves through it.
+
+Scope (a dict)::
+
+    {input, params, context, response, error, review, item, index, visits, state, run}
+
+``error`` is ``{type, code, message, state, attempt}`` from the moment an error is caught until
+the next state completes; ``visits`` maps state id -> times entered; ``state`` is
+``{id, entered_at, attempt}`` and ``run`` is ``{id, flow, flow_version, started_at, parent}``
+(times ISO 8601, UTC).
+
+:func:`build` evaluates an input mapping (strings are JMESPath, nested mappings and lists are
+walked, other JSON values are literals). :func:`apply_set` evaluates every value of a ``set``
+against the scope as it was *before* any assignment, then writes them; a dotted key
+(``results.step1``) writes a nested field, creating objects on the way.
+"""
+from __future__ import annotations
+
+from .expressions import compile_expr
+
+
+def build(mapping, scope: dict, where: str = ""):
+    """Value of an input mapping (or of a single expression string) on ``scope``."""
+    if isinstance(mapping, str):
+        return compile_expr(mapping, where).evaluate(scope)
+    if isinstance(mapping, dict):
+        return {k: build(v, scope, where) for k, v in mapping.items()}
+    if isinstance(mapping, list):
+        return [build(v, scope, where) for v in mapping]
+    return mapping
+
+
+def apply_set(context: dict, assignments: dict | None, scope: dict, where: str = "") -> dict:
+    """``context`` updated by ``assignments`` (evaluated first, all against the same ``scope``)."""
+    if not assignments:
+        return context
+    values = [(key, build(expr, scope, where)) for key, expr in assignments.items()]
+    out = dict(context)
+    for key, value in values:
+        parts = key.split(".")
+        target = out
+        for part in parts[:-1]:
+            child = target.get(part)
+            child = dict(child) if isinstance(child, dict) else {}
+            target[part] = child
+            target = child
+        target[parts[-1]] = value
+    return out
+
+
+def truthy(value) -> bool:
+    """JMESPath truthiness: false, null, "" , [] and {} are false; everything else (0 too) is true."""
+    return not (value is None or value is False or value == "" or value == [] or value == {})

@@ -1,0 +1,312 @@
+"""Task states: one tool call with its retries (layer 1), the gate, verify and crash recovery.
+
+:func:`run_task` returns the tool's parsed output (the new ``response``) or raises the error that
+the next layers handle. Retry (as ASL Retry): the first rule whose ``errors`` match decides;
+``max_attempts`` counts every call of the state, the first included, so ``max_attempts: 3`` is
+exactly three calls. The delay before attempt *n+1* is ``min(interval * backoff**(n-1),
+max_delay)`` seconds, drawn uniformly from ``[0, delay]`` with ``jitter: full``. A delay longer
+than the engine's ``max_inline_wait`` parks the run (status ``waiting``).
+
+Crash safety: before a side-effecting tool is invoked, the step's ``started`` record and the
+events so far are committed, and the checkpoint notes the call as ``inflight``. A run resumed with
+a call in flight asks the contract's ``verify(input, None, call)`` whether the effect happened: a
+dict answer is taken as the tool's output, ``True`` as "happened, output unknown" (``{}``), and a
+false answer re-invokes the tool with the **same** idempotency key. Without ``verify`` the tool is
+re-invoked with the same key (at-least-once; the key makes it safe).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+
+from .audit import redact
+from .errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, ToolTimeout, error_names
+from .expressions import compile_expr
+from .schemas_runtime import check_instance
+from .scope import build
+from .tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout, resolve
+
+
+def run_task(runner, state):
+    contract = runner.project.resolve_tool(state.tool)
+    c = runner.cursor
+    if c.get("inflight"):
+        recovered = recover_inflight(runner, state, contract)
+        if recovered is not None:
+            return recovered
+    while True:
+        attempt = c["attempt"]
+        try:
+            return call_tool(runner, state, contract, attempt)
+        except Exception as exc:  # noqa: BLE001
+            rule = _retry_rule(state, exc)
+            if rule is None or attempt >= rule.max_attempts:
+                raise
+            delay = min(rule.interval * rule.backoff ** (attempt - 1), rule.max_delay or float("inf"))
+            if rule.jitter == "full":
+                delay = random.uniform(0, delay)
+            c["attempt"] = attempt + 1
+            c["state_info"] = dict(c["state_info"] or {}, attempt=attempt + 1)
+            runner.emit("retry_scheduled", state.id, attempt, error=_names(exc)[0], message=str(exc),
+                        delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
+            if delay > runner.engine.max_inline_wait:
+                runner.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
+                            runner.clock.time() + delay)
+            runner.clock.sleep(delay)
+
+
+def run_fallback(runner, state, ref):
+    """Invoke ``ref`` (a fallback tool) with the state's input; its output becomes ``response``."""
+    contract = runner.project.resolve_tool(ref)
+    runner.emit("fallback_used", state.id, runner.cursor["attempt"], tool=contract.ref)
+    return call_tool(runner, state, contract, runner.cursor["attempt"], fallback=True)
+
+
+def notify(runner, state, ref, payload) -> None:
+    """Call a review's ``notify`` tool once with ``{token, run_id, show, decisions, deadline}``."""
+    contract = runner.project.resolve_tool(ref)
+    fn = resolve(contract.entrypoint, runner.tools_folder)
+    call = ToolCall(runner.id, runner.cursor["step"], state.id, 1, f"{runner.id}:{state.id}:notify", None, contract.ref)
+    runner.emit("tool_invoked", state.id, 1, tool=contract.ref, input=redact(payload, ("token",)), purpose="notify")
+    call_with_timeout(fn, (payload, call), contract.timeout or DEFAULT_TIMEOUT, f"notify tool {contract.ref}")
+    runner.emit("tool_succeeded", state.id, 1, tool=contract.ref, purpose="notify")
+
+
+def _names(exc) -> list:
+    return getattr(exc, "flowctl_names", None) or error_names(exc)
+
+
+def _retry_rule(state, exc):
+    names = _names(exc)
+    for rule in state.retry:
+        if "*" in rule.errors or any(n in rule.errors for n in names):
+            return rule
+    return None
+
+
+def _timeout(runner, state, contract) -> float:
+    t = state.timeout
+    if isinstance(t, dict):
+        value = compile_expr(t["expr"], state.where("timeout")).evaluate(runner.scope())
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            from .errors import ExpressionError
+
+            raise ExpressionError(f"timeout of '{state.id}' evaluated to {value!r}, not a positive number of seconds")
+        return float(value)
+    return t or contract.timeout or DEFAULT_TIMEOUT
+
+
+def _key(runner, state, contract, tool_input) -> str:
+    if contract.idempotency_key:
+        scope = dict(runner.scope(), input=tool_input, run_input=runner.row["input"])
+        value = compile_expr(contract.idempotency_key, contract.where("idempotency_key")).evaluate(scope)
+        if value not in (None, ""):
+            return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    visit = runner.cursor["visits"].get(state.id, 1)
+    return f"{runner.id}:{state.id}:{visit}"
+
+
+def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
+    c = runner.cursor
+    scope = runner.scope()
+    tool_input = build(state.input, scope, state.where("input")) if state.input is not None else {}
+    if not fallback and state.input_schema:
+        problem = check_instance(state.input_schema, tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
+    if contract.input_schema:
+        problem = check_instance(contract.input_schema, tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
+    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id)
+    if contract.side_effecting or decision.outcome != "allow":
+        runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
+    if decision.outcome == "deny":
+        raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
+    if decision.outcome == "review":
+        _policy_review(runner, state, contract, decision)
+    key = _key(runner, state, contract, tool_input)
+    timeout = _timeout(runner, state, contract)
+    deadline = runner.clock.time() + timeout
+    call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
+    shown_input = redact(tool_input, contract.sensitive)
+    runner.emit("tool_invoked", state.id, attempt, tool=contract.ref, input=shown_input, idempotency_key=key,
+                timeout_s=timeout, flow_version=runner.flow.version, digest=runner.row["digest"])
+    if contract.side_effecting:
+        c["inflight"] = {"step": c["step"], "attempt": attempt, "state": state.id, "tool": contract.ref,
+                         "input": tool_input, "idempotency_key": key}
+        runner.step_rows.append(_step_row(c, attempt, state, contract, key, "started", shown_input, None, runner.clock.time()))
+        runner.commit()
+    fn = resolve(contract.entrypoint, runner.tools_folder)
+    started = time.perf_counter()
+    try:
+        raw = call_with_timeout(fn, (tool_input, call), timeout, f"tool {contract.ref} in '{state.id}'")
+        output, raw_text = _parse_output(raw, contract)
+        runner.check_size(output, f"output of {contract.ref}")
+    except Exception as exc:  # noqa: BLE001
+        _tag_tool_error(exc)
+        took = (time.perf_counter() - started) * 1000
+        runner.emit("tool_failed", state.id, attempt, tool=contract.ref, error=_names(exc)[0], message=str(exc),
+                    duration_ms=round(took, 3))
+        if contract.side_effecting:
+            c["inflight"] = None
+            runner.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
+                                              runner.clock.time()))
+            if contract.compensate_on_failure:
+                _undo_partial(runner, state, contract, tool_input, call)
+        raise
+    took = (time.perf_counter() - started) * 1000
+    return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took)
+
+
+def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms):
+    c = runner.cursor
+    problem = check_instance(contract.output_schema, output) if contract.output_schema else None
+    if contract.side_effecting and problem is None and contract.verify:
+        ok = _verify(runner, contract, tool_input, output, call)
+        if not ok:
+            runner.emit("verify_failed", state.id, attempt, tool=contract.ref)
+            _undo_partial(runner, state, contract, tool_input, call, output=output, checked=True)
+            c["inflight"] = None
+            raise BoundaryViolation(f"verify of {contract.ref} says the effect of '{state.id}' did not happen; "
+                                    "it was compensated")
+    shown = redact(output, contract.sensitive)
+    data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
+    if raw_text is not None:
+        data["raw"] = raw_text if not contract.sensitive else None
+    runner.emit("tool_succeeded", state.id, attempt, **data)
+    if contract.side_effecting:
+        c["inflight"] = None
+        runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
+                                          redact(tool_input, contract.sensitive), shown, None, runner.clock.time()))
+        if contract.compensate and contract.compensate != "none":
+            c["saga"].append({"state": state.id, "step": c["step"], "tool": contract.ref, "input": tool_input,
+                              "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
+    if problem:
+        raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' does not match its output_schema {problem}")
+    return output
+
+
+def recover_inflight(runner, state, contract):
+    """A side-effecting call was started and its outcome never recorded (the process died)."""
+    c = runner.cursor
+    inflight = c["inflight"]
+    contract = runner.project.resolve_tool(inflight["tool"]) or contract
+    call = ToolCall(runner.id, inflight["step"], state.id, inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    answer = _verify(runner, contract, inflight["input"], None, call) if contract.verify else False
+    runner.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"],
+                idempotency_key=inflight["idempotency_key"], happened=bool(answer),
+                action="recorded" if answer else "re-invoke with the same idempotency key")
+    if not answer:
+        c["inflight"] = None
+        c["attempt"] = inflight["attempt"]
+        return None  # the key is derived from the same input and visit: it is the same key
+    output = answer if isinstance(answer, dict) else {}
+    return _complete(runner, state, contract, inflight["attempt"], inflight["input"], output, None, call, 0.0)
+
+
+def _verify(runner, contract, tool_input, output, call):
+    fn = resolve(contract.verify, runner.tools_folder)
+    try:
+        return call_with_timeout(fn, (tool_input, output, call), contract.timeout or DEFAULT_TIMEOUT,
+                                 f"verify of {contract.ref}")
+    except Exception as exc:  # noqa: BLE001 - a verify that cannot answer is a "no"
+        runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=type(exc).__name__, message=str(exc))
+        return False
+
+
+def _undo_partial(runner, state, contract, tool_input, call, *, output=None, checked=False) -> None:
+    """Compensate one call now: after verify failed, or (``compensate_on_failure``) after invoke raised."""
+    from . import saga
+
+    if not contract.compensate or contract.compensate == "none":
+        return
+    if not checked:
+        if not contract.verify or not _verify(runner, contract, tool_input, output, call):
+            return
+    entry = {"state": state.id, "step": runner.cursor["step"], "tool": contract.ref, "input": tool_input,
+             "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()}
+    runner.emit("compensation_started", state.id, call.attempt, tool=contract.ref, reason="boundary")
+    try:
+        saga.undo_once(runner, contract, entry, call)
+    except Exception as exc:  # noqa: BLE001
+        residue = {"state": state.id, "tool": contract.ref, "error": f"{type(exc).__name__}: {exc}",
+                   "idempotency_key": call.idempotency_key}
+        runner.cursor["residue"].append(residue)
+        runner.emit("compensation_failed", state.id, call.attempt, code="COMPENSATION_FAILED", **residue)
+    else:
+        runner.emit("compensation_succeeded", state.id, call.attempt, tool=contract.ref)
+
+
+def _policy_review(runner, state, contract, decision) -> None:
+    """``review_when`` held: pause before the tool (an implicit review) unless already approved."""
+    from .errors import PolicyDenied as Denied
+
+    review = runner.cursor.get("review") or {}
+    if review.get("policy") and review.get("state") == state.id and review.get("step") == runner.cursor["step"]:
+        if review.get("decision") == "approve":
+            runner.gate.record(contract.id, runner.flow.id, runner.id, "")
+            return
+        raise Denied(f"{contract.id} was rejected in review ({decision.policy}: {decision.reason})")
+    import secrets
+
+    from .runner import _hash_token
+
+    token = secrets.token_urlsafe(24)
+    runner.issued_token = token
+    pending = {"kind": "review", "state": state.id, "token_hash": _hash_token(token), "decisions": ["approve", "reject"],
+               "show": {"tool": contract.ref, "policy": decision.policy, "reason": decision.reason}, "deadline": None,
+               "policy": True, "step": runner.cursor["step"]}
+    runner.emit("review_requested", state.id, show=pending["show"], decisions=pending["decisions"], policy=decision.policy)
+    runner.park("paused", pending, None)
+
+
+def _parse_output(raw, contract):
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8")
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw), raw
+        except ValueError as exc:
+            raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
+    if raw is None:
+        return {}, None
+    if not isinstance(raw, (dict, list, int, float, bool)):
+        raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
+    try:
+        text = json.dumps(raw, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
+    return json.loads(text), None
+
+
+def _tag_tool_error(exc) -> None:
+    """Give a tool's exception the names handlers match: its own, its bases, and ToolError."""
+    if getattr(exc, "flowctl_names", None):
+        return
+    names = error_names(exc)
+    if not isinstance(exc, ToolTimeout) and "ToolError" not in names and not _is_engine_error(exc):
+        names.append("ToolError")
+    try:
+        exc.flowctl_names = names
+    except AttributeError:
+        pass
+
+
+def _is_engine_error(exc) -> bool:
+    return isinstance(exc, (SchemaMismatch, PolicyDenied, BoundaryViolation))
+
+
+def _step_row(c, attempt, state, contract, key, status, tool_input, output, started_at=None, finished_at=None):
+    row = {"step_no": c["step"], "attempt": attempt, "state": state.id, "tool": contract.ref, "idempotency_key": key,
+           "status": status, "input": tool_input, "output": output}
+    if started_at is not None:
+        row["started_at"] = started_at
+    if finished_at is not None:
+        row["finished_at"] = finished_at
+    return row
+
+
+__all__ = ["run_task", "run_fallback", "notify", "ToolError"]

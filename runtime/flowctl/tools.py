@@ -1,0 +1,117 @@
+"""Tool registry and invocation: contracts resolved to Python callables, called with a deadline.
+
+Entrypoints (``module:function``) are imported with ``orchestration/tools/`` first on
+``sys.path`` (once per process and folder). A tool is ``fn(input: dict, call: ToolCall) -> dict``;
+it may also return JSON text (``str``/``bytes``), which the engine parses and keeps raw for the
+audit log. ``verify(input, output, call) -> bool`` and ``compensate(input, output, call)``.
+
+Timeouts (seconds): in the main thread a ``SIGALRM`` timer interrupts the tool where it stands
+(Python code and interruptible system calls); elsewhere the tool runs on a helper thread and the
+caller stops waiting at the deadline. Either way :class:`~flowctl.errors.ToolTimeout` is raised
+within the timeout plus a few milliseconds. A thread that is given up on cannot be killed: its
+tool should honour ``call.deadline``.
+"""
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from .errors import ToolTimeout, UsageError
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What a tool is told about its call.
+
+    ``run_id``; ``step`` (1-based step number of the run); ``state`` id; ``attempt`` (1-based);
+    ``idempotency_key`` (the same for every attempt of the step, and after a crash);
+    ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version).
+    """
+
+    run_id: str
+    step: int
+    state: str
+    attempt: int
+    idempotency_key: str
+    deadline: float | None
+    tool: str = ""
+
+
+_imported_paths: set = set()
+_cache: dict = {}
+
+
+def add_tools_path(folder: str) -> None:
+    if folder not in _imported_paths:
+        _imported_paths.add(folder)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def resolve(ref: str, tools_folder: str):
+    """The callable named ``module:attr``. Raises :class:`UsageError` naming what is missing."""
+    key = (ref, tools_folder)
+    fn = _cache.get(key)
+    if fn is not None:
+        return fn
+    add_tools_path(tools_folder)
+    module_name, _, attr = ref.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"cannot import tool module '{module_name}' for {ref}: {type(exc).__name__}: {exc}",
+                         hint=f"tool code is imported from {tools_folder}") from None
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise UsageError(f"'{module_name}' has no '{attr}' (named by {ref})")
+    _cache[key] = obj
+    return obj
+
+
+class _Deadline(BaseException):
+    """Raised inside a tool by the alarm; a BaseException so a tool's ``except Exception`` cannot eat it."""
+
+
+def _on_alarm(signum, frame):
+    raise _Deadline()
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="flowctl-tool")
+        return _pool
+
+
+def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
+    """``fn(*args)``, raising :class:`ToolTimeout` after ``timeout`` seconds (None: no limit)."""
+    if not timeout or timeout <= 0:
+        return fn(*args)
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return fn(*args)
+        except _Deadline:
+            raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    future = _executor().submit(fn, *args)
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
