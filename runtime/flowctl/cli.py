@@ -240,5 +240,50 @@ def audit_verify(run_id, root, db):
     _call("audit", run_id=run_id, root=root, db=db)
 
 
+# ------------------------------------------------------------------------------------ review
+@main.command()
+@click.argument("flow")
+@click.option("--root", type=click.Path(), help="Project folder (holding orchestration/); default: found from the current folder.")
+@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "mermaid"]), default=None,
+              help="Default: from the -o file's suffix (.dot .svg .png .mmd), else dot. svg/png need Graphviz's dot program.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def graph(flow, root, fmt, output):
+    """Draw FLOW: states shaped by type, transitions labelled with their conditions, error
+    edges dashed, retries and fallbacks on the states, child flows as collapsed nodes.
+
+    \b
+    Examples:
+      flowctl graph order_return -o order_return.svg
+      flowctl graph order_return --format mermaid
+      flowctl graph order_return | dot -Tpdf > order_return.pdf
+    """
+    _call("graph", flow=flow, root=root, fmt=fmt, output=output)
+
+
+@main.command()
+@click.argument("base", required=False)
+@click.argument("head", required=False)
+@click.option("--root", type=click.Path(), help="Project folder (holding orchestration/); default: found from the current folder.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "svg"]), default="text", show_default=True,
+              help="text for people, markdown for a PR comment, json for tools, svg for a picture (needs Graphviz).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def diff(base, head, root, fmt, output):
+    """Show what changed between two versions of the flows: flows, states, transitions,
+    handlers, contracts and policies added (+), removed (-) or changed (~), field by field,
+    with risks flagged (a new side effect, a loosened policy) and the flows affected.
+
+    BASE and HEAD are git revisions (read from git objects; the working tree is not touched)
+    or folders holding orchestration/. Default BASE: the merge base with the default branch
+    (origin/HEAD, else main or master); default HEAD: the working tree.
+
+    \b
+    Examples:
+      flowctl diff                                 this branch's changes so far
+      flowctl diff origin/main HEAD --format markdown -o comment.md
+      flowctl diff old_checkout/ new_checkout/ --format json
+    """
+    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -273,7 +273,7 @@ def _states(base: Project, head: Project, broken, warnings) -> list[Change]:
             continue
         fields = field_changes(b.raw, h.raw, skip=("id", "on_error"))
         if fields:
-            out.append(Change("state", "changed", sid, summary=h.type, fields=fields, risks=_tool_risk(head, h, b)))
+            out.append(Change("state", "changed", sid, fields=fields, risks=_tool_risk(head, h, b)))
         out += _handlers(("state", sid), b.raw.get("on_error"), h.raw.get("on_error"))
     return out
 

@@ -112,8 +112,8 @@ def union_graph(diff: ProjectDiff, flow: str) -> UnionGraph:
             status = "added"
         elif a is None:
             status = "removed"
-        elif (b.label, b.title, b.condition) != (a.label, a.title, a.condition) or key in edge_notes:
-            status = "changed"
+        elif key in edge_notes or (b.kind != "transition" and (b.label, b.title) != (a.label, a.title)):
+            status = "changed"  # a transition's label may change with its siblings; trust the diff
         else:
             status = "unchanged"
         union.edges.append((a or b, status, edge_notes.get(key, [])))
@@ -137,10 +137,10 @@ def digraph(diff: ProjectDiff):
     for union in union_graphs(diff):
         prefix = safe_id(CHILD_PREFIX + union.flow) + "-"
         with g.subgraph(name="cluster_" + prefix.rstrip("-")) as c:
-            line, fill, font = COLOURS[union.status if union.status != "changed" else "unchanged"]
-            c.attr(label=dot_text(f"{MARK.get(union.status, '') if union.status != 'changed' else ''}flow {union.flow}"),
-                   color=line, fontcolor=font, style="dashed" if union.status == "removed" else "solid",
-                   id=prefix + "cluster")
+            whole = union.status in ("added", "removed")  # a changed flow's cluster stays neutral
+            line, _fill, font = COLOURS[union.status if whole else "unchanged"]
+            c.attr(label=dot_text(f"{MARK[union.status] if whole else ''}flow {union.flow}"), color=line, fontcolor=font,
+                   style="dashed" if union.status == "removed" else "solid", id=prefix + "cluster")
             for nid, (node, status, notes) in union.nodes.items():
                 c.node(prefix + nid, nohtml(dot_text(MARK[status] + node.label) if node.type != "start" else ""),
                        **_node_style(node, status, notes, prefix))

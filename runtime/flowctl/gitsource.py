@@ -71,7 +71,7 @@ def default_base(repo: Path) -> tuple[str, str]:
             base = git(repo, "merge-base", "HEAD", branch).decode().strip()
         except UsageError:
             continue
-        return base, f"merge-base({branch})"
+        return base, f"merge-base with {branch}"
     raise UsageError("cannot tell the default branch to diff against",
                      hint="name the base: flowctl diff origin/main (or any revision, or two folders)")
 

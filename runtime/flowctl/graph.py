@@ -402,8 +402,8 @@ def mermaid_node(node: Node, prefix: str = "", mark: str = "") -> str:
 
 def mermaid_edge(edge: Edge, prefix: str = "", mark: str = "", arrow: str | None = None) -> str:
     arrow = arrow or ("-.->" if edge.dashed or edge.kind == "child" else "-->")
-    text = mark + edge.label
-    label = f'|"{mermaid_text(text)}"|' if text.strip() else ""
+    text = (mark + edge.label).strip()
+    label = f'|"{mermaid_text(text)}"|' if text else ""
     return f"{safe_id(edge.source, prefix)} {arrow}{label} {safe_id(edge.target, prefix)}"
 
 

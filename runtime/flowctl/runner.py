@@ -206,7 +206,7 @@ class Runner:
                          "started_at": iso(row["created_at"]), "parent": row.get("parent_id")}
 
     # ------------------------------------------------------------------ events and commits
-    def emit(self, type_: str, state: str | None = None, attempt: int | None = None, **data) -> dict:
+    def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, **data) -> dict:
         seq = self.last_seq + len(self.events) + 1
         prev = self.events[-1]["hash"] if self.events else self.last_hash
         ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}

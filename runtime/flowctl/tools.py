@@ -63,6 +63,7 @@ def resolve(ref: str, tools_folder: str):
         return fn
     add_tools_path(tools_folder)
     module_name, _, attr = ref.partition(":")
+    _evict_foreign(module_name, tools_folder)
     try:
         obj = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001
@@ -74,6 +75,29 @@ def resolve(ref: str, tools_folder: str):
             raise UsageError(f"'{module_name}' has no '{attr}' (named by {ref})")
     _cache[key] = obj
     return obj
+
+
+def _evict_foreign(module_name: str, tools_folder: str) -> None:
+    """Forget a module of the same name imported from another project's tools folder, so two
+    projects used one after the other in one process (tests, a worker) each get their own code."""
+    import os
+
+    top = module_name.split(".")[0]
+    loaded = sys.modules.get(top)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if origin is None:
+        return
+    folder = os.path.realpath(tools_folder)
+    if os.path.realpath(origin).startswith(folder + os.sep):
+        return
+    if os.path.realpath(origin).startswith(os.path.realpath(sys.prefix)):
+        return  # an installed package, not project tool code
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()
 
 
 class _Deadline(BaseException):
