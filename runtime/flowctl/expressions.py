@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextvars
 import fnmatch
 import json
-import uuid as _uuid
 from datetime import datetime, timedelta, timezone
 
 import jmespath
@@ -86,7 +85,9 @@ class _Functions(functions.Functions):
     @functions.signature()
     def _func_uuid(self):
         rec = RECORDER.get()
-        make = lambda: str(_uuid.uuid4())  # noqa: E731
+        import uuid
+
+        make = lambda: str(uuid.uuid4())  # noqa: E731
         return rec.draw("uuid", make) if rec else make()
 
     @functions.signature()

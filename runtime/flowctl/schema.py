@@ -7,10 +7,8 @@ hint, durations without units ``FC502``, everything else ``FC010``.
 """
 from __future__ import annotations
 
-import difflib
 import json
 from functools import lru_cache
-from importlib import resources
 
 from .diagnostics import Diagnostic
 from .yamlio import Document
@@ -24,6 +22,8 @@ def schema_text(kind: str) -> str:
     """The schema of ``kind`` as JSON text. Raises ``KeyError`` for an unknown kind."""
     if kind not in KINDS:
         raise KeyError(kind)
+    from importlib import resources
+
     return resources.files("flowctl").joinpath("schemas", f"{kind}.json").read_text(encoding="utf-8")
 
 
@@ -40,6 +40,8 @@ def validator(kind: str):
 
 
 def did_you_mean(word: str, choices) -> str:
+    import difflib
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else ""
 

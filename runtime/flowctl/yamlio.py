@@ -55,7 +55,7 @@ for _tag, _regexp, _first in [
     _Resolver.add_implicit_resolver(_tag, re.compile(_regexp), list(_first))
 
 try:  # libyaml's parser and composer in C; resolution stays in _Resolver above.
-    from yaml import CParser as _Parser
+    from yaml.cyaml import CParser as _Parser
 
     class _Composer(_Parser, _Resolver):
         def __init__(self, stream):
