@@ -76,7 +76,7 @@ def start(engine, project, flow, run_input, params, run_id=None) -> RunResult:
 def resume(engine, row, *, token=None, decision=None, data=None, by=None) -> RunResult:
     if row["status"] in FINAL:
         if token is not None:
-            raise UsageError(f"run {row['id']} has already {row['status']}; the token cannot be used",
+            raise UsageError(f"run {row['id']} has already ended ({row['status']}); the token cannot be used",
                              hint="a review token works once, while its run is paused")
         return result_from_row(row)
     project = engine.project_for(row["digest"])

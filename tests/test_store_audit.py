@@ -1,0 +1,143 @@
+"""The store and the audit log: round trips, size limits, the hash chain, schema versions."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
+from flowctl.audit import verify_chain
+from flowctl.errors import StoreError, UsageError
+from flowctl.store import SCHEMA_VERSION, open_store
+from pg import pg_url  # noqa: F401 - fixture
+
+TOOLS = """
+LEDGER = []
+
+def echo(input, call):
+    return {"echo": input, "card_number": "4111111111111111"}
+
+def big(input, call):
+    return {"blob": "x" * (2 << 20)}
+
+def pay(input, call):
+    LEDGER.append(("pay", input["id"]))
+    return {"ok": True}
+
+def verify_pay(input, output, call):
+    return True
+
+def undo_pay(input, output, call):
+    LEDGER.append(("undo", input["id"]))
+"""
+
+UNICODE_FLOW = {
+    **contract("echo", "echo", extra="sensitive: [card_number]\n"),
+    **task("prüfen_🚚", "echo@1.0.0", extra="input: {name: input.name}\n"),
+    "transitions/f.yaml": "flow: f\nstart: prüfen_🚚\ntransitions:\n  - {from: prüfen_🚚, to: done, set: {echo: response.echo}}\n",
+}
+
+
+def _roundtrip(store, tmp_path):
+    root = build(tmp_path, UNICODE_FLOW, TOOLS)
+    h = Harness(root, store=store)
+    result = h.run(input={"name": "Zoë 日本 🚚"})
+    assert result.status == "succeeded"
+    assert result.path == ["prüfen_🚚", "done"]
+    row = store.get_run(result.run_id)
+    assert row["output"] == {"echo": {"name": "Zoë 日本 🚚"}}
+    events = store.events(result.run_id)
+    assert [e["state"] for e in events if e["type"] == "state_entered"] == ["prüfen_🚚", "done"]
+    assert verify_chain(events, row["last_seq"], row["last_hash"]) == []
+    succeeded = next(e for e in events if e["type"] == "tool_succeeded")
+    assert succeeded["data"]["output"]["card_number"] == "***redacted***"  # sensitive fields never stored
+    assert "4111" not in str(events)
+    return store
+
+
+def test_unicode_state_names_and_payloads_round_trip_sqlite(tmp_path):
+    _roundtrip(sqlite_store(tmp_path), tmp_path)
+
+
+@pytest.mark.postgres
+def test_unicode_state_names_and_payloads_round_trip_postgresql(tmp_path, pg_url):  # noqa: F811
+    _roundtrip(open_store(pg_url), tmp_path)
+
+
+def test_oversized_payloads_are_refused_clearly(tmp_path):
+    root = build(tmp_path, {**contract("big", "big"), **task("a", "big@1.0.0"),
+                            "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: done}\n"}, TOOLS)
+    h = Harness(root, store=sqlite_store(tmp_path))
+    with pytest.raises(UsageError, match="run input is .* bytes; the limit is"):
+        h.run(input={"blob": "y" * (2 << 20)})
+    result = h.run()
+    assert result.status == "failed" and result.error["code"] == "PAYLOAD_TOO_LARGE"
+    assert "at most" in result.error["message"]
+
+
+def test_audit_verify_detects_edits_deletions_and_truncation(tmp_path):
+    store = sqlite_store(tmp_path)
+    root = build(tmp_path, UNICODE_FLOW, TOOLS)
+    run_id = Harness(root, store=store).run(input={"name": "x"}).run_id
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+
+    def problems():
+        row = store.get_run(run_id)
+        return verify_chain(store.events(run_id), row["last_seq"], row["last_hash"])
+
+    assert problems() == []
+    db.execute("UPDATE flowctl_events SET data = replace(data, 'x', 'y') WHERE run_id = ? AND seq = 1", (run_id,))
+    db.commit()
+    assert any("event 1" in p and "modified" in p for p in problems())
+    db.execute("UPDATE flowctl_events SET data = replace(data, 'y', 'x') WHERE run_id = ? AND seq = 1", (run_id,))
+    db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = 3", (run_id,))
+    db.commit()
+    assert any("event 3 is missing" in p for p in problems())
+    last = db.execute("SELECT max(seq) FROM flowctl_events WHERE run_id = ?", (run_id,)).fetchone()[0]
+    db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, last))
+    db.commit()
+    assert any("events deleted or added" in p for p in problems())
+
+
+def test_a_newer_store_schema_is_refused(tmp_path):
+    store = sqlite_store(tmp_path)
+    store.close()
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute("UPDATE flowctl_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    db.commit()
+    with pytest.raises(StoreError, match="newer flowctl"):
+        sqlite_store(tmp_path)
+
+
+def test_unreachable_database_is_a_clear_store_error():
+    with pytest.raises(StoreError, match="cannot open store"):
+        open_store("postgresql://nobody@127.0.0.1:1/none")
+
+
+def test_a_second_writer_with_a_stale_checkpoint_writes_nothing(tmp_path):
+    store = sqlite_store(tmp_path)
+    root = build(tmp_path, {"states/w.yaml": "id: w\ntype: wait\nduration: 1h\n",
+                            "transitions/f.yaml": "flow: f\nstart: w\ntransitions:\n  - {from: w, to: done}\n"}, TOOLS)
+    run = Harness(root, store=store).run()
+    row = store.get_run(run.run_id)
+    with pytest.raises(StoreError, match="advanced by another process"):
+        store.commit(run.run_id, row["last_seq"] - 1, {"status": "failed"}, [])
+    assert store.get_run(run.run_id)["status"] == "waiting"
+
+
+def test_cancel_compensates_a_paused_run_newest_first(tmp_path):
+    root = build(tmp_path, {
+        **effect_contract("pay", "pay"), **allow_all("pay"),
+        **task("p1", "pay@1.0.0", extra="input: {id: \"'1'\"}\n"),
+        **task("p2", "pay@1.0.0", extra="input: {id: \"'2'\"}\n"),
+        "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+        "transitions/f.yaml": "flow: f\nstart: p1\ntransitions:\n  - {from: p1, to: p2}\n  - {from: p2, to: ask}\n  - {from: ask, to: done}\n",
+    }, TOOLS)
+    h = Harness(root, store=sqlite_store(tmp_path))
+    paused = h.run()
+    assert paused.status == "paused"
+    cancelled = h.engine.cancel(paused.run_id, by="ops")
+    assert cancelled.status == "cancelled" and cancelled.exit_code == 1
+    assert h.ledger() == [("pay", "1"), ("pay", "2"), ("undo", "2"), ("undo", "1")]
+    with pytest.raises(UsageError, match=r"already ended \(cancelled\)"):
+        h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
