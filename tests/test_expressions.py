@@ -1,0 +1,178 @@
+"""flowctl.expressions: compiled JMESPath with flowctl's functions, and the lint behind FC401-FC404."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+from flowctl.errors import ExpressionError
+from flowctl.expressions import RECORDER, Recorder, compile_expr, lint
+
+
+def ev(text, scope=None):
+    return compile_expr(text).evaluate(scope or {})
+
+
+# ------------------------------------------------------------------ evaluation
+def test_evaluates_on_the_run_scope():
+    scope = {"input": {"order_id": "A-1"}, "response": {"status": "success"}, "visits": {"s": 2}}
+    assert ev("input.order_id", scope) == "A-1"
+    assert ev("response.status == 'success' && visits.s < `3`", scope) is True
+    assert ev("context.missing", scope) is None
+
+
+def test_compiled_once_per_text_and_location():
+    assert compile_expr("a.b") is compile_expr("a.b")
+    assert compile_expr("a.b", "f.yaml:3") is not compile_expr("a.b", "f.yaml:4")
+
+
+def test_evaluation_errors_are_expression_errors_naming_text_and_place():
+    with pytest.raises(ExpressionError) as info:
+        compile_expr("divide(`1`, `0`)", "orchestration/transitions/f.yaml:7").evaluate({})
+    assert "divide(`1`, `0`)" in info.value.message
+    assert "orchestration/transitions/f.yaml:7" in info.value.message
+    with pytest.raises(ExpressionError):
+        ev("input.a < input.b", {"input": {"a": 5, "b": "10"}})
+    with pytest.raises(ExpressionError):
+        ev("add('a', `1`)")
+    with pytest.raises(ExpressionError):
+        ev("from_json('{bad')")
+
+
+def test_syntax_errors_raise_at_compile_time():
+    import jmespath.exceptions
+
+    with pytest.raises(jmespath.exceptions.ParseError):
+        compile_expr("input.[x")
+
+
+@pytest.mark.parametrize("text, scope, expected", [
+    ("add(`1`, `2`)", {}, 3),
+    ("subtract(`5`, `2`)", {}, 3),
+    ("multiply(`2`, `2.5`)", {}, 5.0),
+    ("divide(`9`, `2`)", {}, 4.5),
+    ("glob('report.txt', '*.txt')", {}, True),
+    ("glob('report.TXT', '*.txt')", {}, False),  # case-sensitive
+    ("has(@, 'x')", {"x": None}, True),  # present even if null
+    ("has(@, 'y')", {"x": None}, False),
+    ("to_epoch('1970-01-02T00:00:00')", {}, 86400.0),  # naive = UTC
+    ("to_epoch('1970-01-01T01:00:00+01:00')", {}, 0.0),
+    ("date_add('2024-01-01T00:00:00Z', '90m')", {}, "2024-01-01T01:30:00Z"),
+    ("date_add('2024-01-01T00:00:00Z', `60`)", {}, "2024-01-01T00:01:00Z"),
+    ("to_json(@)", {"b": 1, "a": [1, "é"]}, '{"a":[1,"é"],"b":1}'),
+    ("from_json(s)", {"s": '{"a": [1]}'}, {"a": [1]}),
+])
+def test_flowctl_functions(text, scope, expected):
+    assert ev(text, scope) == expected
+
+
+def test_date_add_refuses_a_duration_without_units():
+    with pytest.raises(ExpressionError, match="not a duration"):
+        ev("date_add('2024-01-01T00:00:00Z', '1 h')")
+
+
+def test_uuid_and_now_are_recorded_and_replayed():
+    rec = Recorder()
+    token = RECORDER.set(rec)
+    try:
+        u = ev("uuid()")
+        n = ev("now()")
+    finally:
+        RECORDER.reset(token)
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", u)
+    assert n.endswith("Z")
+    assert rec.recorded == [{"kind": "uuid", "value": u}, {"kind": "now", "value": n}]
+    replay = Recorder(replay=rec.recorded)
+    token = RECORDER.set(replay)
+    try:
+        assert (ev("uuid()"), ev("now()")) == (u, n)
+    finally:
+        RECORDER.reset(token)
+
+
+def test_now_uses_the_recorder_clock():
+    from datetime import datetime, timezone
+
+    class Clock:
+        def now(self):
+            return datetime(2030, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+
+    token = RECORDER.set(Recorder(clock=Clock()))
+    try:
+        assert ev("now()") == "2030-05-06T07:08:09Z"
+    finally:
+        RECORDER.reset(token)
+
+
+# ------------------------------------------------------------------ lint
+def codes(text):
+    return [(code, offset) for code, offset, _, _ in lint(text)]
+
+
+@pytest.mark.parametrize("text", [
+    "input.order_id",
+    "response.status == 'success' && visits.get_logistics < `3`",
+    "length(input.items) > `3`",
+    "to_json(@) == `{\"a\": 1}`",
+    "{refund: context.refund_id, status: context.logistics_status}",
+    "join('-', ['refund', input.order_id])",
+    "uuid()",
+    "date_add(now(), '1h')",
+    "input.x == `true`",
+    "a\n.b",
+])
+def test_good_expressions_have_no_problems(text):
+    assert lint(text) == []
+
+
+@pytest.mark.parametrize("text, offset", [
+    ("input.x = 'a'", 8),  # lexer: single '='
+    ("input.x == 'a", 11),  # lexer: unclosed quote
+    ("input.#", 6),
+    ("input.[x", 8),  # parser: ends too early
+    ("{a: context.x", 13),
+    ("input.a && ", 11),
+    ("a ]", 2),
+])
+def test_fc401_syntax_error_offset_points_at_the_problem(text, offset):
+    ((code, off, message, hint),) = lint(text)
+    assert (code, off) == ("FC401", offset)
+    assert repr(text) in message
+    assert f"(column {offset + 1})" in message
+    assert "jmespath.org" in hint
+
+
+def test_fc401_lexer_message_is_specific():
+    ((_, _, message, _),) = lint("input.x = 'a'")
+    assert "Unknown token '='" in message
+
+
+def test_fc401_empty_and_pathological_expressions_do_not_raise():
+    assert codes("") == [("FC401", 0)]
+    assert codes("  ") == [("FC401", 2)]
+    assert codes("(" * 5000 + "a" + ")" * 5000) == [("FC401", 0)]
+    assert codes("`" + "[" * 100000 + "]" * 100000 + "`") == [("FC401", 0)]
+
+
+def test_fc402_double_quoted_string_next_to_a_comparison():
+    assert codes('input.status == "ok"') == [("FC402", 16)]
+    assert codes('"a" == input.x && input.y != "b"') == [("FC402", 0), ("FC402", 29)]
+    # a quoted identifier used as a field name is fine
+    assert codes('input."order-id"') == []
+
+
+def test_fc403_backtick_literal_that_is_not_json():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = lint("input.x == `ok`")
+    ((code, offset, message, hint),) = found
+    assert (code, offset) == ("FC403", 11)
+    assert "`ok`" in message
+    assert hint.startswith("write 'ok'")
+
+
+def test_fc404_unknown_function_offset():
+    assert codes("upper(input.name)") == [("FC404", 0)]
+    assert codes("input.a || lower(x)") == [("FC404", 11)]
+    assert codes("length(input.items)") == []
