@@ -285,5 +285,29 @@ def diff(base, head, root, fmt, output):
     _call("diff", base=base, head=head, root=root, fmt=fmt, output=output)
 
 
+@main.group()
+def policy():
+    """The policy gate in front of side-effecting tools."""
+
+
+@policy.command(name="check")
+@click.argument("tool")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="The tool input to decide on.")
+@click.option("--flow", help="Flow name, for rate limits counted per flow.")
+@click.option("--run", "run_id", help="Run id, for rate limits per run and dedupe.")
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def policy_check(tool, input_, flow, run_id, root, db, fmt):
+    """Explain the gate's decision for TOOL (id or id@constraint) on an input, without running it.
+
+    Exit 0 allow, 1 deny, 3 review.
+
+    \b
+    Example:
+      flowctl policy check send_email --input '{"to_domain": "corp.example", "recipient_count": 2}'
+    """
+    _call("policy", tool=tool, input=input_, flow=flow, run_id=run_id, root=root, db=db, fmt=fmt)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

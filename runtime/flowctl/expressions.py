@@ -171,37 +171,52 @@ def compile_expr(text: str, where: str = "") -> Expression:
 
 
 # --------------------------------------------------------------------------------------- lint
+_LINT_CACHE: dict = {}
+_SYNTAX_HINT = "JMESPath syntax: https://jmespath.org/specification.html"
+
+
 def lint(text: str) -> list[tuple[str, int, str, str]]:
     """Problems in one expression's source: ``[(code, offset, message, hint)]``.
 
     ``offset`` is the 0-based character position inside ``text``. Codes: FC401 syntax,
     FC402 a double-quoted "literal" (JMESPath reads it as a field name), FC403 a backtick
-    literal that is not JSON, FC404 an unknown function.
+    literal that is not JSON, FC404 an unknown function. Results are cached per text.
     """
-    problems = []
+    found = _LINT_CACHE.get(text)
+    if found is None:
+        found = _lint(text)
+        if len(_LINT_CACHE) < 100_000:
+            _LINT_CACHE[text] = found
+    return list(found)
+
+
+def _lint(text: str) -> list:
+    if not text:
+        return [("FC401", 0, "the expression is empty", "write a JMESPath expression, e.g. input.order_id")]
     try:
-        tokens = list(lexer.Lexer().tokenize(text))
+        tree = jmespath.compile(text).parsed
     except jexc.LexerError as exc:
         # LexerError keeps its text in ``message``; its ``msg`` is ParseError's generic default.
         pos = exc.lexer_position or 0
-        return [("FC401", pos, f"invalid expression {text!r}: {exc.message} (column {pos + 1})",
-                 "JMESPath syntax: https://jmespath.org/specification.html")]
+        return [("FC401", pos, f"invalid expression {text!r}: {exc.message} (column {pos + 1})", _SYNTAX_HINT)]
     except jexc.EmptyExpressionError:
         return [("FC401", 0, "the expression is empty", "write a JMESPath expression, e.g. input.order_id")]
-    except RecursionError:  # a deeply nested `literal` is decoded recursively by the lexer
-        return [("FC401", 0, "the expression nests too deeply to parse", "split it into smaller expressions")]
-    try:
-        tree = jmespath.compile(text).parsed
-    except RecursionError:  # jmespath's parser is recursive; refuse, do not crash validate
+    except RecursionError:  # jmespath's lexer and parser are recursive; refuse, do not crash validate
         return [("FC401", 0, "the expression nests too deeply to parse", "split it into smaller expressions")]
     except jexc.ParseError as exc:
         if isinstance(exc, jexc.IncompleteExpressionError) or exc.token_type == "eof":
             what = "the expression ends too early"
         else:
             what = f"unexpected {exc.token_value!r}"
-        problems.append(("FC401", exc.lex_position or 0, f"invalid expression {text!r}: {what} (column {(exc.lex_position or 0) + 1})",
-                         "JMESPath syntax: https://jmespath.org/specification.html"))
-        return problems
+        pos = exc.lex_position or 0
+        return [("FC401", pos, f"invalid expression {text!r}: {what} (column {pos + 1})", _SYNTAX_HINT)]
+    if '"' not in text and "`" not in text and "(" not in text:
+        return []  # nothing the token checks below could find
+    problems = []
+    try:
+        tokens = list(lexer.Lexer().tokenize(text))
+    except RecursionError:
+        return [("FC401", 0, "the expression nests too deeply to parse", "split it into smaller expressions")]
     comparators = {"eq", "ne", "lt", "gt", "lte", "gte"}
     for i, tok in enumerate(tokens):
         if tok["type"] == "quoted_identifier":

@@ -305,7 +305,7 @@ def check_expressions(project: Project):
     """FC401 syntax, FC402 double-quoted literal, FC403 bare backtick literal, FC404 unknown function."""
     for doc, path, text in iter_expressions(project):
         for code, offset, message, hint in lint_expression(text):
-            style = doc.styles.get(tuple(path), "")
+            style = doc.style(tuple(path))
             line, col = doc.at(tuple(path))
             if style in ('"', "'"):
                 col += 1 + offset

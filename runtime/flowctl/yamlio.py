@@ -41,6 +41,15 @@ class _Resolver(yaml.resolver.BaseResolver):
 
     yaml_implicit_resolvers: dict = {}
 
+    def resolve(self, kind, value, implicit):  # the hot path of parsing: one call per node
+        if kind is ScalarNode:
+            if implicit[0]:
+                for tag, regexp in self.yaml_implicit_resolvers.get(value[:1], ()):
+                    if regexp.match(value):
+                        return tag
+            return _STR
+        return _SEQ if kind is SequenceNode else _MAP
+
 
 for _tag, _regexp, _first in [
     ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
@@ -83,6 +92,8 @@ _YAML11_NUMBER = re.compile(r"^(?:[-+]?0[0-7_]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9]
 _YAML11_DATE = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
 _JSON_TOKEN_OR_TAB = re.compile(r'"(?:[^"\\\n]|\\.)*"|\t')  # a JSON string (kept as is) or a tab
 
+_ANCHOR = re.compile(r"(?<![&\w])&(?![&\s])")  # an anchor (&name), not JMESPath's && or text like R&D
+_STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
 _CORE_TAGS = {
     "tag:yaml.org,2002:str",
     "tag:yaml.org,2002:int",
@@ -98,32 +109,67 @@ _CORE_TAGS = {
 class Document:
     """A parsed definition file.
 
-    ``data``: the plain data, or ``None`` when the file could not be read.
-    ``positions``: path -> (line, column) of the value at that path (1-based).
-    ``key_positions``: path -> (line, column) of the mapping key that leads to that path.
-    ``styles``: path -> scalar style (``'"'``, ``"'"``, ``'|'``, ``'>'`` or ``''`` for plain).
+    ``data``: the plain data, or ``None`` when the file could not be read. ``root``: the composed
+    YAML node tree; positions are looked up in it on demand (:meth:`at`), so reading a valid file
+    builds nothing but its data.
     """
 
     file: str
     data: object = None
-    positions: dict = field(default_factory=dict)
-    key_positions: dict = field(default_factory=dict)
-    styles: dict = field(default_factory=dict)
+    root: object = field(default=None, repr=False)
     diagnostics: list = field(default_factory=list)
 
+    def _walk(self, path):
+        """``(node, key_node)`` at ``path`` as far as it resolves, and whether it resolved fully."""
+        node, key_node = self.root, None
+        for part in path:
+            if isinstance(node, MappingNode):
+                found = _find_key(node, part)
+                if found is None:
+                    return node, key_node, False
+                key_node, node = found
+            elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                key_node, node = None, node.value[part]
+            else:
+                return node, key_node, False
+        return node, key_node, True
+
     def at(self, path: Path, *, key: bool = False) -> tuple[int, int]:
-        """Best known (line, column) for ``path``: the key or value there, else its nearest parent."""
-        path = tuple(path)
-        while True:
-            if key and path in self.key_positions:
-                return self.key_positions[path]
-            if path in self.positions:
-                return self.positions[path]
-            if path in self.key_positions:
-                return self.key_positions[path]
-            if not path:
-                return (1, 1)
-            path = path[:-1]
+        """(line, column), 1-based, of the value at ``path`` (``key=True``: of its mapping key);
+        the nearest enclosing node when ``path`` goes further than the file."""
+        if self.root is None:
+            return (1, 1)
+        node, key_node, complete = self._walk(tuple(path))
+        mark = key_node.start_mark if (key and complete and key_node is not None) else node.start_mark
+        return (mark.line + 1, mark.column + 1)
+
+    def style(self, path: Path) -> str:
+        """Scalar style at ``path``: ``'"'``, ``"'"``, ``'|'``, ``'>'``, or ``''`` (plain or none)."""
+        if self.root is None:
+            return ""
+        node, _, complete = self._walk(tuple(path))
+        return (node.style or "") if complete and isinstance(node, ScalarNode) else ""
+
+    @property
+    def positions(self) -> dict:
+        """path -> (line, column) of every value (built on request; for tools and tests)."""
+        out: dict = {}
+
+        def walk(node, path, depth=0):
+            if depth > MAX_DEPTH or len(out) > MAX_NODES:
+                return
+            out[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+            if isinstance(node, SequenceNode):
+                for i, child in enumerate(node.value):
+                    walk(child, path + (i,), depth + 1)
+            elif isinstance(node, MappingNode):
+                for k, v in node.value:
+                    if isinstance(k, ScalarNode):
+                        walk(v, path + (k.value,), depth + 1)
+
+        if self.root is not None and self.data is not None:
+            walk(self.root, ())
+        return out
 
     def diag(self, code: str, message: str, path: Path = (), *, key: bool = False, hint: str = "",
              severity: str = "", offset: int = 0) -> Diagnostic:
@@ -132,94 +178,92 @@ class Document:
         return Diagnostic(code, message, self.file, line, column + offset, hint, severity)
 
 
+def _find_key(node: MappingNode, key):
+    """The last ``(key_node, value_node)`` of ``node`` whose key is ``key`` (merge keys searched too)."""
+    found = None
+    merges = []
+    for k, v in node.value:
+        if isinstance(k, ScalarNode):
+            if k.value == key and not (key == "<<" and not k.style):
+                found = (k, v)
+            elif k.value == "<<" and not k.style:
+                merges.append(v)
+    if found is None:
+        for m in merges:
+            for src in (m.value if isinstance(m, SequenceNode) else [m]):
+                if isinstance(src, MappingNode):
+                    found = found or _find_key(src, key)
+    return found
+
+
 class _Limit(Exception):
     pass
 
 
+def _mark(node) -> tuple[int, int]:
+    return (node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+_NO_YAML11 = frozenset({"description", "cause", "reason"})
+_YAML11_FIRST = frozenset("yYnNoO0123456789+-")
+
+
 class _Builder:
-    """Walks a composed node graph into plain data, recording positions, within the limits."""
+    """Walks a composed node tree into plain data (aliases already checked by _check_expansion)."""
 
     def __init__(self, doc: Document):
         self.doc = doc
-        self.visited = 0
-        self.stack: list[int] = []
+        self.diags = doc.diagnostics
 
-    def build(self, node, path: Path):
-        self.visited += 1
-        if self.visited > MAX_NODES:
-            raise _Limit(f"the document expands to more than {MAX_NODES} nodes (aliases)")
-        if len(self.stack) > MAX_DEPTH:
+    def _diag(self, code, message, node, hint=""):
+        line, col = _mark(node)
+        self.diags.append(Diagnostic(code, message, self.doc.file, line, col, hint))
+
+    def build(self, node, parent_key=None, depth=0):
+        if depth > MAX_DEPTH:
             raise _Limit(f"the document nests deeper than {MAX_DEPTH} levels")
-        doc = self.doc
-        doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, ScalarNode):
-            doc.styles[path] = node.style or ""
-            return self.scalar(node, path)
-        if id(node) in self.stack:
-            raise _Limit("a recursive alias refers to itself")
-        self.stack.append(id(node))
-        try:
-            if node.tag not in _CORE_TAGS:
-                self._bad_tag(node, path)
-            if isinstance(node, SequenceNode):
-                return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
-            return self.mapping(node, path)
-        finally:
-            self.stack.pop()
+            return self.scalar(node, parent_key)
+        if node.tag not in _CORE_TAGS:
+            self._bad_tag(node)
+        if isinstance(node, SequenceNode):
+            return [self.build(item, parent_key, depth + 1) for item in node.value]
+        return self.mapping(node, depth)
 
-    def _bad_tag(self, node, path):
-        self.doc.diagnostics.append(
-            self.doc.diag("FC007", f"unsupported tag {node.tag!r}", path,
-                          hint="definition files hold plain data; remove the tag")
-        )
+    def _bad_tag(self, node):
+        self._diag("FC007", f"unsupported tag {node.tag!r}", node, "definition files hold plain data; remove the tag")
 
-    def mapping(self, node: MappingNode, path: Path) -> dict:
+    def mapping(self, node: MappingNode, depth: int) -> dict:
         out: dict = {}
         first_line: dict = {}
-        pairs = list(node.value)
-        merged: list = []
-        for key_node, value_node in pairs:
-            if isinstance(key_node, ScalarNode) and key_node.tag == "tag:yaml.org,2002:merge" or (
-                isinstance(key_node, ScalarNode) and key_node.value == "<<" and not key_node.style
-            ):
-                merged.append(value_node)
-        for source in merged:  # YAML 1.1 merge keys: explicit keys override merged ones.
-            sources = source.value if isinstance(source, SequenceNode) else [source]
-            for src in sources:
-                if isinstance(src, MappingNode):
-                    value = self.build(src, path)
-                    for k, v in value.items():
-                        out.setdefault(k, v)
-        for key_node, value_node in pairs:
-            if isinstance(key_node, ScalarNode) and key_node.value == "<<" and not key_node.style:
-                continue
+        merged = None
+        for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode):
-                line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-                self.doc.diagnostics.append(Diagnostic("FC010", "mapping keys must be plain strings",
-                                                       self.doc.file, line, col))
+                self._diag("FC010", "mapping keys must be plain strings", key_node)
                 continue
             key = key_node.value
-            kpos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if key == "<<" and not key_node.style:  # YAML 1.1 merge key: explicit keys win
+                merged = (merged or []) + (value_node.value if isinstance(value_node, SequenceNode) else [value_node])
+                continue
             if key in first_line:
-                self.doc.diagnostics.append(
-                    Diagnostic(
-                        "FC002",
-                        f"duplicate key {key!r} (first at line {first_line[key][0]}, again at line {kpos[0]})",
-                        self.doc.file, kpos[0], kpos[1],
-                        hint=f"keep one '{key}'; the value at line {kpos[0]} would silently win",
-                    )
-                )
+                line, col = _mark(key_node)
+                self.diags.append(Diagnostic(
+                    "FC002", f"duplicate key {key!r} (first at line {first_line[key]}, again at line {line})",
+                    self.doc.file, line, col, hint=f"keep one '{key}'; the value at line {line} would silently win"))
             else:
-                first_line[key] = kpos
-            self.doc.key_positions[path + (key,)] = kpos
-            out[key] = self.build(value_node, path + (key,))
+                first_line[key] = key_node.start_mark.line + 1
+            out[key] = self.build(value_node, key, depth + 1)
+        for src in merged or ():
+            if isinstance(src, MappingNode):
+                for k, v in self.build(src, None, depth + 1).items():
+                    out.setdefault(k, v)
         return out
 
-    def scalar(self, node: ScalarNode, path: Path):
+    def scalar(self, node: ScalarNode, parent_key):
         tag, value = node.tag, node.value
-        if tag == "tag:yaml.org,2002:str":
-            if not node.style and path and path[-1] not in ("description", "cause", "reason"):
-                self._yaml11_warning(value, path)
+        if tag == _STR:
+            if not node.style and value[:1] in _YAML11_FIRST and parent_key not in _NO_YAML11:
+                self._yaml11_warning(value, node)
             return value
         if tag == "tag:yaml.org,2002:null":
             return None
@@ -233,10 +277,10 @@ class _Builder:
                     return int(value[2:], 16)
                 number = int(value, 10)
             except ValueError:
-                self.doc.diagnostics.append(self.doc.diag("FC010", f"{value!r} is not an integer", path))
+                self._diag("FC010", f"{value!r} is not an integer", node)
                 return value
             if not node.style and _YAML11_NUMBER.match(value):
-                self._yaml11_warning(value, path)
+                self._yaml11_warning(value, node)
             return number
         if tag == "tag:yaml.org,2002:float":
             lowered = value.lower()
@@ -247,12 +291,12 @@ class _Builder:
             try:
                 return float(value)
             except ValueError:
-                self.doc.diagnostics.append(self.doc.diag("FC010", f"{value!r} is not a number", path))
+                self._diag("FC010", f"{value!r} is not a number", node)
                 return value
-        self._bad_tag(node, path)
+        self._bad_tag(node)
         return value
 
-    def _yaml11_warning(self, value: str, path: Path) -> None:
+    def _yaml11_warning(self, value: str, node) -> None:
         if _YAML11_BOOL.match(value):
             seen = "a boolean"
         elif _YAML11_NUMBER.match(value):
@@ -261,14 +305,9 @@ class _Builder:
             seen = "a date"
         else:
             return
-        self.doc.diagnostics.append(
-            self.doc.diag(
-                "FC004",
-                f"plain {value!r} is read as {_describe(value)} here (YAML 1.2), but YAML 1.1 tools read it as {seen}",
-                path,
-                hint=f"quote it ('{value}') so every tool reads the same value",
-            )
-        )
+        self._diag("FC004",
+                   f"plain {value!r} is read as {_describe(value)} here (YAML 1.2), but YAML 1.1 tools read it as {seen}",
+                   node, f"quote it ('{value}') so every tool reads the same value")
 
 
 def _check_expansion(root) -> None:
@@ -358,12 +397,12 @@ def read_document(file: str, content: bytes | str) -> Document:
         doc.diagnostics.append(Diagnostic("FC010", "file is empty", file, hint="a definition file holds one mapping"))
         return doc
     try:
-        _check_expansion(node)
-        doc.data = _Builder(doc).build(node, ())
+        if _ANCHOR.search(content):  # anchors, so possibly aliases: refuse bombs before building anything
+            _check_expansion(node)
+        doc.data = _Builder(doc).build(node)
+        doc.root = node
     except _Limit as exc:
         doc.data = None
-        doc.positions.clear()
-        doc.key_positions.clear()
         doc.diagnostics.append(Diagnostic("FC003", f"refused: {exc}", file, node.start_mark.line + 1,
                                           node.start_mark.column + 1, hint="write the values out instead of nesting aliases"))
     except RecursionError:

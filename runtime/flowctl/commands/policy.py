@@ -1,0 +1,41 @@
+"""``flowctl policy check TOOL --input JSON``: explain what the gate would decide, without running.
+
+Exit 0 allow, 1 deny, 3 review. Rate and dedupe are counted against the configured store, but
+nothing is recorded.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import EXIT_FAILED, EXIT_OK, EXIT_PAUSED
+from ._common import open_project, open_store, parse_json_arg
+
+
+def run(tool, input, flow, run_id, root, db, fmt) -> int:
+    from ..clock import SystemClock
+    from ..errors import UsageError
+    from ..policy import Gate
+    from ..schema import did_you_mean
+
+    project = open_project(root)
+    contract = project.resolve_tool(tool)
+    if contract is None:
+        raise UsageError(f"no contract matches '{tool}'", hint=did_you_mean(tool.split("@")[0], project.contracts)
+                         or "contracts: " + ", ".join(sorted(project.contracts)))
+    tool_input = parse_json_arg(input, "--input")
+    store = open_store(db, project.root)
+    try:
+        decision = Gate(project, store, SystemClock()).decide(contract, tool_input if tool_input is not None else {},
+                                                             run_id=run_id or "", flow=flow or "", record=False)
+    finally:
+        store.close()
+    if fmt == "json":
+        click.echo(json.dumps(dict(decision.as_dict(), tool=contract.ref), indent=2))
+    else:
+        colour = {"allow": "green", "deny": "red"}.get(decision.outcome, "yellow")
+        click.echo(f"{contract.ref}: " + click.style(decision.outcome, fg=colour, bold=True))
+        click.echo(f"  decided by: {decision.policy or '(no policy)'} / {decision.rule}")
+        click.echo(f"  why: {decision.reason}")
+    return {"allow": EXIT_OK, "deny": EXIT_FAILED}.get(decision.outcome, EXIT_PAUSED)
