@@ -1,9 +1,13 @@
 """The audit log's hash chain and redaction.
 
-Every event of a run carries ``prev_hash`` and ``hash``: ``hash = sha256(prev_hash + "\\n" +
-canonical JSON of {seq, ts, type, state, attempt, data})`` (keys sorted, no spaces, UTF-8), with
-``prev_hash`` of the first event ``""``. The run row also keeps the last ``seq`` and ``hash``,
-written in the same transaction, so deleting events at the tail is detected too.
+Every event of a run carries ``prev_hash`` and ``hash``::
+
+    hash = sha256(f"{prev_hash}\\n{seq}\\n{ts!r}\\n{type}\\n{state!r}\\n{attempt!r}\\n{data_json}")
+
+where ``data_json`` is the event's data exactly as stored (UTF-8 JSON text, serialised once when
+the event is recorded) and ``prev_hash`` of the first event is ``""``. Verifying therefore hashes
+the stored bytes themselves, not a re-serialisation. The run row also keeps the last ``seq`` and
+``hash``, written in the same transaction, so deleting events at the tail is detected too.
 
 :func:`verify_chain` returns a list of problems (empty when the log is intact).
 """
@@ -19,9 +23,19 @@ def canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def encode_data(data) -> str:
+    """The stored form of an event's data: compact JSON, UTF-8, non-JSON values as text."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def event_hash(prev_hash: str, event: dict) -> str:
-    body = {k: event.get(k) for k in ("seq", "ts", "type", "state", "attempt", "data")}
-    return hashlib.sha256((prev_hash + "\n" + canonical(body)).encode("utf-8")).hexdigest()
+    """Hash of ``event`` (seq, ts, type, state, attempt, and data_json or data) chained to ``prev_hash``."""
+    data_json = event.get("data_json")
+    if data_json is None:
+        data_json = encode_data(event.get("data"))
+    text = (f"{prev_hash}\n{event['seq']}\n{event['ts']!r}\n{event['type']}\n{event.get('state')!r}\n"
+            f"{event.get('attempt')!r}\n{data_json}")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str | None = None) -> list[str]:

@@ -32,7 +32,8 @@ JSON form (``schema: "flowctl.diff/v1"``; keys are always present)::
                   "summary": str,       # e.g. "3.2.0 → 3.3.0 (minor)" for a contract bump, else ""
                   "fields": [{"path": str, "op": "added|removed|changed", "before": any, "after": any}],
                   "risks": [{"code": str, "message": str}],
-                  "flows": [str]}],     # flows using the changed state/contract/policy
+                  "flows": [str]}],     # flows the change touches: its own flow, or those
+                                        #   entering the changed state / using the contract or policy
      "affected_flows": [{"flow": str, "via": [str]}],
      "warnings": [str]}
 """
@@ -181,7 +182,7 @@ def _flows(base: Project, head: Project, broken, warnings) -> list[Change]:
         b, h = base.flows.get(fid), head.flows.get(fid)
         if b is None or h is None:
             f, p = (h, head) if b is None else (b, base)
-            summary = f"{len(member_states(p, f))} states, {len(f.transitions)} transitions"
+            summary = f"{_plural(len(member_states(p, f)), 'state')}, {_plural(len(f.transitions), 'transition')}"
             out.append(Change("flow", "added" if b is None else "removed", fid, flow=fid, summary=summary))
             continue
         fields = field_changes(b.doc.data, h.doc.data, skip=("flow", "transitions", "on_error"))
@@ -190,6 +191,10 @@ def _flows(base: Project, head: Project, broken, warnings) -> list[Change]:
         out += _transitions(fid, b, h)
         out += _handlers(("flow", fid), b.doc.data.get("on_error"), h.doc.data.get("on_error"), flow=fid)
     return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _keyed(items, key_of) -> dict:
@@ -376,6 +381,7 @@ def _affected(changes: list[Change], base: Project, head: Project) -> dict:
                 tools.update(p.applies_to if p else ())
             flows, reason = flows_of_states(states_of_tools(tools)), f"policy {c.id}"
         else:
+            c.flows = [c.flow] if c.flow else []
             continue
         c.flows = sorted(flows)
         for f in c.flows:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .diff import ProjectDiff
-from .graph import (CHILD_PREFIX, DOT_SHAPES, FLOW_HANDLERS, Edge, FlowGraph, Node, build_graph, dot_text,
+from .graph import (CHILD_PREFIX, DOT_SHAPES, FLOW_HANDLERS, Edge, Node, build_graph, dot_text,
                     edge_id, mermaid_edge, mermaid_node, safe_id)
 
 STATUSES = ("added", "removed", "changed", "affected", "unchanged")
@@ -41,69 +41,82 @@ class UnionGraph:
     edges: list = field(default_factory=list)
 
 
-def _notes_by_owner(diff: ProjectDiff, flow: str) -> tuple[dict, dict, dict]:
-    """(state notes, transition notes by edge key, affected states -> reasons) for ``flow``."""
-    state_notes: dict = {}
-    edge_notes: dict = {}
-    affected: dict = {}
+@dataclass
+class Notes:
+    """What the diff says about each node and edge, computed once for all flows:
+    ``states``: {state id: [lines]}; ``flow_handlers``: {flow: [lines]}; ``edges``: {(flow, edge key):
+    [lines]}; ``affected``: {state id: [reasons]} (states using a changed contract or policy)."""
+
+    states: dict = field(default_factory=dict)
+    flow_handlers: dict = field(default_factory=dict)
+    edges: dict = field(default_factory=dict)
+    affected: dict = field(default_factory=dict)
+
+
+def collect_notes(diff: ProjectDiff) -> Notes:
+    notes = Notes()
+    users = _tool_users(diff)
     for c in diff.changes:
         lines = [f.text() for f in c.fields] + [f"⚠ {r.message}" for r in c.risks]
         if c.kind == "state":
-            state_notes.setdefault(c.id, []).extend([f"{c.op} {c.title}", *lines])
+            notes.states.setdefault(c.id, []).extend([f"{c.op} {c.title}", *lines])
         elif c.kind == "handler" and c.owner[0] == "state":
-            state_notes.setdefault(c.owner[1], []).extend([f"{c.op} {c.id}", *lines])
-        elif c.kind == "handler" and c.flow == flow:
-            state_notes.setdefault(FLOW_HANDLERS, []).extend([f"{c.op} {c.id}", *lines])
-        elif c.kind == "transition" and c.flow == flow:
+            notes.states.setdefault(c.owner[1], []).extend([f"{c.op} {c.id}", *lines])
+        elif c.kind == "handler":
+            notes.flow_handlers.setdefault(c.flow, []).extend([f"{c.op} {c.id}", *lines])
+        elif c.kind == "transition":
             n = c.id.rpartition("#")[2] if "#" in c.id else ""
-            edge_notes[f"transition:{c.source}->{c.target}" + (f"#{n}" if n else "")] = lines
+            notes.edges[(c.flow, f"transition:{c.source}->{c.target}" + (f"#{n}" if n else ""))] = lines
         elif c.kind in ("contract", "policy"):
-            users = _states_using(diff, c)
-            for sid in users:
-                affected.setdefault(sid, []).append(f"{c.op} {c.title}" + (f": {lines[0]}" if lines else ""))
-    return state_notes, edge_notes, affected
+            tools = {c.id.split("@")[0]} if c.kind == "contract" else set()
+            if c.kind == "policy":
+                for p in (diff.base.policies.get(c.id), diff.head.policies.get(c.id)):
+                    tools.update(p.applies_to if p else ())
+            for sid in sorted({s for t in tools for s in users.get(t, ())}):
+                notes.affected.setdefault(sid, []).append(f"{c.op} {c.title}" + (f": {lines[0]}" if lines else ""))
+    return notes
 
 
-def _states_using(diff: ProjectDiff, change) -> set:
+def _tool_users(diff: ProjectDiff) -> dict:
+    """{tool id: {state ids calling it (tool, notify or fallback) in base or head}}."""
     from . import versions
 
-    tools = {change.id.split("@")[0]} if change.kind == "contract" else set()
-    if change.kind == "policy":
-        for p in (diff.base.policies.get(change.id), diff.head.policies.get(change.id)):
-            tools.update(p.applies_to if p else ())
-    out = set()
+    out: dict = {}
     for project in (diff.base, diff.head):
         for s in project.states.values():
-            refs = [s.tool, s.raw.get("notify")] + [h.fallback for h in s.on_error]
-            if any(isinstance(r, str) and versions.split_ref(r)[0] in tools for r in refs):
-                out.add(s.id)
+            for ref in [s.tool, s.raw.get("notify")] + [h.fallback for h in s.on_error]:
+                if isinstance(ref, str):
+                    out.setdefault(versions.split_ref(ref)[0], set()).add(s.id)
     return out
 
 
-def union_graph(diff: ProjectDiff, flow: str) -> UnionGraph:
+def union_graph(diff: ProjectDiff, flow: str, notes: Notes | None = None) -> UnionGraph:
     """The union of ``flow``'s graph in base and head, with statuses (see the module docstring)."""
+    notes = notes or collect_notes(diff)
     before = build_graph(diff.base, flow) if flow in diff.base.flows else None
     after = build_graph(diff.head, flow) if flow in diff.head.flows else None
     flow_status = "added" if before is None else "removed" if after is None else "changed"
-    state_notes, edge_notes, affected = _notes_by_owner(diff, flow)
+    state_notes = {**notes.states, FLOW_HANDLERS: notes.flow_handlers.get(flow, [])}
+    edge_notes = {key: lines for (f, key), lines in notes.edges.items() if f == flow}
+    affected = notes.affected
     changed_children = {c.id for c in diff.changes if c.kind == "flow"} | {c.flow for c in diff.changes if c.flow}
     union = UnionGraph(flow, flow_status)
     b_nodes = before.nodes if before else {}
     a_nodes = after.nodes if after else {}
     for nid in sorted(set(b_nodes) | set(a_nodes), key=lambda n: (n != "/start", n)):
         node = a_nodes.get(nid) or b_nodes[nid]
-        notes = list(state_notes.get(nid, ()))
+        lines = list(state_notes.get(nid, ()))
         if nid not in b_nodes:
             status = "added"
         elif nid not in a_nodes:
             status = "removed"
-        elif notes or (nid.startswith(CHILD_PREFIX) and nid[len(CHILD_PREFIX):] in changed_children):
+        elif lines or (nid.startswith(CHILD_PREFIX) and nid[len(CHILD_PREFIX):] in changed_children):
             status = "changed"
         elif nid in affected:
-            status, notes = "affected", affected[nid]
+            status, lines = "affected", affected[nid]
         else:
             status = "unchanged"
-        union.nodes[nid] = (node, status, notes)
+        union.nodes[nid] = (node, status, lines)
     b_edges = {e.key: e for e in (before.edges if before else ())}
     a_edges = {e.key: e for e in (after.edges if after else ())}
     for key in list(b_edges) + [k for k in a_edges if k not in b_edges]:
@@ -122,7 +135,8 @@ def union_graph(diff: ProjectDiff, flow: str) -> UnionGraph:
 
 def union_graphs(diff: ProjectDiff) -> list[UnionGraph]:
     """One :class:`UnionGraph` per flow in scope (:meth:`ProjectDiff.flows_in_scope`)."""
-    return [union_graph(diff, f) for f in diff.flows_in_scope()]
+    notes = collect_notes(diff)
+    return [union_graph(diff, f, notes) for f in diff.flows_in_scope()]
 
 
 # ----------------------------------------------------------------------------- SVG

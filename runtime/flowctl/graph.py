@@ -110,9 +110,6 @@ class FlowGraph:
     nodes: Mapping[str, Node] = field(default_factory=dict)
     edges: tuple = ()
 
-    def neighbours(self, node_id: str) -> set:
-        return {e.target for e in self.edges if e.source == node_id} | {e.source for e in self.edges if e.target == node_id}
-
 
 # ----------------------------------------------------------------------------- building
 def member_states(project: Project, flow: Flow) -> list[str]:
@@ -253,10 +250,11 @@ def state_node(project: Project, sid: str) -> Node:
 def _child_node(project: Project, child: str) -> Node:
     flow = project.flows.get(child)
     if flow is None:
-        return Node(CHILD_PREFIX + child, "child_flow", ("(not defined)",), f"flow '{child}' is not defined")
+        why = "does not load" if ("flow", child) in project.broken else "not defined"
+        return Node(CHILD_PREFIX + child, "child_flow", (f"({why})",), f"flow '{child}' {why}")
     count = len(member_states(project, flow))
-    return Node(CHILD_PREFIX + child, "child_flow", (f"{count} states",),
-                f"child flow {child}: {count} states; draw it with: flowctl graph {child}")
+    size = f"{count} state{'s' * (count != 1)}"
+    return Node(CHILD_PREFIX + child, "child_flow", (size,), f"child flow {child}: {size}; draw it with: flowctl graph {child}")
 
 
 def _flow_handlers_node(flow: Flow) -> Node:

@@ -224,6 +224,7 @@ class Project:
     diagnostics: tuple = ()
     broken: frozenset = frozenset()
     files: Mapping = field(default_factory=dict, repr=False, compare=False)
+    _resolved: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def orchestration(self) -> Path:
@@ -231,6 +232,12 @@ class Project:
 
     def resolve_tool(self, ref: str) -> Contract | None:
         """The contract a ``tool`` reference picks (highest satisfying version), or None."""
+        if ref in self._resolved:
+            return self._resolved[ref]
+        self._resolved[ref] = found = self._resolve(ref)
+        return found
+
+    def _resolve(self, ref: str):
         tool_id, constraint = versions.split_ref(ref)
         candidates = self.contracts.get(tool_id, ())
         try:

@@ -21,7 +21,7 @@ import os
 import secrets
 
 from . import saga, task
-from .audit import canonical, event_hash
+from .audit import canonical, encode_data, event_hash
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
@@ -206,11 +206,21 @@ class Runner:
                          "started_at": iso(row["created_at"]), "parent": row.get("parent_id")}
 
     # ------------------------------------------------------------------ events and commits
-    def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, **data) -> dict:
+    def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, *, strict: bool = False,
+             **data) -> dict:
+        """Record an audit event (committed with the next checkpoint). Data over the payload limit
+        raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note."""
         seq = self.last_seq + len(self.events) + 1
         prev = self.events[-1]["hash"] if self.events else self.last_hash
-        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
-        ev["prev_hash"] = prev
+        data_json = encode_data(data)
+        if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
+            size = len(data_json.encode())
+            if strict:
+                raise PayloadTooLarge(f"{type_} payload is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
+            data = {"truncated": True, "bytes": size}
+            data_json = encode_data(data)
+        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data,
+              "data_json": data_json, "prev_hash": prev}
         ev["hash"] = event_hash(prev, ev)
         self.events.append(ev)
         if self.engine.listener is not None:
@@ -236,7 +246,10 @@ class Runner:
         self.row.update(run)
 
     def check_size(self, value, what: str) -> None:
-        size = len(canonical(value).encode())
+        text = encode_data(value)
+        if len(text) <= MAX_PAYLOAD // 4:
+            return
+        size = len(text.encode())
         if size > MAX_PAYLOAD:
             raise PayloadTooLarge(f"{what} is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
 
@@ -311,9 +324,8 @@ class Runner:
         if kind == "choice":
             return self.cursor["response"]
         if kind == "pass":
-            new = apply_set(self.cursor["context"], state.get("set"), self.scope(), state.where("set"))
-            self.check_size(new, "context")
-            self.cursor["context"] = new
+            self.cursor["context"] = apply_set(self.cursor["context"], state.get("set"), self.scope(),
+                                               state.where("set"), check=self.check_size)
             return self.cursor["response"]
         if kind == "wait":
             return self.wait(state)
@@ -347,9 +359,8 @@ class Runner:
         if chosen is None:
             raise NoTransitionMatched(f"no transition from '{state.id}' matched",
                                       hint="; ".join(f"{e['when']} -> {e['result']!r}" for e in evaluated))
-        new_context = apply_set(c["context"], chosen.set, scope, chosen.where("set"))
-        self.check_size(new_context, "context")
-        c["context"] = new_context
+        if chosen.set:
+            c["context"] = apply_set(c["context"], chosen.set, scope, chosen.where("set"), check=self.check_size)
         c["error"] = None  # the state completed: the caught error leaves the scope
         recorded = RECORDER.get().recorded if RECORDER.get() else []
         data = {"to": chosen.to, "conditions": evaluated, "line": chosen.line()}

@@ -30,11 +30,14 @@ def build(mapping, scope: dict, where: str = ""):
     return mapping
 
 
-def apply_set(context: dict, assignments: dict | None, scope: dict, where: str = "") -> dict:
-    """``context`` updated by ``assignments`` (evaluated first, all against the same ``scope``)."""
+def apply_set(context: dict, assignments: dict | None, scope: dict, where: str = "", check=None) -> dict:
+    """``context`` updated by ``assignments`` (evaluated first, all against the same ``scope``).
+    ``check(values, what)`` may refuse the new values (the engine's payload limit)."""
     if not assignments:
         return context
     values = [(key, build(expr, scope, where)) for key, expr in assignments.items()]
+    if check is not None:
+        check(dict(values), "values written to context")
     out = dict(context)
     for key, value in values:
         parts = key.split(".")

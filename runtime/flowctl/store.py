@@ -76,7 +76,7 @@ class SqlStore:
 
         self.url = url
         self.sa = sa
-        self.t = store_schema
+        self.t = t = store_schema
         kwargs = {}
         if url.startswith("sqlite"):
             path = url.split("sqlite:///", 1)[-1]
@@ -90,6 +90,9 @@ class SqlStore:
                              hint="use sqlite:///path.db or postgresql://user@host/db") from None
         if url.startswith("sqlite"):
             _sqlite_pragmas(self.engine, sa)
+        # Built once: the SET columns come from each call's parameters (compiled form cached per set).
+        self._update_run = t.runs.update().where(t.runs.c.id == sa.bindparam("b_id"),
+                                                  t.runs.c.last_seq == sa.bindparam("b_expect"))
         try:
             self._migrate()
         except StoreError:
@@ -144,7 +147,7 @@ class SqlStore:
         sa, t = self.sa, self.t
         row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items()}
         with self.engine.begin() as conn:
-            res = conn.execute(t.runs.update().where(t.runs.c.id == run_id, t.runs.c.last_seq == expect_seq).values(**row))
+            res = conn.execute(self._update_run, dict(row, b_id=run_id, b_expect=expect_seq))
             if res.rowcount != 1:
                 raise StoreError(f"run {run_id} was advanced by another process; this one stops",
                                  hint="see flowctl trace " + run_id)
@@ -153,7 +156,7 @@ class SqlStore:
     def _insert(self, conn, run_id, events, steps):
         sa, t = self.sa, self.t
         if events:
-            conn.execute(t.events.insert(), [dict(e, run_id=run_id, data=_dumps(e.get("data"))) for e in events])
+            conn.execute(t.events.insert(), [_event_row(run_id, e) for e in events])
         for s in steps:
             s = {k: (_dumps(v) if k in _JSON_STEP else v) for k, v in s.items()}
             key = (t.steps.c.run_id == run_id, t.steps.c.step_no == s["step_no"], t.steps.c.attempt == s["attempt"])
@@ -196,7 +199,7 @@ class SqlStore:
         sa, t = self.sa, self.t
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.events).where(t.events.c.run_id == run_id).order_by(t.events.c.seq)).mappings()
-            return [dict(r, data=_loads(r["data"])) for r in rows]
+            return [dict(r, data=_loads(r["data"]), data_json=r["data"]) for r in rows]
 
     def steps(self, run_id: str) -> list:
         sa, t = self.sa, self.t
@@ -223,6 +226,16 @@ class SqlStore:
                                               t.gate_log.c.digest == digest, t.gate_log.c.at >= since).limit(1)
         with self.engine.connect() as conn:
             return conn.execute(q).first() is not None
+
+
+_EVENT_COLUMNS = ("seq", "ts", "type", "state", "attempt", "prev_hash", "hash")
+
+
+def _event_row(run_id: str, e: dict) -> dict:
+    row = {k: e.get(k) for k in _EVENT_COLUMNS}
+    row["run_id"] = run_id
+    row["data"] = e["data_json"] if e.get("data_json") is not None else _dumps(e.get("data"))
+    return row
 
 
 def _run_dict(row) -> dict:

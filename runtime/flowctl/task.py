@@ -143,7 +143,6 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
     try:
         raw = call_with_timeout(fn, (tool_input, call), timeout, f"tool {contract.ref} in '{state.id}'")
         output, raw_text = _parse_output(raw, contract)
-        runner.check_size(output, f"output of {contract.ref}")
     except Exception as exc:  # noqa: BLE001
         _tag_tool_error(exc)
         took = (time.perf_counter() - started) * 1000
@@ -172,17 +171,17 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
             raise BoundaryViolation(f"verify of {contract.ref} says the effect of '{state.id}' did not happen; "
                                     "it was compensated")
     shown = redact(output, contract.sensitive)
-    data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
-    if raw_text is not None:
-        data["raw"] = raw_text if not contract.sensitive else None
-    runner.emit("tool_succeeded", state.id, attempt, **data)
-    if contract.side_effecting:
+    if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
         c["inflight"] = None
         runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
                                           redact(tool_input, contract.sensitive), shown, None, runner.clock.time()))
         if contract.compensate and contract.compensate != "none":
             c["saga"].append({"state": state.id, "step": c["step"], "tool": contract.ref, "input": tool_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
+    data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
+    if raw_text is not None:
+        data["raw"] = raw_text if not contract.sensitive else None
+    runner.emit("tool_succeeded", state.id, attempt, strict=True, **data)
     if problem:
         raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' does not match its output_schema {problem}")
     return output

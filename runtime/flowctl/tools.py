@@ -104,8 +104,30 @@ class _Deadline(BaseException):
     """Raised inside a tool by the alarm; a BaseException so a tool's ``except Exception`` cannot eat it."""
 
 
+_armed = False
+_previous_handler = None
+
+
 def _on_alarm(signum, frame):
-    raise _Deadline()
+    if _armed:
+        raise _Deadline()
+    if callable(_previous_handler):
+        _previous_handler(signum, frame)
+
+
+_installed = False
+
+
+def _install_alarm() -> None:
+    """Install the SIGALRM handler once (cheaper than swapping it on every call)."""
+    global _previous_handler, _installed
+    if _installed:
+        return
+    current = signal.getsignal(signal.SIGALRM)
+    if current is not _on_alarm:
+        _previous_handler = current
+        signal.signal(signal.SIGALRM, _on_alarm)
+    _installed = True
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -124,8 +146,10 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
     """``fn(*args)``, raising :class:`ToolTimeout` after ``timeout`` seconds (None: no limit)."""
     if not timeout or timeout <= 0:
         return fn(*args)
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-        previous = signal.signal(signal.SIGALRM, _on_alarm)
+    global _armed
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and not _armed:
+        _install_alarm()
+        _armed = True
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
             return fn(*args)
@@ -133,7 +157,7 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
             raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            _armed = False
     future = _executor().submit(fn, *args)
     try:
         return future.result(timeout=timeout)

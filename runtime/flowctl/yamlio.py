@@ -118,6 +118,7 @@ class Document:
     data: object = None
     root: object = field(default=None, repr=False)
     diagnostics: list = field(default_factory=list)
+    _at: dict = field(default_factory=dict, repr=False, compare=False)
 
     def _walk(self, path):
         """``(node, key_node)`` at ``path`` as far as it resolves, and whether it resolved fully."""
@@ -139,9 +140,13 @@ class Document:
         the nearest enclosing node when ``path`` goes further than the file."""
         if self.root is None:
             return (1, 1)
-        node, key_node, complete = self._walk(tuple(path))
-        mark = key_node.start_mark if (key and complete and key_node is not None) else node.start_mark
-        return (mark.line + 1, mark.column + 1)
+        cache_key = (tuple(path), key)
+        found = self._at.get(cache_key)
+        if found is None:
+            node, key_node, complete = self._walk(cache_key[0])
+            mark = key_node.start_mark if (key and complete and key_node is not None) else node.start_mark
+            found = self._at[cache_key] = (mark.line + 1, mark.column + 1)
+        return found
 
     def style(self, path: Path) -> str:
         """Scalar style at ``path``: ``'"'``, ``"'"``, ``'|'``, ``'>'``, or ``''`` (plain or none)."""

@@ -9,8 +9,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import click
-
 from . import EXIT_OK
 
 FORMATS = ("text", "markdown", "json", "svg")
@@ -28,7 +26,6 @@ class Sides:
         from ..errors import ProjectError
         from ..loader import find_root
 
-        self.root_given = Path(root) if root else None
         try:
             self.project_root = find_root(root) if root else find_root()
         except ProjectError:
@@ -49,6 +46,7 @@ class Sides:
     def load(self, spec: str | None):
         """(Project, label) for ``spec``."""
         from .. import gitsource
+        from ..errors import UsageError
         from ..loader import find_root, load_files, load_project
 
         if spec is None:
@@ -57,7 +55,10 @@ class Sides:
             return load_project(self.project_root), "working tree"
         if _is_folder(spec):
             return load_project(find_root(spec)), spec
-        top, prefix = self.repo()
+        try:
+            top, prefix = self.repo()
+        except UsageError as exc:  # not in a repository: say both readings of spec failed
+            raise UsageError(f"'{spec}' is not a folder holding orchestration/, and {exc.message}", hint=exc.hint) from None
         commit = gitsource.resolve(top, spec)
         files = gitsource.read_revision(top, commit, prefix)
         label = commit[:7] if commit.startswith(spec) else f"{spec} ({commit[:7]})"
@@ -80,16 +81,9 @@ def run(base, head, root, fmt: str, output) -> int:
 
     if root and not Path(root).exists():
         raise UsageError(f"no such folder: {root}")
-    if head is not None and base is None:
-        raise UsageError("HEAD given without BASE")
     sides = Sides(root)
-    try:
-        base_project, base_label = sides.load(base) if base is not None else sides.default_base()
-        head_project, head_label = sides.load(head)
-    except UsageError as exc:
-        if base is not None and not Path(base).exists() and "git" in exc.message and "revision" not in exc.message:
-            raise UsageError(f"'{base}' is not a folder holding orchestration/, and {exc.message}", hint=exc.hint) from None
-        raise
+    base_project, base_label = sides.load(base) if base is not None else sides.default_base()
+    head_project, head_label = sides.load(head)
     diff = diff_projects(base_project, head_project, base_label, head_label)
     if fmt == "text":
         result = RENDERERS["text"](diff, color=not output and sys.stdout.isatty())

@@ -10,8 +10,9 @@ from ._common import open_project, open_store
 
 
 def run(status, flow, limit, root, db, fmt) -> int:
-    from rich.console import Console
     from rich.table import Table
+
+    from .trace import console
 
     from ..clock import iso
     from ..errors import UsageError
@@ -39,5 +40,5 @@ def run(status, flow, limit, root, db, fmt) -> int:
         err = (r.get("error") or {}).get("code", "")
         table.add_row(r["id"], r["flow"], r["status"], str(r["steps"]), iso(r["created_at"]), iso(r["updated_at"]),
                       r.get("owner") or "", err)
-    Console(soft_wrap=True).print(table)
+    console().print(table)
     return EXIT_OK

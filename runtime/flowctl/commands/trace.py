@@ -58,8 +58,16 @@ def steps_of(events) -> list:
     return steps
 
 
-def run(run_id, root, db, fmt) -> int:
+def console():
+    """A rich console that does not wrap tables to 80 columns when writing to a pipe or file."""
+    import sys
+
     from rich.console import Console
+
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 240)
+
+
+def run(run_id, root, db, fmt) -> int:
     from rich.table import Table
 
     from ..clock import iso
@@ -81,12 +89,17 @@ def run(run_id, root, db, fmt) -> int:
     click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
     click.echo(one_line_path(path))
     table = Table(box=None, header_style="bold")
-    for col in ("#", "state", "type", "tool", "try", "ms", "policy", "outcome", "next", "error"):
-        table.add_column(col)
+    for col in ("#", "state", "type", "tool", "tries", "ms", "policy", "outcome", "next"):
+        table.add_column(col, no_wrap=True)
+    notes = []
     for s in steps:
         table.add_row(str(s["step"]), s["state"], s["type"] or "", s["tool"] or "", str(s["attempts"]),
-                      f"{s['duration_ms']:.1f}", s["policy"] or "", s["outcome"], s["to"] or "", s["error"] or "")
-    Console(soft_wrap=True).print(table)
+                      f"{s['duration_ms']:.1f}", (s["policy"] or "").split(" (")[0], s["outcome"], s["to"] or "")
+        if s["error"]:
+            notes.append(f"#{s['step']} {s['state']}: {s['error']}")
+    console().print(table)
+    for note in notes:
+        click.echo(note)
     comp = [e for e in events if e["type"].startswith("compensation_")]
     for e in comp:
         click.echo(f"{iso(e['ts'])} {e['type']}: {e['data'].get('tool')} of '{e['state']}'")
