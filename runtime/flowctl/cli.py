@@ -53,7 +53,14 @@ def _fail(exc, code: int) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Ordered(click.Group):
+    """Lists commands in the order they are defined (the order of a workflow), not alphabetically."""
+
+    def list_commands(self, ctx):
+        return list(self.commands)
+
+
+@click.group(cls=_Ordered, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="flowctl", prog_name="flowctl")
 def main() -> None:
     """flowctl: run declarative workflows whose every side effect is declared, checked,
