@@ -19,7 +19,8 @@ from flowctl import diff_render
 from flowctl.cli import main
 from flowctl.diff import diff_projects
 from flowctl.diff_fields import field_changes, policy_risks
-from flowctl.loader import load_files, load_project
+from flowctl.diff_graph import mermaid_charts
+from flowctl.loader import load_files
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -446,3 +447,18 @@ def test_field_changes_match_rules_by_key_and_compare_durations_by_value():
         "retry[B].max_attempts 3 → 4", '+ retry[C] {"errors": ["C"], "max_attempts": 1}']
     assert field_changes({"x": 1}, {"x": True})[0].text() == "x 1 → true"
     assert field_changes({"x": 1}, {"x": 1.0}) == []
+
+
+def test_added_and_removed_flows():
+    files = dict(BASE)
+    del files["orchestration/transitions/quick_refund.yaml"]
+    files["orchestration/transitions/express.yaml"] = "flow: express\nstart: refund\ntransitions:\n  - {from: refund, to: done}\n"
+    d = diff_projects(project(BASE), project(files), "a", "b")
+    assert diff_render.text(d).splitlines()[:4] == [
+        "flowctl diff a → b: 1 added, 1 removed, 0 changed", "",
+        "+ flow express (2 states, 1 transition)", "- flow quick_refund (2 states, 1 transition)"]
+    charts = {c.flow: c.text.splitlines() for c in mermaid_charts(d)}
+    assert charts["express"][2:7] == ['  x_start((" "))', '  s_done((("+ done")))', '  s_refund("+ refund<br/>refund_payment@^3")',
+                                      '  x_start -->|"+"| s_refund', '  s_refund -->|"+"| s_done']
+    assert '  s_refund -.->|"−"| s_done' in charts["quick_refund"]
+    assert "  class x_start,s_done,s_refund removed" in charts["quick_refund"]

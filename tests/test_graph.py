@@ -1,12 +1,9 @@
 """flowctl graph: the graph of a flow and its DOT, SVG, PNG and mermaid renderings."""
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -161,9 +158,15 @@ def test_dot_escapes_quotes_and_backslashes(project_dir):
                     '  - {from: refund, to: done, when: "contains(context.note, \'a\\\\\\"b\')"}\n'
                     '  - {from: refund, to: failed}\n')
     project = load_project(project_dir)
+    assert project.flows["quick_refund"].transitions[0].when == "contains(context.note, 'a\\\"b')"
     dot = g.to_dot(g.build_graph(project, "quick_refund"))
+    when = project.flows["quick_refund"].transitions[0].when
+    assert g.dot_text(when) == "contains(context.note, 'a" + "\\\\" + "\\\"" + "b')"  # a\\\"b: both escaped
+    assert f'label="{g.dot_text(when)}"' in dot
     if shutil.which("dot"):
-        subprocess.run(["dot", "-Tsvg"], input=dot.encode(), check=True, capture_output=True)
+        svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), check=True, capture_output=True).stdout.decode()
+        texts = [t.text for t in ET.fromstring(svg).iter(f"{SVG}text")]
+        assert "contains(context.note, 'a\\\"b')" in texts
 
 
 # ----------------------------------------------------------------------------- SVG / PNG

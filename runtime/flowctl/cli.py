@@ -22,18 +22,23 @@ SCHEMA_KINDS = ("state", "flow", "contract", "policy")
 
 
 def _call(command: str, **kwargs) -> None:
-    from .errors import FlowctlError, ProjectError, UsageError
+    from .errors import FlowctlError, ProjectError, RunConflict, StoreError, UsageError
 
     try:
         module = importlib.import_module(f"flowctl.commands.{command}")
         code = module.run(**kwargs)
-    except (UsageError, ProjectError) as exc:
+    except RunConflict as exc:
+        _fail(exc, EXIT_FAILED)
+    except (UsageError, ProjectError, StoreError) as exc:
         _fail(exc, EXIT_USAGE)
     except FlowctlError as exc:
         _fail(exc, EXIT_FAILED)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:  # `flowctl audit log RUN | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except (click.exceptions.Exit, click.ClickException):
         raise
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
@@ -199,7 +204,7 @@ def cancel(run_id, no_compensate, by, root, db):
 @main.command()
 @click.option("--status", help="Only runs with this status (running, waiting, paused, succeeded, failed, cancelled).")
 @click.option("--flow", help="Only runs of this flow.")
-@click.option("--limit", default=50, show_default=True, help="How many runs to show.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="How many runs to show.")
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def runs(status, flow, limit, root, db, fmt):
@@ -219,24 +224,40 @@ def trace(run_id, root, db, fmt):
 
 @main.command()
 @_root_db
-@click.option("--limit", default=1000, show_default=True, help="How many recent runs to include.")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="How many recent runs to include.")
+@click.option("--since", metavar="TIME|DURATION", help="Only runs started since an ISO-8601 time or a duration ago (e.g. 1h).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def stats(root, db, limit, fmt):
+def stats(root, db, limit, since, fmt):
     """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99."""
-    _call("stats", root=root, db=db, fmt=fmt, limit=limit)
+    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since)
 
 
 @main.command()
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def reviews(root, db, fmt):
-    """List runs paused for review, with what the reviewer sees and the deadline."""
-    _call("reviews", root=root, db=db, fmt=fmt)
+@click.option("--reissue", metavar="RUN", help="Issue a new one-time token for RUN's pending review (the old one stops working).")
+@click.option("--by", metavar="NAME", help="Who asked for the new token (recorded).")
+def reviews(root, db, fmt, reissue, by):
+    """List runs paused for review, with what the reviewer sees and the deadline.
+
+    Tokens are stored only as hashes, so a lost token cannot be shown again: --reissue RUN
+    prints a new one and records who asked.
+    """
+    _call("reviews", root=root, db=db, fmt=fmt, reissue=reissue, by=by)
 
 
 @main.group()
 def audit():
     """The append-only audit log."""
+
+
+@audit.command(name="log")
+@click.argument("run_id", metavar="RUN")
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def audit_log(run_id, root, db, fmt):
+    """Print RUN's audit events in order: sequence, time, type, state, attempt and data."""
+    _call("audit_log", run_id=run_id, root=root, db=db, fmt=fmt)
 
 
 @audit.command(name="verify")

@@ -117,6 +117,13 @@ class Engine:
 
         return runner.recover(self)
 
+    def reissue_token(self, run_id: str, *, by: str | None = None) -> str:
+        """A new one-time token for a run paused for review (the old one stops working); for when
+        the printed or notified token was lost. Raises :class:`UsageError` if no review is pending."""
+        from . import runner
+
+        return runner.reissue_token(self, self.store.get_run(run_id), by=by)
+
     def cancel(self, run_id: str, *, compensate: bool = True, by: str | None = None) -> RunResult:
         """Stop a run that has not finished; undo its completed side effects unless told not to."""
         from . import runner

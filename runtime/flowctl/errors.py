@@ -6,8 +6,9 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
     FlowctlError                      base of everything flowctl raises on purpose
     ├── UsageError        USAGE       the invocation itself is unusable (CLI exit 2)
     ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
-    ├── StoreError        STORE       the run store refused or failed an operation
-    │   └── RunNotFound   RUN_NOT_FOUND
+    ├── StoreError        STORE       the run store cannot be opened or used (CLI exit 2)
+    │   ├── RunNotFound   RUN_NOT_FOUND   no run with that id or prefix (CLI exit 2)
+    │   └── RunConflict   RUN_CONFLICT    another process advanced the run; this one stopped (exit 1)
     └── StepError         STEP_ERROR  raised while a run executes; handlers match these by name
         ├── ToolError             TOOL_ERROR           raised by tool code; ``error_type`` names it
         │   ├── ToolUnavailable   TOOL_UNAVAILABLE     transient: the system behind the tool is down
@@ -58,6 +59,10 @@ class StoreError(FlowctlError):
 
 class RunNotFound(StoreError):
     code = "RUN_NOT_FOUND"
+
+
+class RunConflict(StoreError):
+    code = "RUN_CONFLICT"
 
 
 class StepError(FlowctlError):

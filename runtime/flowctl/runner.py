@@ -132,7 +132,7 @@ def recover(engine) -> list:
 
 def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
     if row["status"] in FINAL:
-        return result_from_row(row)
+        raise UsageError(f"run {row['id']} already ended ({row['status']}); there is nothing to cancel")
     project = engine.project_for(row["digest"])
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     runner.emit("run_cancelled", by=by, compensate=compensate)
@@ -143,6 +143,19 @@ def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
     err = {"type": "Cancelled", "code": "CANCELLED", "message": f"cancelled by {by or 'a user'}", "state": runner.cursor["state"]}
     runner.commit(status="cancelled", error=err, available_at=None)
     return runner.result()
+
+
+def reissue_token(engine, row, by=None) -> str:
+    """A new one-time token for a run paused for review; the old token stops working."""
+    if row["status"] != "paused" or ((row.get("cursor") or {}).get("pending") or {}).get("kind") != "review":
+        raise UsageError(f"run {row['id']} is not paused for review (it is {row['status']})")
+    project = engine.project_for(row["digest"])
+    runner = Runner(engine, project, project.flows[row["flow"]], row)
+    token = secrets.token_urlsafe(24)
+    runner.cursor["pending"] = dict(runner.cursor["pending"], token_hash=_hash_token(token))
+    runner.emit("review_token_reissued", runner.cursor["pending"].get("state"), by=by)
+    runner.commit()
+    return token
 
 
 def result_from_row(row) -> RunResult:

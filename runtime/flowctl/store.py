@@ -27,7 +27,7 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import RunNotFound, StoreError
+from .errors import RunConflict, RunNotFound, StoreError
 
 SCHEMA_VERSION = 1
 STATUSES = ("running", "waiting", "paused", "succeeded", "failed", "cancelled")
@@ -45,9 +45,13 @@ def _loads(v):
     return None if v is None else json.loads(v)
 
 
+SCHEMES = ("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://", "memory")
+
+
 def normalise_url(url: str | None, root: Path | None = None) -> str:
     """``None`` -> the default SQLite file under ``root``; ``postgresql://`` -> psycopg 3 driver;
-    a bare path -> SQLite at that path; ``memory`` -> the in-memory store."""
+    ``sqlite:///path`` as is; ``memory`` -> the in-memory store. Anything else (a bare word, an
+    unsupported scheme) raises :class:`StoreError`: a typo must not become a new empty store."""
     if not url:
         base = Path(root or ".") / ".flowctl" / "flowctl.db"
         return f"sqlite:///{base}"
@@ -55,16 +59,33 @@ def normalise_url(url: str | None, root: Path | None = None) -> str:
         return url
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
-    if "://" not in url:
-        return f"sqlite:///{url}"
-    return url
+    if url.startswith(("postgresql+psycopg://", "sqlite:///")):
+        return url
+    raise StoreError(f"unsupported store address {url!r}",
+                     hint="use sqlite:///path/to/flowctl.db, postgresql://user@host/db, or memory")
 
 
-def open_store(url: str | None = None, root: Path | None = None):
-    """Open (creating or upgrading) the store at ``url``. Raises :class:`StoreError`."""
+def open_store(url: str | None = None, root: Path | None = None, *, create: bool = True):
+    """Open the store at ``url`` (see :func:`normalise_url`), creating or upgrading its tables.
+
+    With ``create=False`` (read-only commands: runs, trace, stats …) a SQLite file that does not
+    exist is an error instead of a new empty store. A SQLite file is only created in an existing
+    folder, except the default ``.flowctl/``. Raises :class:`StoreError`.
+    """
+    default = not url
     url = normalise_url(url, root)
     if url == "memory":
         return MemoryStore()
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///"):])
+        if path.name and str(path) != ":memory:":
+            if not path.exists() and not create:
+                raise StoreError(f"no run store at {path}", hint="no runs yet? start one with: flowctl run FLOW"
+                                 if default else "check --db / FLOWCTL_DB")
+            if not path.parent.exists():
+                if not default:
+                    raise StoreError(f"folder {path.parent} does not exist", hint="create it, or fix --db / FLOWCTL_DB")
+                path.parent.mkdir(parents=True, exist_ok=True)
     return SqlStore(url)
 
 
@@ -79,9 +100,6 @@ class SqlStore:
         self.t = t = store_schema
         kwargs = {}
         if url.startswith("sqlite"):
-            path = url.split("sqlite:///", 1)[-1]
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
         try:
             self.engine = sa.create_engine(url, **kwargs)
@@ -103,6 +121,13 @@ class SqlStore:
     # --------------------------------------------------------------------- schema
     def _migrate(self) -> None:
         sa, t = self.sa, self.t
+        try:  # the common case: an up-to-date store; one read, no DDL
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
+            if row is not None and int(row[0]) == SCHEMA_VERSION:
+                return
+        except sa.exc.DBAPIError:
+            pass  # no tables yet
         with self.engine.begin() as conn:
             t.metadata.create_all(conn, checkfirst=True)
             row = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
@@ -149,8 +174,8 @@ class SqlStore:
         with self.engine.begin() as conn:
             res = conn.execute(self._update_run, dict(row, b_id=run_id, b_expect=expect_seq))
             if res.rowcount != 1:
-                raise StoreError(f"run {run_id} was advanced by another process; this one stops",
-                                 hint="see flowctl trace " + run_id)
+                raise RunConflict(f"run {run_id} was advanced by another process; this one stops",
+                                  hint="see flowctl trace " + run_id)
             self._insert(conn, run_id, events, steps)
 
     def _insert(self, conn, run_id, events, steps):
@@ -175,7 +200,8 @@ class SqlStore:
                 if len(rows) == 1:
                     row = rows[0]
                 elif len(rows) > 1:
-                    raise RunNotFound(f"run id prefix '{run_id}' is ambiguous", hint="give more characters")
+                    raise RunNotFound(f"run id prefix '{run_id}' matches several runs",
+                                      hint="give more characters: " + ", ".join(r["id"] for r in rows))
         if row is None:
             raise RunNotFound(f"no run '{run_id}' in {_safe(self.url)}", hint="list runs with: flowctl runs")
         return _run_dict(row)
@@ -306,7 +332,7 @@ class MemoryStore:
         with self._lock:
             current = self._runs[run_id]
             if current["last_seq"] != expect_seq:
-                raise StoreError(f"run {run_id} was advanced by another process; this one stops")
+                raise RunConflict(f"run {run_id} was advanced by another process; this one stops")
             current.update(run)
             self._events[run_id].extend(dict(e, run_id=run_id) for e in events)
             self._put_steps(run_id, steps)

@@ -18,13 +18,14 @@ def open_project(root):
     return load_project(root)
 
 
-def open_store(db, project_root):
+def open_store(db, project_root, *, create: bool = False):
+    """The run store for a command; read-only commands never create one (``create=False``)."""
     from ..store import open_store as _open
 
-    return _open(db or os.environ.get("FLOWCTL_DB"), Path(project_root))
+    return _open(db or os.environ.get("FLOWCTL_DB"), Path(project_root), create=create)
 
 
-def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True):
+def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, create=True):
     from ..durations import parse_duration
     from ..engine import Engine
 
@@ -33,7 +34,7 @@ def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True):
     except ValueError as exc:
         raise UsageError(f"--max-inline-wait: {exc}") from None
     project = open_project(root)
-    store = open_store(db, project.root)
+    store = open_store(db, project.root, create=create)
     listener = Progress() if progress else None
     return Engine(project, store, max_inline_wait=wait, listener=listener, check=check)
 

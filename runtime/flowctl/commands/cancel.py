@@ -5,7 +5,7 @@ from ._common import open_engine, print_result
 
 
 def run(run_id, no_compensate, by, root, db) -> int:
-    engine = open_engine(root, db, progress=True, check=False)
+    engine = open_engine(root, db, progress=True, check=False, create=False)
     try:
         result = engine.cancel(run_id, compensate=not no_compensate, by=by)
     finally:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from . import EXIT_FAILED, EXIT_OK
+from . import EXIT_FAILED, EXIT_OK, EXIT_PAUSED
 from ._common import open_engine, one_line_path
 
 
@@ -18,4 +18,11 @@ def run(root, db, max_inline_wait, quiet) -> int:
         return EXIT_OK
     for r in results:
         click.echo(f"{r.run_id} {r.flow}: {r.status}  {one_line_path(r.path)}")
-    return EXIT_FAILED if any(r.status == "failed" for r in results) else EXIT_OK
+        if r.review and r.review.get("token"):
+            click.echo(f"    paused for review at '{r.review['state']}'; resume with: flowctl resume {r.run_id} "
+                       f"--token {r.review['token']} --decision {'|'.join(r.review.get('decisions') or [])}")
+        elif r.error and r.status not in ("succeeded",):
+            click.echo(f"    {r.error.get('type')}: {r.error.get('message')}")
+    if any(r.status in ("failed", "cancelled") for r in results):
+        return EXIT_FAILED
+    return EXIT_PAUSED if any(r.status in ("paused", "waiting") for r in results) else EXIT_OK

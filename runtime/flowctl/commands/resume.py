@@ -9,7 +9,7 @@ def run(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, fmt
 
     if (token is None) != (decision is None):
         raise UsageError("--token and --decision go together", hint="flowctl reviews shows what is pending")
-    engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text", check=False)
+    engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text", check=False, create=False)
     try:
         result = engine.resume(run_id, token=token, decision=decision, data=parse_json_arg(data, "--data"), by=by)
     finally:

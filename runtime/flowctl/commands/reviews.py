@@ -9,8 +9,21 @@ from . import EXIT_OK
 from ._common import open_project, open_store
 
 
-def run(root, db, fmt) -> int:
+def run(root, db, fmt, reissue=None, by=None) -> int:
     from ..clock import iso
+
+    if reissue:
+        from ._common import open_engine
+
+        engine = open_engine(root, db, progress=False, check=False, create=False)
+        try:
+            token = engine.reissue_token(reissue, by=by)
+            pending = engine.store.get_run(reissue)["cursor"]["pending"]
+        finally:
+            engine.store.close()
+        click.echo(f"new token for {reissue} (the old one no longer works):")
+        click.echo(f"flowctl resume {reissue} --token {token} --decision {'|'.join(pending.get('decisions') or [])}")
+        return EXIT_OK
 
     project = open_project(root)
     store = open_store(db, project.root)

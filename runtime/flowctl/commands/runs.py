@@ -34,11 +34,11 @@ def run(status, flow, limit, root, db, fmt) -> int:
         click.echo("no runs" + (f" with status {status}" if status else ""))
         return EXIT_OK
     table = Table(box=None, header_style="bold")
-    for col in ("run", "flow", "status", "steps", "started", "updated", "owner", "error"):
-        table.add_column(col)
+    table.add_column("run", no_wrap=True, min_width=24)  # ids are never cut: every other command needs them
+    for col in ("flow", "status", "steps", "started", "error"):
+        table.add_column(col, no_wrap=col != "error", overflow="fold")
     for r in rows:
         err = (r.get("error") or {}).get("code", "")
-        table.add_row(r["id"], r["flow"], r["status"], str(r["steps"]), iso(r["created_at"]), iso(r["updated_at"]),
-                      r.get("owner") or "", err)
+        table.add_row(r["id"], r["flow"], r["status"], str(r["steps"]), iso(r["created_at"])[:19] + "Z", err)
     console().print(table)
     return EXIT_OK

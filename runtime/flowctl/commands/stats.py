@@ -10,10 +10,10 @@ from . import EXIT_OK
 from ._common import open_project, open_store
 
 
-def compute(store, limit: int = 1000) -> dict:
+def compute(store, limit: int = 1000, since: float | None = None) -> dict:
     """``{runs, by_status, success_rate, mean_steps, compensation_failures, step_ms: {p50, p99},
     tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest runs."""
-    rows = store.list_runs(limit=limit)
+    rows = [r for r in store.list_runs(limit=limit) if since is None or r["created_at"] >= since]
     by_status: dict = {}
     tools: dict = {}
     durations = []
@@ -44,11 +44,31 @@ def compute(store, limit: int = 1000) -> dict:
             "compensation_failures": comp_failures, "step_ms": {"p50": q[49], "p99": q[98]}, "tools": tools}
 
 
-def run(root, db, fmt, limit) -> int:
+def parse_since(text):
+    """``--since``: an ISO-8601 time, or a duration ago (``1h``); epoch seconds, or None."""
+    if not text:
+        return None
+    import time
+
+    from ..durations import parse_duration
+    from ..errors import UsageError
+    from ..expressions import _parse_time
+
+    try:
+        return time.time() - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return _parse_time(text).timestamp()
+    except ValueError:
+        raise UsageError(f"--since {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
+
+
+def run(root, db, fmt, limit, since=None) -> int:
     project = open_project(root)
     store = open_store(db, project.root)
     try:
-        s = compute(store, limit)
+        s = compute(store, limit, parse_since(since))
     finally:
         store.close()
     if fmt == "json":

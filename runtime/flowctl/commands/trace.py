@@ -52,6 +52,10 @@ def steps_of(events) -> list:
             current["error"] = current["error"] or f"{e.get('type')}: {e.get('message')}"
         elif t == "run_paused":
             current["outcome"] = d.get("status")
+        elif t == "review_decided":
+            current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
+        elif t == "review_timed_out":
+            current["outcome"] = "review timed out"
         elif t == "fallback_used":
             current["tool"] = d.get("tool")
             current["outcome"] = "fallback"
@@ -82,9 +86,14 @@ def run(run_id, root, db, fmt) -> int:
     steps = steps_of(events)
     path = [s["state"] for s in steps]
     if fmt == "json":
-        click.echo(json.dumps({"run": {k: row.get(k) for k in ("id", "flow", "flow_version", "digest", "status",
-                                                                  "output", "error", "created_at", "updated_at")},
-                               "path": path, "steps": steps, "events": events}, indent=2, ensure_ascii=False, default=str))
+        for ev in events:
+            ev.pop("data_json", None)
+            ev["time"] = iso(ev["ts"])
+        run_info = {k: row.get(k) for k in ("id", "flow", "flow_version", "digest", "status", "output", "error",
+                                            "created_at", "updated_at")}
+        run_info.update(started=iso(row["created_at"]), updated=iso(row["updated_at"]))
+        click.echo(json.dumps({"run": run_info, "path": path, "steps": steps, "events": events},
+                              indent=2, ensure_ascii=False, default=str))
         return EXIT_OK
     click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
     click.echo(one_line_path(path))

@@ -1,0 +1,34 @@
+"""``flowctl audit log RUN``: a run's audit events, in order."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import EXIT_OK
+from ._common import open_project, open_store
+
+
+def run(run_id, root, db, fmt) -> int:
+    from ..clock import iso
+
+    project = open_project(root)
+    store = open_store(db, project.root)
+    try:
+        row = store.get_run(run_id)
+        events = store.events(row["id"])
+    finally:
+        store.close()
+    if fmt == "json":
+        for ev in events:
+            ev.pop("data_json", None)
+            ev["time"] = iso(ev["ts"])
+        click.echo(json.dumps(events, indent=2, ensure_ascii=False, default=str))
+        return EXIT_OK
+    for ev in events:
+        data = json.dumps(ev["data"], ensure_ascii=False, sort_keys=True, default=str)
+        if len(data) > 160:
+            data = data[:157] + "..."
+        attempt = f" #{ev['attempt']}" if ev.get("attempt") else ""
+        click.echo(f"{ev['seq']:>4} {iso(ev['ts'])} {ev['type']:<22} {ev['state'] or '-'}{attempt}  {data}")
+    return EXIT_OK
