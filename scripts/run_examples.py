@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -23,6 +24,7 @@ def flowctl(*args):
 
 
 def main() -> int:
+    started = time.time()
     env_db = os.environ.setdefault("FLOWCTL_SHOP_DB", str(ROOT / ".flowctl" / "shop.db"))
     subprocess.run([sys.executable, "-m", "shop_tools.db", "seed", env_db], cwd=ROOT, check=True,
                    env=dict(os.environ, PYTHONPATH=str(ROOT / "orchestration" / "tools")))
@@ -52,7 +54,7 @@ def main() -> int:
         if result["status"] != item["expect"]:
             failures.append(f"{label}: ended {result['status']}, expected {item['expect']} ({result.get('error')})")
     print()
-    stats = flowctl("stats")
+    stats = flowctl("stats", "--since", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started - 1)))
     print(stats.stdout.rstrip())
     print()
     if failures:

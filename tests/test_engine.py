@@ -327,7 +327,7 @@ def test_side_effect_is_denied_without_a_policy(tmp_path):
     h = Harness(root)
     result = h.run()
     assert result.error["code"] == "POLICY_DENIED"
-    assert "default deny" in result.error["message"]
+    assert "default-deny" in result.error["message"] and "no policy applies" in result.error["message"]
     assert h.ledger() == []
 
 
@@ -492,3 +492,21 @@ def test_a_parked_run_keeps_the_definition_it_started_with(tmp_path):
     assert result.path == ["w", "old_end", "done"]
     assert result.output == {"version": "old"}
     assert flowctl.load_project(root).flows["f"].version == 2  # the file did change
+
+
+def test_fail_state_with_compensate_true_undoes_side_effects(tmp_path):
+    root = build(tmp_path, {**SAGA, **_saga_states(2),
+                            "states/failed.yaml": "id: failed\ntype: fail\nerror: Aborted\ncompensate: true\n",
+                            **flow("p1", "  - {from: p1, to: p2}\n  - {from: p2, to: failed}\n")}, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    assert result.error["code"] == "Aborted"
+    assert h.ledger()[-2:] == [("undo", "2"), ("undo", "1")]
+
+
+def test_unknown_params_are_refused(tmp_path):
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",
+                            **flow("a", "  - {from: a, to: done}\n", extra="params: {sender: ops}\n")}, TOOLS)
+    with pytest.raises(UsageError, match="has no param 'sendr'") as info:
+        Harness(root).run(params={"sendr": "evil"})
+    assert info.value.hint == "did you mean 'sender'?"

@@ -192,3 +192,14 @@ def test_policy_check_counts_read_only_tools_as_allowed(tmp_path):
                                  "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: done}\n"}, TOOLS))
     decision = Gate(h.project, h.store, h.clock).decide(h.project.resolve_tool("look@1.0.0"), {})
     assert (decision.outcome, decision.rule) == ("allow", "read-only")
+
+
+def test_a_lost_token_is_replaced_by_reissue(tmp_path):
+    h = Harness(build(tmp_path, REVIEW_FLOW, TOOLS), store=sqlite_store(tmp_path))
+    paused = h.run(input={"amount": 1})
+    new = h.engine.reissue_token(paused.run_id, by="ops")
+    assert new != paused.review["token"]
+    with pytest.raises(UsageError, match="wrong token"):
+        h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
+    assert h.engine.resume(paused.run_id, token=new, decision="approve").status == "succeeded"
+    assert "review_token_reissued" in [e["type"] for e in h.store.events(paused.run_id)]

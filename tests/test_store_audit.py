@@ -141,3 +141,23 @@ def test_cancel_compensates_a_paused_run_newest_first(tmp_path):
     assert h.ledger() == [("pay", "1"), ("pay", "2"), ("undo", "2"), ("undo", "1")]
     with pytest.raises(UsageError, match=r"already ended \(cancelled\)"):
         h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
+
+
+def test_sensitive_fields_are_redacted_in_every_event(tmp_path):
+    files = dict(UNICODE_FLOW)
+    files["contracts/echo.v1.0.0.yaml"] = "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\nsensitive: [card_number, name]\n"
+    root = build(tmp_path, files, TOOLS)
+    h = Harness(root, store=sqlite_store(tmp_path))
+    result = h.run(input={"name": "Zoë Secret"})
+    assert result.output == {"echo": {"name": "Zoë Secret"}}  # the run itself sees real values
+    assert "Zoë Secret" not in str(h.store.events(result.run_id))  # the audit log never does
+
+
+def test_read_only_commands_never_create_a_store(tmp_path):
+    with pytest.raises(StoreError, match="no run store"):
+        open_store(f"sqlite:///{tmp_path}/missing.db", create=False)
+    assert not (tmp_path / "missing.db").exists()
+    with pytest.raises(StoreError, match="unsupported store address"):
+        open_store("garbage")
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(f"sqlite:///{tmp_path}/no/such/folder/x.db")

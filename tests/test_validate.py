@@ -446,8 +446,41 @@ def test_fc601_no_verify_with_nothing_to_undo_is_a_warning(make_project):
 
 def test_a_complete_side_effecting_contract_is_clean(make_project):
     root = make_project({**TASK, "contracts/pay.v1.0.0.yaml":
-                         "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nverify: m:v\ncompensate: m:undo\n" + EFFECT})
+                         "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nverify: m:v\ncompensate: m:undo\n" + EFFECT,
+                         "policies/p.yaml": "policy: p\napplies_to: [pay]\nallow: []\n"})
     assert problems(root) == []
+
+
+def test_fc702_a_side_effecting_tool_no_policy_allows_is_flagged_at_the_state(make_project):
+    root = make_project({**TASK, "contracts/pay.v1.0.0.yaml":
+                         "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nverify: m:v\ncompensate: m:undo\n" + EFFECT})
+    d = one(problems(root), "FC702")
+    assert (d.severity, where(d)) == ("warning", ("orchestration/states/t.yaml", 3, 7))
+    assert "applies_to: [pay]" in d.hint
+
+
+def test_fc605_input_mapping_against_the_contract_input_schema(make_project):
+    contract = ("id: pay\nversion: 1.0.0\nentrypoint: m:pay\ninput_schema:\n  type: object\n"
+                "  required: [subject]\n  additionalProperties: false\n  properties:\n    subject: {type: string}\n")
+    root = make_project({**TASK, "contracts/pay.v1.0.0.yaml": contract,
+                         "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ninput:\n  subjct: input.s\n"})
+    diags = sorted(of(problems(root), "FC605"), key=lambda d: d.line)
+    assert [(d.line, d.column) for d in diags] == [(4, 1), (5, 3)]
+    assert "never sets 'subject'" in diags[0].message and diags[0].hint == "did you mean 'subjct'?"
+    assert "no input field 'subjct'" in diags[1].message and diags[1].hint == "did you mean 'subject'?"
+
+
+def test_fc405_fail_cause_that_looks_like_an_expression(make_project):
+    root = make_project({**TASK, "states/t.yaml": "id: t\ntype: fail\nerror: E\ncause: \"'no'\"\n",
+                         "transitions/flow.yaml": "flow: flow\nstart: t\ntransitions: []\n"})
+    d = one(problems(root), "FC405")
+    assert (d.severity, d.line) == ("warning", 4)
+
+
+def test_fc013_state_types_the_engine_cannot_run_yet(make_project):
+    root = make_project({**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"})
+    d = one(problems(root), "FC013")
+    assert (d.severity, d.line, d.column) == ("warning", 2, 7)
 
 
 def test_fc602_read_only_contract_with_compensate(make_project):
@@ -569,6 +602,14 @@ CATALOGUE = {
     "FC603": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: catalogue_no_such_mod:pay\n"},
     "FC604": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.1\nentrypoint: m:pay\n"},
     "FC701": {**TASK, "policies/p.yaml": "policy: p\napplies_to: [pay]\nallow:\n  - {field: input.n, range: [2, 1]}\n"},
+    "FC702": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nverify: m:v\n"
+                                                   "compensate: m:u\nside_effects: [{type: db, target: t}]\n"},
+    "FC605": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\n"
+                                                   "input_schema: {type: object, required: [a]}\n",
+              "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ninput: {b: input.b}\n"},
+    "FC405": {**TASK, "states/t.yaml": "id: t\ntype: fail\nerror: \"'E'\"\n",
+              "transitions/flow.yaml": "flow: flow\nstart: t\ntransitions: []\n"},
+    "FC013": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
 }
 
 

@@ -151,9 +151,10 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
 
     \b
     Examples:
-      flowctl run order_return --input '{"order_id": "A-1001"}'
+      flowctl run order_return --input '{"order_id": "A-1001", "reason": "damaged"}'
       flowctl run order_return --input @orchestration/examples/order_return.json
-      flowctl run outbound_report --param refund_topic=returns-prod --db postgresql://localhost/flowctl
+      flowctl run outbound_report --input @orchestration/examples/outbound_report.json --param sender=ops@corp.example
+      flowctl run order_return --input @in.json --db postgresql://postgres@127.0.0.1/flowctl
     """
     _call("run", flow=flow, input=input_, params=params, params_file=params_file, root=root, db=db,
           max_inline_wait=max_inline_wait, quiet=quiet, fmt=fmt)
@@ -332,7 +333,7 @@ def policy_check(tool, input_, flow, run_id, root, db, fmt):
 
     \b
     Example:
-      flowctl policy check send_email --input '{"to_domain": "corp.example", "recipient_count": 2}'
+      flowctl policy check send_email --input '{"to_domain": "corp.example", "recipient_count": 2, "attachments_mb": 1}'
     """
     _call("policy", tool=tool, input=input_, flow=flow, run_id=run_id, root=root, db=db, fmt=fmt)
 

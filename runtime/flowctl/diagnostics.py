@@ -24,6 +24,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC010": ("schema", ERROR),
     "FC011": ("unknown-field", ERROR),
     "FC012": ("field-not-for-type", ERROR),
+    "FC013": ("state-type-not-supported", WARNING),
     "FC101": ("unknown-state", ERROR),
     "FC102": ("unknown-tool", ERROR),
     "FC103": ("policy-unknown-tool", ERROR),
@@ -43,13 +44,16 @@ CODES: dict[str, tuple[str, str]] = {
     "FC402": ("quoted-identifier-literal", WARNING),
     "FC403": ("bare-backtick-literal", WARNING),
     "FC404": ("unknown-function", ERROR),
+    "FC405": ("literal-looks-like-expression", WARNING),
     "FC501": ("retry-value", ERROR),
     "FC502": ("duration", ERROR),
     "FC601": ("side-effect-undeclared-undo", ERROR),
     "FC602": ("read-only-compensate", ERROR),
     "FC603": ("import-failed", ERROR),
     "FC604": ("version-mismatch", ERROR),
+    "FC605": ("tool-input-mismatch", ERROR),
     "FC701": ("policy-value", ERROR),
+    "FC702": ("no-policy-allows", WARNING),
 }
 
 

@@ -33,7 +33,7 @@ STATE_FIELDS: Mapping[str, frozenset] = MappingProxyType({
                       "tolerated_failures", "timeout", "retry", "on_error"}),
     "subflow": frozenset({"flow", "input", "input_schema", "timeout", "retry", "on_error", "max_depth"}),
     "succeed": frozenset(),
-    "fail": frozenset({"error", "cause"}),
+    "fail": frozenset({"error", "cause", "compensate"}),
 })
 
 

@@ -61,7 +61,7 @@ class Gate:
         policies = self._by_tool.get(contract.id, [])
         if not policies:
             return Decision("deny", rule="default-deny",
-                            reason=f"no policy allows side-effecting tool '{contract.id}' (default deny)")
+                            reason=f"no policy applies to side-effecting tool '{contract.id}'")
         scope = {"input": tool_input, "run": {"id": run_id, "flow": flow}, "flow": flow, "tool": contract.id}
         now = self.clock.time()
         digest = input_digest(tool_input)
@@ -96,6 +96,13 @@ class Gate:
         self.store.gate_record({"at": self.clock.time(), "tool": tool, "flow": flow, "run_id": run_id, "digest": digest})
 
 
+def _json(value) -> str:
+    """A value as the flow author wrote it (JSON: null, true, "text"), not as Python prints it."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _truthy(value) -> bool:
     """JMESPath truthiness: false, null, empty string/list/object are false; numbers are true."""
     return not (value is None or value is False or value in ("", [], {}))
@@ -104,15 +111,16 @@ def _truthy(value) -> bool:
 def _check(check, scope):
     value = compile_expr(check.field_expr, check.where("field")).evaluate(scope)
     op, want = check.op, check.value
+    shown = _json(value)
     if op == "equals":
-        return value == want, f"{check.field_expr} is {value!r}, not {want!r}"
+        return value == want, f"{check.field_expr} is {shown}, not {_json(want)}"
     if op == "in":
-        return value in want, f"{check.field_expr} is {value!r}, not one of {want!r}"
+        return value in want, f"{check.field_expr} is {shown}, not one of {_json(want)}"
     if op == "range":
         lo, hi = want
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (lo is None or value >= lo) and (hi is None or value <= hi)
-        return ok, f"{check.field_expr} is {value!r}, outside [{lo}, {hi}]"
+        return ok, f"{check.field_expr} is {shown}, outside [{_json(lo)}, {_json(hi)}]"
     if op == "regex":
         ok = isinstance(value, str) and re.fullmatch(want, value) is not None
-        return ok, f"{check.field_expr} is {value!r}, which does not match /{want}/"
+        return ok, f"{check.field_expr} is {shown}, which does not match /{want}/"
     return False, f"unknown check {op}"

@@ -21,7 +21,7 @@ import os
 import secrets
 
 from . import saga, task
-from .audit import canonical, encode_data, event_hash
+from .audit import canonical, encode_data, event_hash, redact
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
@@ -49,7 +49,14 @@ def start(engine, project, flow, run_input, params, run_id=None) -> RunResult:
         problem = check_instance(flow.input_schema, run_input)
         if problem:
             raise UsageError(f"input does not match the input_schema of flow '{flow.id}': {problem}",
-                             hint=f"see {flow.where('input_schema')}")
+                             hint=f"pass --input JSON or @file; the schema is at {flow.where('input_schema')}")
+    unknown = sorted(set(params) - set(flow.params))
+    if unknown:
+        from .schema import did_you_mean
+
+        declared = ", ".join(sorted(flow.params)) or "none"
+        raise UsageError(f"flow '{flow.id}' has no param {', '.join(repr(u) for u in unknown)}",
+                         hint=did_you_mean(unknown[0], flow.params) or f"declared params: {declared} ({flow.where('flow')})")
     merged = dict(flow.params)
     merged.update(params)
     now = engine.clock.time()
@@ -181,6 +188,24 @@ def _live_owner(owner, me):
     return owner
 
 
+_SENSITIVE: dict = {}
+
+
+def _sensitive_fields(project, flow) -> frozenset:
+    """Every field name marked ``sensitive`` by a contract this flow uses: redacted in all of the
+    run's audit events (run input, review summaries, context, tool input and output)."""
+    key = (id(project), flow.id)
+    found = _SENSITIVE.get(key)
+    if found is None:
+        from .engine import flow_files
+
+        files = flow_files(project, flow)
+        found = frozenset(f for versions_ in project.contracts.values() for c in versions_
+                          if c.file in files for f in c.sensitive)
+        _SENSITIVE[key] = found
+    return found
+
+
 def _git_commit(root):
     head = root / ".git" / "HEAD"
     try:
@@ -214,6 +239,7 @@ class Runner:
         self.events: list = []
         self.step_rows: list = []
         self.gate = Gate(project, engine.store, engine.clock)
+        self.sensitive = _sensitive_fields(project, flow)
         self.tools_folder = str(project.orchestration / "tools")
         self.run_info = {"id": self.id, "flow": flow.id, "flow_version": flow.version,
                          "started_at": iso(row["created_at"]), "parent": row.get("parent_id")}
@@ -225,6 +251,8 @@ class Runner:
         raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note."""
         seq = self.last_seq + len(self.events) + 1
         prev = self.events[-1]["hash"] if self.events else self.last_hash
+        if self.sensitive:
+            data = redact(data, self.sensitive)
         data_json = encode_data(data)
         if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
             size = len(data_json.encode())
@@ -401,10 +429,16 @@ class Runner:
         self.commit(status="succeeded", output=output)
 
     def fail_state(self, state) -> None:
+        """End the run as failed with the state's error and cause. It does not compensate unless the
+        state says ``compensate: true`` (a handler may already have compensated)."""
         scope = self.scope()
         err_name = _literal_or_expr(state.get("error"), scope, state.where("error"))
         cause = _literal_or_expr(state.get("cause"), scope, state.where("cause")) or ""
         err = {"type": str(err_name), "code": str(err_name), "message": str(cause), "state": state.id}
+        if state.get("compensate") and self.cursor["saga"]:
+            self.cursor["after_compensation"] = {"fail": err, "compensate": True}
+            self.commit()
+            return
         self.finish_failed(err)
 
     def finish_failed(self, err: dict) -> None:

@@ -158,7 +158,10 @@ def check_unused(project: Project):
             if t and t not in used_states:
                 used_states.add(t)
                 frontier.append(t)
+    broken_kinds = {kind for kind, _ in project.broken}
     for state in project.states.values():
+        if "flow" in broken_kinds:
+            break  # a flow file did not load: which states it uses is unknown, so say nothing
         if state.id not in used_states:
             yield state.doc.diag("FC104", f"state '{state.id}' is not used by any flow", ("id",),
                                  hint="remove it, or name it in a flow's transitions")
@@ -167,7 +170,7 @@ def check_unused(project: Project):
         refs = [state.tool, state.raw.get("notify")] + [h.fallback for h in state.on_error]
         used_tools.update(versions.split_ref(r)[0] for r in refs if r)
     for tool_id, found in project.contracts.items():
-        if tool_id not in used_tools:
+        if tool_id not in used_tools and "state" not in broken_kinds:
             c = found[-1]
             yield c.doc.diag("FC105", f"contract '{tool_id}' is not used by any state", ("id",),
                              hint="remove it, or reference it with tool: " + tool_id + "@^" + c.version.split(".")[0])
@@ -371,8 +374,73 @@ def check_policies(project: Project):
                     yield policy.doc.diag("FC701", f"range [{lo}, {hi}] is empty", check.path + ("range",))
 
 
+UNSUPPORTED_TYPES = frozenset({"parallel", "map", "subflow"})
+
+
+def check_runnable(project: Project):
+    """FC013: state types this engine validates but cannot run yet (a run that reaches one fails)."""
+    for state in project.states.values():
+        if state.type in UNSUPPORTED_TYPES:
+            yield state.doc.diag("FC013", f"state type '{state.type}' is not supported by this engine yet; "
+                                 "a run that reaches it fails", ("type",),
+                                 hint="run the child flow as its own run for now")
+
+
+def check_gate(project: Project):
+    """FC702: a side-effecting tool used by a state that no policy allows is denied on every call."""
+    covered = {tool for p in project.policies.values() for tool in p.applies_to}
+    seen = set()
+    for state in project.states.values():
+        for ref, path in [(state.tool, ("tool",))] + [(h.fallback, h.path + ("fallback",)) for h in state.on_error]:
+            contract = project.resolve_tool(ref) if ref else None
+            if contract is None or not contract.side_effecting or contract.id in covered:
+                continue
+            if (state.id, contract.id) in seen:
+                continue
+            seen.add((state.id, contract.id))
+            yield state.doc.diag("FC702", f"'{contract.id}' has side effects and no policy allows it: every call "
+                                 "is denied (default deny)", path,
+                                 hint=f"add orchestration/policies/<name>.yaml with applies_to: [{contract.id}]")
+
+
+def check_tool_inputs(project: Project):
+    """FC605: a task's input mapping against its contract's input_schema — required fields it never
+    sets, and fields the schema forbids (additionalProperties: false)."""
+    for state in project.states.values():
+        if state.type != "task" or not state.tool or not isinstance(state.input, dict):
+            continue
+        contract = project.resolve_tool(state.tool)
+        schema = contract.input_schema if contract is not None else None
+        if not isinstance(schema, dict) or schema.get("type") not in (None, "object"):
+            continue
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        for name in schema.get("required") or ():
+            if isinstance(name, str) and name not in state.input:
+                close = did_you_mean(name, [k for k in state.input if k not in props])
+                yield state.doc.diag("FC605", f"input never sets '{name}', which {contract.ref} requires", ("input",),
+                                     key=True, hint=close or f"add {name}: <expression> to input")
+        if schema.get("additionalProperties") is False and props:
+            for key in state.input:
+                if key not in props:
+                    yield state.doc.diag("FC605", f"{contract.ref} accepts no input field '{key}'", ("input", key),
+                                         key=True, hint=did_you_mean(key, props) or "fields: " + ", ".join(sorted(props)))
+
+
+def check_fail_states(project: Project):
+    """FC405: a fail state's literal error/cause that looks like an expression (they are literals
+    unless written as {expr: …})."""
+    for state in project.states.values():
+        if state.type != "fail":
+            continue
+        for key in ("error", "cause"):
+            value = state.raw.get(key)
+            if isinstance(value, str) and len(value) > 1 and value[0] == value[-1] == "'":
+                yield state.doc.diag("FC405", f"{key} is a literal here, so the quotes stay in the text", (key,),
+                                     hint=f"write {key}: {value[1:-1]}  — or {{expr: {value}}} for an expression")
+
+
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
-          check_contracts, check_policies)
+          check_contracts, check_policies, check_runnable, check_gate, check_tool_inputs, check_fail_states)
 
 
 def import_check(project: Project):

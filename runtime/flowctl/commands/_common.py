@@ -108,7 +108,8 @@ def print_result(result, *, fmt="text") -> int:
         click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
     if result.error:
         e = result.error
-        click.echo(f"error: {e.get('type')} [{e.get('code')}] at {e.get('state')}: {e.get('message')}")
+        code = f" [{e.get('code')}]" if e.get("code") != e.get("type") else ""
+        click.echo(f"error: {e.get('type')}{code} at {e.get('state')}: {e.get('message')}")
     for r in result.residue:
         click.echo(click.style("residue: ", fg="red") + f"{r['tool']} in '{r['state']}' could not be undone: {r['error']}")
     if result.status == "paused" and result.review:
