@@ -30,13 +30,17 @@ def test_unknown_nested_field_is_located_at_its_key():
     assert d.hint == "did you mean 'max_attempts'?"
 
 
-def test_misspelt_transition_key_reports_both_the_unknown_and_the_missing_field():
+def test_misspelt_transition_key_is_one_error_not_two():
     diags = check("flow", "flow: f\nstart: a\ntransitions:\n  - from: a\n    too: b\n")
     unknown = one(diags, "FC011")
     assert (unknown.line, unknown.column, unknown.hint) == (5, 5, "did you mean 'to'?")
+    assert [d for d in diags if d.code == "FC010"] == []  # "'to' is a required property" is the same mistake
+
+
+def test_a_missing_field_elsewhere_is_still_reported():
+    diags = check("flow", "flow: f\nstart: a\ntransitions:\n  - from: a\n    too: b\n  - from: b\n")
     missing = one(diags, "FC010")
-    assert (missing.line, missing.column) == (4, 5)
-    assert "'to'" in missing.message
+    assert (missing.line, "'to'" in missing.message) == (6, True)
 
 
 def test_unknown_field_without_a_close_match_lists_the_known_ones():

@@ -77,8 +77,22 @@ def check(kind: str, doc: Document) -> list[Diagnostic]:
     v = validator(kind)
     if v.is_valid(doc.data):
         return []
+    errors = sorted(v.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path)))
+    # A misspelt required field is one mistake: keep "unknown field 'decisons' (did you mean
+    # 'decisions'?)" and drop "'decisions' is a required property" of the same mapping.
+    suggested = set()
+    for e in errors:
+        if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            known = e.schema.get("properties", {})
+            for key in e.instance:
+                if key not in known and did_you_mean(key, known):
+                    suggested.add((tuple(e.absolute_path), did_you_mean(key, known).split("'")[1]))
     out: list[Diagnostic] = []
-    for error in sorted(v.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):
+    for error in errors:
+        if error.validator == "required" and isinstance(error.instance, dict):
+            missing = error.message.split("'")[1] if "'" in error.message else None
+            if (tuple(error.absolute_path), missing) in suggested:
+                continue
         out.extend(_translate(error, doc))
     return out
 
