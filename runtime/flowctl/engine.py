@@ -73,10 +73,13 @@ class Engine:
     ``max_inline_wait``: seconds a run may sleep in process (waits, retry delays) before it is
     parked as ``waiting`` instead. ``listener``: called with each audit event dict as it is
     recorded (live progress). ``check``: refuse to run a flow whose files have validation errors.
+    ``tool_resolver``: ``fn(contract, kind) -> callable or None`` consulted before importing a
+    contract's ``entrypoint``/``verify``/``compensate`` (``kind``) — how ``flowctl test`` mocks
+    tools and replay feeds recorded outputs; ``None`` from it means "use the real one".
     """
 
     def __init__(self, project, store, *, clock=None, max_inline_wait: float = 10.0, listener=None,
-                 owner: str | None = None, check: bool = True):
+                 owner: str | None = None, check: bool = True, tool_resolver=None):
         self.project = project
         self.store = store
         self.clock = clock or SystemClock()
@@ -84,6 +87,10 @@ class Engine:
         self.listener = listener
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}"
         self.check = check
+        self.tool_resolver = tool_resolver
+        #: ``fn(runner) -> flowctl.expressions.Recorder``: where uuid()/now() values come from
+        #: (replay passes recorded ones); None draws fresh values.
+        self.recorder_factory = None
         self._projects: dict = {}
         self._checked: set = set()
 
@@ -132,6 +139,16 @@ class Engine:
         return runner.cancel(self, row, compensate=compensate, by=by)
 
     # ----------------------------------------------------------------------------- helpers
+    def tool_function(self, contract, kind: str, tools_folder: str):
+        """The callable behind ``contract.<kind>`` (entrypoint, verify or compensate)."""
+        if self.tool_resolver is not None:
+            found = self.tool_resolver(contract, kind)
+            if found is not None:
+                return found
+        from .tools import resolve
+
+        return resolve(getattr(contract, kind), tools_folder)
+
     def _flow(self, flow_id: str):
         flow = self.project.flows.get(flow_id)
         if flow is None:

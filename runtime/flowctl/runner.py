@@ -303,7 +303,8 @@ class Runner:
 
     # ------------------------------------------------------------------ the loop
     def drive(self) -> RunResult:
-        recorder = Recorder(self.clock)
+        factory = getattr(self.engine, "recorder_factory", None)
+        recorder = factory(self) if factory is not None else Recorder(self.clock)
         token = RECORDER.set(recorder)
         try:
             while not self.cursor["done"]:

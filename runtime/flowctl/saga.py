@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .durations import parse_duration
 from .errors import CompensationFailed
-from .tools import ToolCall, call_with_timeout, resolve
+from .tools import ToolCall, call_with_timeout
 
 
 def compensate(runner, reason: str) -> None:
@@ -40,7 +40,7 @@ def compensate(runner, reason: str) -> None:
 
 def undo_once(runner, contract, entry, call) -> None:
     """Call ``compensate`` with its retry policy; raise the last error if every attempt fails."""
-    fn = resolve(contract.compensate, runner.tools_folder)
+    fn = runner.engine.tool_function(contract, "compensate", runner.tools_folder)
     policy = contract.compensate_retry or {}
     attempts = int(policy.get("max_attempts", 1))
     delay = parse_duration(policy.get("interval", "1s"))

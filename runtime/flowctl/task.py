@@ -25,7 +25,7 @@ from .errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, 
 from .expressions import compile_expr
 from .schemas_runtime import check_instance
 from .scope import build
-from .tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout, resolve
+from .tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
 
 
 def run_task(runner, state):
@@ -66,7 +66,7 @@ def run_fallback(runner, state, ref):
 def notify(runner, state, ref, payload) -> None:
     """Call a review's ``notify`` tool once with ``{token, run_id, show, decisions, deadline}``."""
     contract = runner.project.resolve_tool(ref)
-    fn = resolve(contract.entrypoint, runner.tools_folder)
+    fn = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
     call = ToolCall(runner.id, runner.cursor["step"], state.id, 1, f"{runner.id}:{state.id}:notify", None, contract.ref)
     runner.emit("tool_invoked", state.id, 1, tool=contract.ref, input=redact(payload, ("token",)), purpose="notify")
     call_with_timeout(fn, (payload, call), contract.timeout or DEFAULT_TIMEOUT, f"notify tool {contract.ref}")
@@ -138,7 +138,7 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
                          "input": tool_input, "idempotency_key": key}
         runner.step_rows.append(_step_row(c, attempt, state, contract, key, "started", shown_input, None, runner.clock.time()))
         runner.commit()
-    fn = resolve(contract.entrypoint, runner.tools_folder)
+    fn = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
     started = time.perf_counter()
     try:
         raw = call_with_timeout(fn, (tool_input, call), timeout, f"tool {contract.ref} in '{state.id}'")
@@ -207,7 +207,7 @@ def recover_inflight(runner, state, contract):
 
 
 def _verify(runner, contract, tool_input, output, call):
-    fn = resolve(contract.verify, runner.tools_folder)
+    fn = runner.engine.tool_function(contract, "verify", runner.tools_folder)
     try:
         return call_with_timeout(fn, (tool_input, output, call), contract.timeout or DEFAULT_TIMEOUT,
                                  f"verify of {contract.ref}")
