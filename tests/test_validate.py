@@ -477,10 +477,21 @@ def test_fc405_fail_cause_that_looks_like_an_expression(make_project):
     assert (d.severity, d.line) == ("warning", 4)
 
 
-def test_fc013_state_types_the_engine_cannot_run_yet(make_project):
+def test_fc107_a_flow_calling_itself_without_a_depth_limit(make_project):
     root = make_project({**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"})
-    d = one(problems(root), "FC013")
-    assert (d.severity, d.line, d.column) == ("warning", 2, 7)
+    d = one(problems(root), "FC107")
+    assert (d.severity, d.line, d.column) == ("error", 2, 7)
+    limited = make_project({**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\nmax_depth: 3\n"})
+    assert of(problems(limited), "FC107") == []
+
+
+def test_fc108_child_input_misses_a_required_field(make_project):
+    root = make_project({**TASK,
+                         "states/t.yaml": "id: t\ntype: subflow\nflow: kid\ninput: {b: input.b}\n",
+                         "states/k.yaml": "id: k\ntype: succeed\n",
+                         "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {type: object, required: [a]}\ntransitions: []\n"})
+    d = one(problems(root), "FC108")
+    assert (d.severity, d.line, d.column) == ("error", 4, 1) and "requires input 'a'" in d.message
 
 
 def test_fc602_read_only_contract_with_compensate(make_project):
@@ -609,7 +620,10 @@ CATALOGUE = {
               "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ninput: {b: input.b}\n"},
     "FC405": {**TASK, "states/t.yaml": "id: t\ntype: fail\nerror: \"'E'\"\n",
               "transitions/flow.yaml": "flow: flow\nstart: t\ntransitions: []\n"},
-    "FC013": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
+    "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
+    "FC108": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: kid\ninput: {b: input.b}\n",
+              "states/k.yaml": "id: k\ntype: succeed\n",
+              "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {required: [a]}\ntransitions: []\n"},
 }
 
 

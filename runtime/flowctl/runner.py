@@ -41,7 +41,10 @@ class Park(Exception):
     """The run stopped here on purpose (waiting, paused); the checkpoint is committed."""
 
 
-def start(engine, project, flow, run_input, params, run_id=None) -> RunResult:
+def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict | None = None,
+          stop=None) -> RunResult:
+    """Create a run and drive it. ``parent`` (``{id, state, index, depth}``) makes it a child run of
+    a parallel/map/subflow state; ``stop`` (a ``threading.Event``) cancels it between steps."""
     size = len(canonical(run_input).encode())
     if size > MAX_PAYLOAD:
         raise UsageError(f"run input is {size} bytes; the limit is {MAX_PAYLOAD}", hint="pass a reference, not the data")
@@ -65,14 +68,18 @@ def start(engine, project, flow, run_input, params, run_id=None) -> RunResult:
     run_id = run_id or new_run_id(engine.clock)
     cursor = {"state": flow.start, "entered": False, "step": 0, "attempt": 1, "visits": {}, "path": [],
               "context": {}, "response": None, "error": None, "review": None, "saga": [], "residue": [],
-              "inflight": None, "pending": None, "after_compensation": None, "state_info": None, "done": False}
-    row = {"id": run_id, "flow": flow.id, "flow_version": str(flow.version), "digest": digest, "parent_id": None,
+              "inflight": None, "pending": None, "after_compensation": None, "state_info": None, "done": False,
+              "fanout": None, "depth": (parent or {}).get("depth", 0),
+              "parent": {k: parent[k] for k in ("state", "index")} if parent else None}
+    row = {"id": run_id, "flow": flow.id, "flow_version": str(flow.version), "digest": digest,
+           "parent_id": parent["id"] if parent else None,
            "status": "running", "input": run_input, "params": merged, "output": None, "error": None,
            "cursor": cursor, "created_at": now, "updated_at": now, "available_at": None, "owner": engine.owner,
            "last_seq": 0, "last_hash": "", "steps": 0}
-    runner = Runner(engine, project, flow, row)
+    runner = Runner(engine, project, flow, row, stop=stop)
     runner.emit("run_started", flow=flow.id, flow_version=flow.version, digest=digest, input=run_input,
-                params=merged, git_commit=_git_commit(project.root), owner=engine.owner)
+                params=merged, git_commit=_git_commit(project.root), owner=engine.owner,
+                parent=cursor["parent"] and dict(cursor["parent"], run_id=row["parent_id"]))
     first = runner.take_events()
     row["last_seq"], row["last_hash"] = first[-1]["seq"], first[-1]["hash"]
     engine.store.create_run(row, first)
@@ -80,7 +87,22 @@ def start(engine, project, flow, run_input, params, run_id=None) -> RunResult:
     return runner.drive()
 
 
-def resume(engine, row, *, token=None, decision=None, data=None, by=None) -> RunResult:
+def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=None,
+           continue_parent: bool = True) -> RunResult:
+    """Continue a run (see Engine.resume). A child run that ends here continues its parent, unless
+    the parent itself is driving it (``continue_parent=False``)."""
+    result = _resume(engine, row, token=token, decision=decision, data=data, by=by, stop=stop)
+    if continue_parent and row.get("parent_id") and result.status in FINAL:
+        try:
+            parent = engine.store.get_run(row["parent_id"])
+            if parent["status"] == "waiting" and ((parent.get("cursor") or {}).get("pending") or {}).get("kind") == "children":
+                resume(engine, parent)
+        except FlowctlError:
+            pass  # the parent continues on its next resume or recover
+    return result
+
+
+def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=None) -> RunResult:
     if row["status"] in FINAL:
         if token is not None:
             raise UsageError(f"run {row['id']} has already ended ({row['status']}); the token cannot be used",
@@ -88,7 +110,7 @@ def resume(engine, row, *, token=None, decision=None, data=None, by=None) -> Run
         return result_from_row(row)
     project = engine.project_for(row["digest"])
     flow = project.flows[row["flow"]]
-    runner = Runner(engine, project, flow, row)
+    runner = Runner(engine, project, flow, row, stop=stop)
     status = row["status"]
     if status == "running":
         holder = _live_owner(row.get("owner"), engine.owner)
@@ -143,6 +165,9 @@ def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
     project = engine.project_for(row["digest"])
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     runner.emit("run_cancelled", by=by, compensate=compensate)
+    for child in engine.store.list_runs(parent_id=row["id"], limit=0):
+        if child["status"] not in FINAL:
+            cancel(engine, child, compensate=compensate, by=by)
     if compensate:
         saga.compensate(runner, reason="cancelled")
     runner.cursor["done"] = True
@@ -225,7 +250,7 @@ def _git_commit(root):
 
 
 class Runner:
-    def __init__(self, engine, project, flow, row):
+    def __init__(self, engine, project, flow, row, stop=None):
         self.engine = engine
         self.store = engine.store
         self.clock = engine.clock
@@ -234,6 +259,7 @@ class Runner:
         self.row = row
         self.id = row["id"]
         self.cursor = row["cursor"]
+        self.stop = stop
         self.last_seq = row["last_seq"]
         self.last_hash = row["last_hash"]
         self.events: list = []
@@ -242,7 +268,8 @@ class Runner:
         self.sensitive = _sensitive_fields(project, flow)
         self.tools_folder = str(project.orchestration / "tools")
         self.run_info = {"id": self.id, "flow": flow.id, "flow_version": flow.version,
-                         "started_at": iso(row["created_at"]), "parent": row.get("parent_id")}
+                         "started_at": iso(row["created_at"]), "parent": row.get("parent_id"),
+                         "depth": row["cursor"].get("depth", 0)}
 
     # ------------------------------------------------------------------ events and commits
     def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, *, strict: bool = False,
@@ -308,6 +335,9 @@ class Runner:
         token = RECORDER.set(recorder)
         try:
             while not self.cursor["done"]:
+                if self.stop is not None and self.stop.is_set():
+                    self.stopped_by_sibling()
+                    break
                 if self.cursor.get("after_compensation"):
                     self.finish_handler(self.cursor["after_compensation"])
                     continue
@@ -330,6 +360,15 @@ class Runner:
         finally:
             RECORDER.reset(token)
         return self.result()
+
+    def stopped_by_sibling(self) -> None:
+        """A sibling branch failed: stop here without compensating (the parent takes over the saga)."""
+        c = self.cursor
+        c["done"] = True
+        c["pending"] = None
+        err = {"type": "Cancelled", "code": "CANCELLED", "message": "a sibling branch failed", "state": c["state"]}
+        self.emit("run_cancelled", c["state"], reason="sibling failed", compensate=False)
+        self.commit(status="cancelled", error=err, available_at=None)
 
     def result(self) -> RunResult:
         c = self.cursor
@@ -379,7 +418,11 @@ class Runner:
         if kind == "fail":
             self.fail_state(state)
             return _DONE
-        raise StepError(f"state type '{kind}' ({state.id}) is not supported by this engine yet")
+        if kind in ("parallel", "map", "subflow"):
+            from . import fanout
+
+            return fanout.run_children(self, state)
+        raise StepError(f"state type '{kind}' ({state.id}) is not supported by this engine")
 
     # ------------------------------------------------------------------ transitions
     def advance(self, state, response) -> None:

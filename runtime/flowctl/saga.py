@@ -20,7 +20,8 @@ def compensate(runner, reason: str) -> None:
     while stack:
         entry = stack[-1]
         contract = _contract(runner.project, entry["tool"])
-        call = ToolCall(runner.id, entry["step"], entry["state"], 1, entry["idempotency_key"], None, entry["tool"])
+        call = ToolCall(entry.get("run_id", runner.id), entry["step"], entry["state"], 1, entry["idempotency_key"], None,
+                        entry["tool"])
         runner.emit("compensation_started", entry["state"], tool=entry["tool"], reason=reason,
                     idempotency_key=entry["idempotency_key"])
         try:

@@ -2,6 +2,13 @@
 
 Version 1: ``flowctl_meta``, ``flowctl_definitions``, ``flowctl_runs``, ``flowctl_events``,
 ``flowctl_steps``, ``flowctl_reviews``, ``flowctl_gate_log``. Times are epoch seconds (float).
+
+Version 2 (workers, see :mod:`flowctl.worker`): runs gain ``queue``, ``priority``, ``lease_until``
+(epoch seconds on the **database** clock; NULL when no worker holds the run) and ``fence`` (the
+fencing token: +1 on every claim); events gain ``fence`` (the token of the commit that wrote
+them, NULL for writers without a lease); new tables ``flowctl_workers`` (live workers and their
+heartbeats) and ``flowctl_limits`` (store-wide concurrency limits per flow and per queue).
+:func:`upgrade` adds these to a version-1 store in place.
 """
 from __future__ import annotations
 
@@ -37,6 +44,22 @@ runs = sa.Table(
     sa.Column("last_seq", sa.Integer, nullable=False, default=0),
     sa.Column("last_hash", sa.String(64), nullable=False, default=""),
     sa.Column("steps", sa.Integer, nullable=False, default=0),
+    # version 2: scale-out
+    sa.Column("queue", sa.String(100), nullable=False, default="default", server_default="default"),
+    sa.Column("priority", sa.Integer, nullable=False, default=0, server_default="0"),
+    sa.Column("lease_until", sa.Float),
+    sa.Column("fence", sa.Integer, nullable=False, default=0, server_default="0"),
+)
+
+#: The two branches of a claim: due runs (queued, waiting, paused with a review deadline) and
+#: running runs whose lease expired. Partial indexes on PostgreSQL and SQLite alike.
+RUN_INDEXES = (
+    sa.Index("ix_flowctl_runs_due", runs.c.available_at,
+             postgresql_where=runs.c.status.in_(("queued", "waiting", "paused")),
+             sqlite_where=runs.c.status.in_(("queued", "waiting", "paused"))),
+    sa.Index("ix_flowctl_runs_lease", runs.c.lease_until,
+             postgresql_where=runs.c.status == "running", sqlite_where=runs.c.status == "running"),
+    sa.Index("ix_flowctl_runs_owner", runs.c.owner),
 )
 
 events = sa.Table(
@@ -50,6 +73,7 @@ events = sa.Table(
     sa.Column("data", sa.Text),
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("fence", sa.Integer),  # version 2
 )
 
 steps = sa.Table(
@@ -89,8 +113,45 @@ gate_log = sa.Table(
     sa.Column("digest", sa.String(64), nullable=False),
 )
 
+workers = sa.Table(
+    "flowctl_workers", metadata,
+    sa.Column("id", sa.String(200), primary_key=True),          # host:pid, as runs.owner
+    sa.Column("host", sa.String(200), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("queues", sa.Text),                               # JSON list, or null for every queue
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    sa.Column("lease_s", sa.Float, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),         # running | stopping | stopped
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),        # database clock
+    sa.Column("runs_done", sa.Integer, nullable=False, default=0, server_default="0"),
+)
+
+limits = sa.Table(
+    "flowctl_limits", metadata,
+    sa.Column("scope", sa.String(16), primary_key=True),        # flow | queue
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("max_running", sa.Integer, nullable=False),
+)
+
+# Columns added by version 2, as (table, column, DDL type and default).
+_V2_COLUMNS = (
+    ("flowctl_runs", "queue", "VARCHAR(100) NOT NULL DEFAULT 'default'"),
+    ("flowctl_runs", "priority", "INTEGER NOT NULL DEFAULT 0"),
+    ("flowctl_runs", "lease_until", "FLOAT"),
+    ("flowctl_runs", "fence", "INTEGER NOT NULL DEFAULT 0"),
+    ("flowctl_events", "fence", "INTEGER"),
+)
+
 
 def upgrade(conn, from_version: int) -> None:
-    """Bring a store at ``from_version`` up to the current schema (add columns, tables)."""
-    # Version 1 is the first published schema; later versions add their steps here.
-    return None
+    """Bring a store at ``from_version`` up to the current schema, in place, inside the caller's
+    transaction (new tables were already created by ``create_all``). Safe to repeat."""
+    if from_version < 2:
+        present = {(t, c["name"]) for t in ("flowctl_runs", "flowctl_events")
+                   for c in sa.inspect(conn).get_columns(t)}
+        for table, column, ddl in _V2_COLUMNS:
+            if (table, column) not in present:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+        for index in RUN_INDEXES:
+            index.create(conn, checkfirst=True)

@@ -176,7 +176,7 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
         runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
                                           redact(tool_input, contract.sensitive), shown, None, runner.clock.time()))
         if contract.compensate and contract.compensate != "none":
-            c["saga"].append({"state": state.id, "step": c["step"], "tool": contract.ref, "input": tool_input,
+            c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref, "input": tool_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
     if raw_text is not None:

@@ -61,6 +61,17 @@ def resolve(ref: str, tools_folder: str):
     fn = _cache.get(key)
     if fn is not None:
         return fn
+    with _import_lock:  # branches resolve on several threads: evict and import exactly once
+        fn = _cache.get(key)
+        if fn is not None:
+            return fn
+        return _resolve(ref, tools_folder, key)
+
+
+_import_lock = threading.RLock()
+
+
+def _resolve(ref: str, tools_folder: str, key):
     add_tools_path(tools_folder)
     module_name, _, attr = ref.partition(":")
     _evict_foreign(module_name, tools_folder)

@@ -374,16 +374,49 @@ def check_policies(project: Project):
                     yield policy.doc.diag("FC701", f"range [{lo}, {hi}] is empty", check.path + ("range",))
 
 
-UNSUPPORTED_TYPES = frozenset({"parallel", "map", "subflow"})
+def _child_flows(state) -> list:
+    if state.type == "parallel":
+        return list(state.get("branches") or ())
+    if state.type in ("map", "subflow") and isinstance(state.get("flow"), str):
+        return [state.get("flow")]
+    return []
 
 
-def check_runnable(project: Project):
-    """FC013: state types this engine validates but cannot run yet (a run that reaches one fails)."""
+def check_children(project: Project):
+    """FC107 a flow that calls itself (directly or through others) with no depth limit;
+    FC108 a sub-flow input that cannot satisfy the child flow's required input fields."""
+    calls: dict = {}
+    for flow in project.flows.values():
+        for sid in flow_graph(project, flow):
+            state = project.states.get(sid)
+            if state is None:
+                continue
+            for child in _child_flows(state):
+                calls.setdefault(flow.id, []).append((child, state))
+    for flow_id in calls:
+        seen, stack = set(), [flow_id]
+        while stack:  # depth-first over the call graph: does flow_id reach itself?
+            for child, state in calls.get(stack.pop(), ()):
+                if child == flow_id:
+                    limited = state.get("max_depth") or project.flows[flow_id].limits.max_depth
+                    if not limited:
+                        yield state.doc.diag("FC107", f"flow '{flow_id}' calls itself through '{state.id}' with no depth limit",
+                                             ("type",), hint="set max_depth on the state (or limits.max_depth on the flow)")
+                elif child not in seen:
+                    seen.add(child)
+                    stack.append(child)
     for state in project.states.values():
-        if state.type in UNSUPPORTED_TYPES:
-            yield state.doc.diag("FC013", f"state type '{state.type}' is not supported by this engine yet; "
-                                 "a run that reaches it fails", ("type",),
-                                 hint="run the child flow as its own run for now")
+        mapping = state.get("item_input") if state.type == "map" else state.input
+        if not isinstance(mapping, dict) or state.get("batch"):
+            continue
+        for child in _child_flows(state):
+            schema = project.flows[child].input_schema if child in project.flows else None
+            required = (schema or {}).get("required") if isinstance(schema, dict) else None
+            for name in required or ():
+                if isinstance(name, str) and name not in mapping:
+                    key = "item_input" if state.type == "map" else "input"
+                    yield state.doc.diag("FC108", f"child flow '{child}' requires input '{name}', which {key} never sets",
+                                         (key,), key=True, hint=f"add {name}: <expression> to {key}")
 
 
 def check_gate(project: Project):
@@ -440,7 +473,7 @@ def check_fail_states(project: Project):
 
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
-          check_contracts, check_policies, check_runnable, check_gate, check_tool_inputs, check_fail_states)
+          check_contracts, check_policies, check_children, check_gate, check_tool_inputs, check_fail_states)
 
 
 def import_check(project: Project):

@@ -62,6 +62,21 @@ def steps_of(events) -> list:
     return steps
 
 
+def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
+    """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
+    lines = []
+    children = store.list_runs(parent_id=run_id, limit=limit)
+    for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
+        info = (child.get("cursor") or {}).get("parent") or {}
+        path = one_line_path((child.get("cursor") or {}).get("path", []))
+        lines.append(f"{'  ' * depth}└ {child['flow']}#{info.get('index', '?')} {child['id']}: {child['status']}  {path}")
+        if depth < 4:
+            lines.extend(child_tree(store, child["id"], depth + 1, limit))
+    if len(children) == limit:
+        lines.append(f"{'  ' * depth}… (first {limit} shown)")
+    return lines
+
+
 def console():
     """A rich console that does not wrap tables to 80 columns when writing to a pipe or file."""
     import sys
@@ -81,6 +96,7 @@ def run(run_id, root, db, fmt) -> int:
     try:
         row = store.get_run(run_id)
         events = store.events(row["id"])
+        tree = child_tree(store, row["id"])
     finally:
         store.close()
     steps = steps_of(events)
@@ -109,6 +125,10 @@ def run(run_id, root, db, fmt) -> int:
     console().print(table)
     for note in notes:
         click.echo(note)
+    if tree:
+        click.echo("child runs:")
+        for line in tree:
+            click.echo(line)
     comp = [e for e in events if e["type"].startswith("compensation_")]
     for e in comp:
         click.echo(f"{iso(e['ts'])} {e['type']}: {e['data'].get('tool')} of '{e['state']}'")

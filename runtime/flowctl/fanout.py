@@ -1,0 +1,186 @@
+"""Parallel branches, map over items and sub-flows, run as durable child runs.
+
+A ``parallel``, ``map`` or ``subflow`` state plans its children first — ``[{index, flow, input,
+run_id}]`` — and commits the plan in the parent's checkpoint (``cursor.fanout``), so a crash
+mid-fan-out resumes the same children: those that finished are read back from the store, those
+that did not are resumed, none is started twice. Children are real runs (their own ids, events,
+checkpoints and definition pin: the parent's), with ``parent_id`` set.
+
+Children run on threads, at most ``max_concurrency`` at a time (default: all branches of a
+``parallel``, 1 for ``map``). Each child handles its own errors with its own layers. When more
+children fail than ``tolerated_failures`` allows (``{count: N}`` or ``{percent: P}``; default 0),
+the running siblings are stopped between steps, and :class:`~flowctl.errors.BranchFailed` (naming
+the first failed child's error) goes through the parent's layers. The completed side effects of
+children that did not fail join the parent's saga, ordered by completion time, so a later
+compensation undoes them newest first. A child that pauses (review) or waits parks the parent
+(``waiting`` on its children); the parent continues when the child ends.
+
+``response`` is the list of child outputs in branch or item order (a tolerated failed item is
+``{"error": {...}}``); for ``subflow`` it is the child's output. A map with a ``batch`` runs one
+child per batch with input ``{"items": [item inputs]}`` and flattens the outputs.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .engine import new_run_id
+from .errors import BranchFailed, FlowctlError, MaxStepsExceeded, UsageError
+from .expressions import compile_expr
+from .scope import build
+from .store import FINAL
+
+DEFAULT_MAX_ITEMS = 10_000
+DEFAULT_MAX_DEPTH = 10
+
+
+def run_children(runner, state):
+    c = runner.cursor
+    visit = c["visits"].get(state.id, 1)
+    fan = c.get("fanout")
+    if not fan or fan.get("state") != state.id or fan.get("visit") != visit:
+        fan = _plan(runner, state, visit)
+        c["fanout"] = fan
+        shown = [{"index": ch["index"], "flow": ch["flow"], "run_id": ch["run_id"]} for ch in fan["children"][:50]]
+        runner.emit("fanout_started", state.id, c["attempt"], kind=state.type, count=len(fan["children"]),
+                    children=shown, max_concurrency=fan["max_concurrency"])
+        runner.commit()
+    _drive(runner, state, fan)
+    children = fan["children"]
+    if any(ch["status"] in ("paused", "waiting") for ch in children) and not fan.get("failed"):
+        waiting = [ch["run_id"] for ch in children if ch["status"] in ("paused", "waiting")]
+        runner.park("waiting", {"kind": "children", "state": state.id, "children": waiting}, None)
+    failed = [ch for ch in children if ch["status"] == "failed"]
+    for ch in children:  # the parent takes over the completed side effects of its children
+        if ch["status"] in ("succeeded", "cancelled") and ch.get("saga"):
+            c["saga"].extend(ch.pop("saga"))
+    c["saga"].sort(key=lambda e: e.get("at", 0))
+    runner.emit("fanout_finished", state.id, c["attempt"], succeeded=sum(ch["status"] == "succeeded" for ch in children),
+                failed=len(failed), cancelled=sum(ch["status"] == "cancelled" for ch in children))
+    c["fanout"] = None
+    if len(failed) > fan["tolerated"] or fan.get("failed"):
+        first = failed[0] if failed else next(ch for ch in children if ch["status"] != "succeeded")
+        err = first.get("error") or {}
+        raise BranchFailed(f"{len(failed)} of {len(children)} child runs of '{state.id}' failed; child "
+                           f"{first['run_id']} ({first['flow']}#{first['index']}): {err.get('type')}: {err.get('message')}")
+    outputs = [ch["output"] if ch["status"] == "succeeded" else {"error": ch.get("error")} for ch in children]
+    if state.type == "subflow":
+        return outputs[0]
+    if fan.get("batched"):
+        flat = []
+        for out in outputs:
+            flat.extend(out if isinstance(out, list) else [out])
+        return flat
+    return outputs
+
+
+def _plan(runner, state, visit) -> dict:
+    depth = runner.cursor.get("depth", 0) + 1
+    limit = state.get("max_depth") or runner.flow.limits.max_depth or DEFAULT_MAX_DEPTH
+    if depth > limit:
+        raise MaxStepsExceeded(f"'{state.id}' would nest child runs {depth} deep (max_depth {limit})")
+    scope = runner.scope()
+    where = state.where("input")
+    if state.type == "parallel":
+        one_input = build(state.input, scope, where) if state.input is not None else dict(scope["input"] or {})
+        plans = [(flow, one_input) for flow in state.get("branches")]
+        concurrency = state.get("max_concurrency") or len(plans)
+        batched = False
+    elif state.type == "subflow":
+        plans = [(state.get("flow"), build(state.input, scope, where) if state.input is not None else {})]
+        concurrency, batched = 1, False
+    else:
+        items = compile_expr(state.get("items"), state.where("items")).evaluate(scope)
+        if not isinstance(items, list):
+            from .errors import ExpressionError
+
+            raise ExpressionError(f"items of '{state.id}' gave {type(items).__name__}, not a list")
+        cap = state.get("max_items") or DEFAULT_MAX_ITEMS
+        if len(items) > cap:
+            raise MaxStepsExceeded(f"map '{state.id}' has {len(items)} items; max_items is {cap} (raise it on the state)")
+        mapping = state.get("item_input")
+        inputs = [build(mapping, dict(scope, item=item, index=i), state.where("item_input")) if mapping is not None
+                  else item for i, item in enumerate(items)]
+        batch = (state.get("batch") or {}).get("max_items")
+        if batch:
+            plans = [(state.get("flow"), {"items": inputs[i:i + batch]}) for i in range(0, len(inputs), batch)]
+        else:
+            plans = [(state.get("flow"), item_input) for item_input in inputs]
+        concurrency = state.get("max_concurrency") or 1
+        batched = bool(batch)
+    tolerated_spec = state.get("tolerated_failures") or {}
+    if "percent" in tolerated_spec:
+        tolerated = int(len(plans) * tolerated_spec["percent"] / 100)
+    else:
+        tolerated = tolerated_spec.get("count", 0)
+    children = [{"index": i, "flow": flow, "input": child_input, "run_id": new_run_id(runner.clock),
+                 "status": None, "output": None, "error": None} for i, (flow, child_input) in enumerate(plans)]
+    return {"state": state.id, "visit": visit, "children": children, "max_concurrency": max(1, concurrency),
+            "tolerated": tolerated, "depth": depth, "batched": batched}
+
+
+def _drive(runner, state, fan) -> None:
+    todo = [ch for ch in fan["children"] if ch["status"] not in FINAL]
+    if not todo:
+        return
+    stop = threading.Event()
+    lock = threading.Lock()
+    failures = [sum(ch["status"] == "failed" for ch in fan["children"])]
+    engine = runner.engine
+
+    def one(ch):
+        if stop.is_set():
+            return
+        result = _run_child(engine, runner, state, fan, ch, stop)
+        with lock:
+            ch["status"] = result.status
+            ch["output"] = result.output
+            ch["error"] = result.error
+            if result.status in ("succeeded", "cancelled"):
+                row = engine.store.get_run(ch["run_id"])
+                ch["saga"] = list((row.get("cursor") or {}).get("saga") or [])
+            if result.status == "failed":
+                failures[0] += 1
+                if failures[0] > fan["tolerated"]:
+                    fan["failed"] = True
+                    stop.set()
+            runner.emit("child_finished", state.id, None, run_id=ch["run_id"], index=ch["index"], flow=ch["flow"],
+                        status=result.status, error=result.error)
+            runner.commit()
+
+    if fan["max_concurrency"] == 1 or len(todo) == 1:
+        for ch in todo:
+            one(ch)
+    else:
+        with ThreadPoolExecutor(max_workers=min(fan["max_concurrency"], len(todo)),
+                                thread_name_prefix=f"flowctl-{state.id}") as pool:
+            for future in [pool.submit(one, ch) for ch in todo]:
+                future.result()
+    for ch in fan["children"]:  # children never started because a sibling failed
+        if ch["status"] is None:
+            ch["status"] = "cancelled"
+
+
+def _run_child(engine, runner, state, fan, ch, stop):
+    from . import runner as runner_mod
+
+    project = runner.project
+    try:
+        row = engine.store.get_run(ch["run_id"])
+    except FlowctlError:
+        row = None
+    try:
+        if row is None:
+            flow = project.flows[ch["flow"]]
+            parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"]}
+            return runner_mod.start(engine, project, flow, ch["input"], {}, ch["run_id"], parent=parent, stop=stop)
+        if row["status"] in FINAL:
+            return runner_mod.result_from_row(row)
+        if row["status"] == "paused":
+            return runner_mod.result_from_row(row)  # waits for its reviewer
+        return runner_mod.resume(engine, row, stop=stop, continue_parent=False)
+    except UsageError as exc:  # e.g. the child flow's input_schema refuses the built input
+        from .engine import RunResult
+
+        return RunResult(ch["run_id"], ch["flow"], "failed",
+                         error={"type": "UsageError", "code": exc.code, "message": str(exc), "state": None})

@@ -1,0 +1,23 @@
+"""Flow tests for authors: golden path cases, contract tests, coverage and replay.
+
+=================  ==========================================================================
+:mod:`.cases`      golden case files ``orchestration/tests/<flow>/*.yaml``: load and check them
+                   (located ``file:line:column`` diagnostics), schema ``flowctl/schemas/case.json``
+:mod:`.mocks`      the ``tool_resolver`` built from a case's ``mocks`` (no real tool is called)
+:mod:`.runner`     run cases on a fake clock and an in-memory store; compare path, status, context;
+                   path diffs
+:mod:`.coverage`   transitions, handlers and error edges exercised per flow; input skeletons that
+                   would reach the uncovered ones (``--suggest``)
+:mod:`.contract_tests`  invoke → verify → compensate → verify again, against the real tool in
+                   the sandbox its package declares (``flowctl_sandbox``)
+:mod:`.replay`     a recorded run re-run under another definition with the recorded tool outputs
+                   and ``uuid()``/``now()`` values; the first step where the path diverges
+:mod:`.junit`      JUnit XML for CI
+=================  ==========================================================================
+
+``flowctl test`` and ``flowctl replay`` (:mod:`flowctl.commands.test`, :mod:`flowctl.commands.replay`)
+are thin layers over these modules.
+"""
+from __future__ import annotations
+
+__all__ = ["cases", "mocks", "runner", "coverage", "contract_tests", "replay", "junit"]

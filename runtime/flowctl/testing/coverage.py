@@ -1,0 +1,607 @@
+"""Coverage of a flow by its golden cases, and input skeletons for what no case reaches.
+
+Three figures per flow, each "exercised by at least one case / all":
+
+* **transitions** — the flow's ``transitions`` entries (each ``from``/``when``/``to`` rule);
+* **handlers** — every ``on_error`` rule of the flow's states, every rule of the flow's own
+  ``on_error``, and every review's ``on_timeout``;
+* **error edges** — the graph's error arrows as :func:`flowctl.validate.flow_graph` draws them: a
+  state handler's ``goto``, a review's ``on_timeout`` ``goto``, and a flow handler's ``goto`` *from
+  each state* it can leave. A flow handler is one handler but many edges, so this figure is
+  reported, not gated.
+
+``--min-coverage N`` gates transitions and handlers. What a case exercised is read from its run's
+audit events: ``transition_taken`` (the number of conditions evaluated names the rule taken),
+``error_caught`` (layer and handler index) and ``review_timed_out``.
+
+:func:`suggest` lists every uncovered transition, handler and error edge with the shortest route
+to it from the flow's start and a case skeleton (input, mocks along the route, review decisions,
+expected path) that would reach it — built from an existing case that shares the route when there
+is one (so its values are realistic), else from the JSON Schemas, and bent by the ``when``
+conditions on the way (``response.status == 'success'`` sets ``status`` in that tool's mock).
+"""
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import dataclass, field
+
+TRANSITIONS, HANDLERS, EDGES = "transitions", "handlers", "error edges"
+GATED = (TRANSITIONS, HANDLERS)
+
+
+@dataclass
+class Item:
+    kind: str            # transitions | handlers | error edges
+    key: tuple
+    label: str
+    where: str
+    source: str          # the state it leaves (or where a flow handler is caught: "*")
+    target: str | None = None
+    covered_by: list = field(default_factory=list)
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.covered_by)
+
+
+@dataclass
+class FlowCoverage:
+    flow: str
+    items: dict          # kind -> [Item]
+    cases: int = 0
+
+    def figure(self, kind: str) -> tuple[int, int, float]:
+        items = self.items[kind]
+        done = sum(i.covered for i in items)
+        return done, len(items), (100.0 * done / len(items) if items else 100.0)
+
+    def uncovered(self, kinds=(TRANSITIONS, HANDLERS, EDGES)) -> list:
+        return [i for k in kinds for i in self.items[k] if not i.covered]
+
+    def below(self, minimum: float) -> list:
+        """``[(kind, percent)]`` of the gated figures under ``minimum``."""
+        return [(k, self.figure(k)[2]) for k in GATED if self.figure(k)[2] + 1e-9 < minimum]
+
+    def as_dict(self) -> dict:
+        return {"flow": self.flow, "cases": self.cases,
+                **{k.replace(" ", "_"): {"covered": self.figure(k)[0], "total": self.figure(k)[1],
+                                         "percent": round(self.figure(k)[2], 1),
+                                         "uncovered": [i.label for i in self.items[k] if not i.covered]}
+                   for k in self.items}}
+
+
+# ------------------------------------------------------------------------------------ the items
+def _handler_label(h) -> str:
+    errors = ", ".join(h.errors)
+    if h.goto:
+        action = f"goto {h.goto}"
+    elif h.fallback:
+        action = f"fallback {h.fallback}"
+    elif h.fail:
+        action = f"fail {h.fail}"
+    else:
+        action = "fail"
+    return f"[{errors}] → {action}"
+
+
+def items_of(project, flow) -> dict:
+    from ..validate import flow_graph
+
+    graph = flow_graph(project, flow)
+    transitions = []
+    for t in flow.transitions:
+        cond = f"when {t.when}" if t.when is not None else "(default)"
+        transitions.append(Item(TRANSITIONS, ("t", t.index), f"{t.source} → {t.to} {cond}", t.where(), t.source, t.to))
+    handlers = []
+    edges = []
+    for sid in graph:
+        state = project.states.get(sid)
+        if state is None:
+            continue
+        for i, h in enumerate(state.on_error):
+            handlers.append(Item(HANDLERS, ("state", sid, i), f"{sid} on_error[{i}] {_handler_label(h)}", h.where(),
+                                 sid, h.goto))
+        on_timeout = state.raw.get("on_timeout") if state.type == "review" else None
+        if isinstance(on_timeout, dict):
+            action = f"goto {on_timeout['goto']}" if "goto" in on_timeout else f"fail {on_timeout.get('fail')}"
+            handlers.append(Item(HANDLERS, ("timeout", sid), f"{sid} on_timeout → {action}", state.where("on_timeout"),
+                                 sid, on_timeout.get("goto")))
+    for i, h in enumerate(flow.on_error):
+        handlers.append(Item(HANDLERS, ("flow", i), f"flow on_error[{i}] {_handler_label(h)}", h.where(), "*", h.goto))
+    for sid, outs in graph.items():
+        for dst, kind, doc, path in outs:
+            if kind == "transition":
+                continue
+            line, col = doc.at(tuple(path))
+            name = {"error": "on_error", "timeout": "on_timeout", "flow_error": "flow on_error"}[kind]
+            edges.append(Item(EDGES, (sid, kind, tuple(path)), f"{sid} → {dst} ({name})", f"{doc.file}:{line}:{col}",
+                              sid, dst))
+    return {TRANSITIONS: transitions, HANDLERS: handlers, EDGES: edges}
+
+
+def exercised(project, flow, events) -> set:
+    """Keys of the items (see :func:`items_of`) that one run's ``events`` exercised."""
+    keys = set()
+    for ev in events:
+        t, d, sid = ev["type"], ev.get("data") or {}, ev.get("state")
+        if t == "transition_taken":
+            rules = flow.transitions_from(sid)
+            n = len(d.get("conditions") or ())
+            if 1 <= n <= len(rules) and rules[n - 1].to == d.get("to"):
+                keys.add(("t", rules[n - 1].index))
+            else:  # a definition this flow is not (the run's snapshot): match by target
+                for r in rules:
+                    if r.to == d.get("to"):
+                        keys.add(("t", r.index))
+                        break
+        elif t == "error_caught":
+            layer, index = d.get("layer"), d.get("handler")
+            if index is None:
+                continue
+            state = project.states.get(sid)
+            if layer == "state" and state is not None and index < len(state.on_error):
+                keys.add(("state", sid, index))
+                h = state.on_error[index]
+                if h.goto:
+                    keys.add((sid, "error", tuple(h.path) + ("goto",)))
+            elif layer == "flow" and index < len(flow.on_error):
+                keys.add(("flow", index))
+                h = flow.on_error[index]
+                if h.goto:
+                    keys.add((sid, "flow_error", tuple(h.path) + ("goto",)))
+        elif t == "review_timed_out":
+            keys.add(("timeout", sid))
+            keys.add((sid, "timeout", ("on_timeout", "goto")))
+    return keys
+
+
+def compute(project, flows, results) -> dict:
+    """``{flow id: FlowCoverage}`` from case results (:class:`~flowctl.testing.runner.CaseResult`)."""
+    out = {}
+    for flow_id in flows:
+        flow = project.flows.get(flow_id)
+        if flow is None:
+            continue
+        cov = FlowCoverage(flow_id, items_of(project, flow))
+        for r in results:
+            if r.case.flow != flow_id:
+                continue
+            cov.cases += 1
+            keys = exercised(project, flow, r.events)
+            for items in cov.items.values():
+                for item in items:
+                    if item.key in keys:
+                        item.covered_by.append(r.case.name)
+        out[flow_id] = cov
+    return out
+
+
+def table(coverages) -> str:
+    """The coverage figures, one line per flow."""
+    rows = [("flow", "cases", TRANSITIONS, HANDLERS, EDGES)]
+    for cov in coverages.values():
+        cells = [f"{d}/{t} {p:.0f}%" for d, t, p in (cov.figure(k) for k in (TRANSITIONS, HANDLERS, EDGES))]
+        rows.append((cov.flow, str(cov.cases), *cells))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+# ------------------------------------------------------------------------------------ suggestions
+@dataclass
+class Suggestion:
+    item: Item
+    route: list          # state ids from the start to the item's source (inclusive)
+    notes: list          # what the skeleton could not decide
+    skeleton: dict
+    based_on: str | None
+    file_name: str
+
+    def text(self) -> str:
+        import yaml
+
+        lines = [f"uncovered {self.item.kind[:-1] if self.item.kind != EDGES else 'error edge'}: {self.item.label}",
+                 f"  defined at {self.item.where}"]
+        from .runner import one_line
+
+        lines.append(f"  reach it by: {one_line(self.route)}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
+        origin = f"built from case '{self.based_on}'" if self.based_on else "built from the JSON Schemas"
+        lines.append(f"  skeleton ({origin}) for orchestration/tests/{self.skeleton.get('flow', '')}"
+                     f"{'/' if self.skeleton.get('flow') else ''}{self.file_name}:")
+        body = yaml.safe_dump({k: v for k, v in self.skeleton.items() if k != "flow"}, sort_keys=False,
+                              allow_unicode=True, default_flow_style=None, width=100)
+        lines.extend("    " + line for line in body.rstrip().splitlines())
+        return "\n".join(lines)
+
+
+def suggest(project, flow, cov: FlowCoverage, results=()) -> list:
+    """A :class:`Suggestion` per uncovered item of ``cov`` (transitions, handlers, then error edges)."""
+    from ..validate import flow_graph
+
+    graph = flow_graph(project, flow)
+    cases = [r for r in results if r.case.flow == flow.id]
+    out = []
+    done_edges = set()
+    for item in cov.uncovered():
+        if item.kind == EDGES and (item.source, item.target) in done_edges:
+            continue
+        source = item.source if item.source != "*" else _flow_handler_source(project, flow, graph, item)
+        if source is None:
+            continue
+        route, hops = _route(graph, flow.start, source)
+        if route is None:
+            continue
+        s = _skeleton(project, flow, route, hops, item, source, cases)
+        if item.target:
+            done_edges.add((source, item.target))
+        out.append(s)
+    return out
+
+
+def _flow_handler_source(project, flow, graph, item):
+    """Where a flow handler is best shown firing: a side-effecting task for PolicyDenied, else the
+    first task state reached from the start."""
+    h = flow.on_error[item.key[1]]
+    order = list(_bfs_order(graph, flow.start))
+    tasks = [s for s in order if project.states.get(s) is not None and project.states[s].type == "task"]
+    if "PolicyDenied" in h.errors:
+        effect = [s for s in tasks if (project.resolve_tool(project.states[s].tool) or _NoContract).side_effecting]
+        if effect:
+            return effect[0]
+    return tasks[0] if tasks else (order[0] if order else None)
+
+
+class _NoContract:
+    side_effecting = False
+
+
+def _bfs_order(graph, start):
+    seen, queue = {start}, deque([start])
+    while queue:
+        s = queue.popleft()
+        yield s
+        for dst, *_ in graph.get(s, ()):
+            if dst not in seen:
+                seen.add(dst)
+                queue.append(dst)
+
+
+def _route(graph, start, goal):
+    """Shortest route start → goal: ``(states, hops)`` where ``hops[i]`` is the edge taken out of
+    ``states[i]`` (``(dst, kind, doc, path)``); business transitions are preferred."""
+    for kinds in (("transition",), ("transition", "error", "timeout"), None):
+        prev = {start: None}
+        queue = deque([start])
+        while queue:
+            s = queue.popleft()
+            if s == goal:
+                break
+            for edge in graph.get(s, ()):
+                dst, kind = edge[0], edge[1]
+                if kinds is not None and kind not in kinds:
+                    continue
+                if dst not in prev:
+                    prev[dst] = (s, edge)
+                    queue.append(dst)
+        if goal in prev:
+            states, hops = [goal], []
+            while prev[states[0]] is not None:
+                s, edge = prev[states[0]]
+                states.insert(0, s)
+                hops.insert(0, edge)
+            return states, hops
+    return None, None
+
+
+def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
+    notes = []
+    base = _best_case(route, cases)
+    skeleton = {"flow": flow.id,
+                "description": f"TODO: reaches {item.label}"}
+    run_input = copy.deepcopy(base.case.input) if base else sample(flow.input_schema or {"type": "object"})
+    mocks: dict = {}
+    reviews: list = []
+    tool_calls: dict = {}
+    path = list(route)
+    last_task = None
+
+    def base_output(tool):
+        if base is not None:
+            for entry in base.case.mocks.get(tool, ()):
+                if entry.has_output and isinstance(entry.output, dict):
+                    return copy.deepcopy(entry.output)
+        contract = project.resolve_tool(tool_ref_of.get(tool, tool))
+        return sample((contract.output_schema if contract else None) or {"type": "object"})
+
+    tool_ref_of: dict = {}
+
+    def add_mock(state_id, entry):
+        state = project.states[state_id]
+        contract = project.resolve_tool(state.tool) if state.tool else None
+        tool = contract.id if contract else (state.tool or "?").split("@")[0]
+        tool_ref_of[tool] = state.tool
+        mocks.setdefault(tool, []).append(entry)
+        tool_calls[state_id] = (tool, entry)
+        return tool
+
+    # the route: each hop says what the state it leaves must do
+    for sid, hop in zip(route, hops + [None]):
+        state = project.states.get(sid)
+        if state is None:
+            continue
+        final = hop is None
+        if state.type == "task":
+            last_task = sid
+            tool = (project.resolve_tool(state.tool).id if project.resolve_tool(state.tool) else state.tool)
+            tool_ref_of[tool] = state.tool
+            if final and item.kind != TRANSITIONS:
+                continue  # the item itself decides what this call does (below)
+            if not final and hop[1] in ("error", "flow_error"):
+                add_mock(sid, {"error": _error_for(project, flow, state, hop)})
+                continue
+            add_mock(sid, {"output": base_output(tool)})
+        elif state.type == "review":
+            if not final and hop[1] == "timeout":
+                reviews.append({"timeout": True})
+            elif not final:
+                reviews.append({"decision": (state.get("decisions") or ["approve"])[0]})
+        if not final and hop[1] == "transition":
+            rule = _transition_at(flow, hop)
+            if rule is not None:
+                _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, notes)
+
+    # the item itself
+    target = item.target
+    state = project.states.get(source)
+    if item.kind == TRANSITIONS:
+        rule = flow.transitions[item.key[1]]
+        _bend(project, flow, rule, source, last_task if state is None or state.type != "task" else source,
+              tool_calls, reviews, run_input, notes)
+        if state is not None and state.type == "review" and not any("decision" in r for r in reviews[-1:]):
+            reviews.append({"decision": (state.get("decisions") or ["approve"])[0]})
+        target = rule.to
+    elif item.key[0] == "timeout" or (item.kind == EDGES and item.key[1] == "timeout"):
+        reviews.append({"timeout": True})
+    else:
+        if state is not None and state.type == "task":
+            h = _handler_of(project, flow, item)
+            name = _first_error(h.errors) if h is not None else "ToolError"
+            add_mock(source, {"error": name, "message": f"mocked {name}"})
+        else:
+            notes.append(f"'{source}' calls no tool: make its step fail (an expression error, a policy denial)")
+    if target:
+        path.append(target)
+    target_state = project.states.get(target) if target else None
+    status = {"succeed": "succeeded", "fail": "failed", "review": "paused"}.get(
+        target_state.type if target_state else "", "TODO")
+    if target_state is not None and not target_state.terminal and target_state.type != "review":
+        notes.append(f"the run goes on after '{target}': complete expect.path and mock the tools it calls")
+    skeleton["input"] = run_input
+    skeleton["mocks"] = {tool: (entries[0] if len(entries) == 1 else entries) for tool, entries in mocks.items()}
+    if reviews:
+        skeleton["reviews"] = reviews
+    skeleton["expect"] = {"path": path, "status": status}
+    name = f"{source}_to_{target}.yaml" if target else f"{source}_{item.key[0]}.yaml"
+    return Suggestion(item, route, notes, skeleton, base.case.name if base else None, name.replace("*", "flow"))
+
+
+def _best_case(route, cases):
+    best, best_len = None, 0
+    for r in cases:
+        n = 0
+        for a, b in zip(route, r.path):
+            if a != b:
+                break
+            n += 1
+        if n > best_len:
+            best, best_len = r, n
+    return best
+
+
+def _transition_at(flow, hop):
+    path = tuple(hop[3])
+    for t in flow.transitions:
+        if tuple(t.path) + ("to",) == path and hop[2] is flow.doc:
+            return t
+    return None
+
+
+def _handler_of(project, flow, item):
+    if item.key[0] == "state":
+        return project.states[item.key[1]].on_error[item.key[2]]
+    if item.key[0] == "flow":
+        return flow.on_error[item.key[1]]
+    if item.kind == EDGES:
+        sid, kind, path = item.key
+        handlers = project.states[sid].on_error if kind == "error" else flow.on_error
+        for h in handlers:
+            if tuple(h.path) + ("goto",) == tuple(path):
+                return h
+    return None
+
+
+def _first_error(errors) -> str:
+    names = [e for e in errors if e != "*"]
+    return names[0] if names else "ToolError"
+
+
+def _error_for(project, flow, state, hop) -> str:
+    dst, kind, doc, path = hop
+    handlers = state.on_error if kind == "error" else flow.on_error
+    for h in handlers:
+        if tuple(h.path) + ("goto",) == tuple(path):
+            return _first_error(h.errors)
+    return "ToolError"
+
+
+# ------------------------------------------------------------------------------------ conditions
+def facts(expr: str) -> list:
+    """``[(op, [field, …], literal)]`` of the comparisons ``&&``-joined in ``expr`` (``||`` takes
+    its left side); anything else is left to the author."""
+    import jmespath
+
+    try:
+        tree = jmespath.compile(expr).parsed
+    except Exception:  # noqa: BLE001
+        return []
+    out = []
+
+    def fields(node):
+        if node["type"] == "field":
+            return [node["value"]]
+        if node["type"] == "subexpression":
+            parts = []
+            for child in node["children"]:
+                sub = fields(child)
+                if sub is None:
+                    return None
+                parts.extend(sub)
+            return parts
+        return None
+
+    def walk(node):
+        t = node["type"]
+        if t == "and_expression":
+            for child in node["children"]:
+                walk(child)
+        elif t == "or_expression":
+            walk(node["children"][0])
+        elif t == "comparator":
+            left, right = node["children"]
+            if right["type"] != "literal" and left["type"] == "literal":
+                left, right = right, left
+            names = fields(left)
+            if names and right["type"] == "literal":
+                out.append((node["value"], names, right["value"]))
+        elif t in ("field", "subexpression"):
+            names = fields(node)
+            if names:
+                out.append(("truthy", names, True))
+
+    walk(tree)
+    return out
+
+
+def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, notes) -> None:
+    """Make ``rule`` the one taken out of ``sid``: its facts hold, the earlier rules' do not."""
+    earlier = [t for t in flow.transitions_from(sid) if t.index < rule.index]
+    target = tool_calls.get(last_task, (None, None))[1] if last_task else None
+    output = target.get("output") if isinstance(target, dict) else None
+    contract = None
+    if last_task:
+        st = project.states.get(last_task)
+        contract = project.resolve_tool(st.tool) if st is not None and st.tool else None
+    schema = contract.output_schema if contract else None
+    for op, names, value in facts(rule.when) if rule.when else ():
+        root, rest = names[0], names[1:]
+        if root == "response" and isinstance(output, dict) and rest:
+            if op == "eq":
+                _set(output, rest, value)
+            elif op == "truthy" and not _get(output, rest):
+                _set(output, rest, True)
+            else:
+                notes.append(f"make `{rule.when}` hold for '{sid}' (set {'.'.join(rest)} in the mock of {last_task})")
+        elif root == "review" and rest == ["decision"] and op == "eq":
+            if reviews and "decision" in reviews[-1]:
+                reviews[-1]["decision"] = value
+            else:
+                reviews.append({"decision": value})
+        elif root == "input" and rest and op == "eq" and isinstance(run_input, dict):
+            _set(run_input, rest, value)
+        elif root == "visits" and op in ("lt", "lte"):
+            continue  # a loop guard; the first visits satisfy it
+        else:
+            notes.append(f"make `{rule.when}` hold when the run leaves '{sid}'")
+            break
+    for t in earlier:
+        for op, names, value in facts(t.when) if t.when else ():
+            root, rest = names[0], names[1:]
+            if root == "response" and isinstance(output, dict) and rest and op == "eq" and _get(output, rest) == value:
+                _set(output, rest, _other(value, _schema_at(schema, rest)))
+            elif root == "review" and rest == ["decision"] and op == "eq" and reviews and reviews[-1].get("decision") == value:
+                st = project.states.get(sid)
+                others = [d for d in (st.get("decisions") if st else []) or [] if d != value]
+                reviews[-1]["decision"] = others[0] if others else f"not-{value}"
+
+
+def _get(obj, names):
+    for n in names:
+        if not isinstance(obj, dict) or n not in obj:
+            return None
+        obj = obj[n]
+    return obj
+
+
+def _set(obj, names, value) -> None:
+    for n in names[:-1]:
+        child = obj.get(n)
+        if not isinstance(child, dict):
+            child = obj[n] = {}
+        obj = child
+    obj[names[-1]] = value
+
+
+def _schema_at(schema, names):
+    for n in names:
+        if not isinstance(schema, dict):
+            return None
+        schema = (schema.get("properties") or {}).get(n)
+    return schema
+
+
+def _other(value, schema):
+    if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+        for v in schema["enum"]:
+            if v != value:
+                return v
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return f"{value}_other"
+    return "TODO"
+
+
+def sample(schema, name: str = ""):
+    """A value that fits ``schema`` where that is easy (enums, consts, defaults, types); strings it
+    cannot guess are ``"TODO"``."""
+    if not isinstance(schema, dict):
+        return "TODO"
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "default" in schema:
+        return copy.deepcopy(schema["default"])
+    for key in ("oneOf", "anyOf"):
+        options = [o for o in schema.get(key) or () if not (isinstance(o, dict) and o.get("type") == "null")]
+        if options:
+            return sample(options[0], name)
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), "null")
+    if t == "object" or (t is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        keys = schema.get("required") or list(props)
+        return {k: sample(props.get(k, {}), k) for k in keys}
+    if t == "array":
+        n = schema.get("minItems", 0)
+        return [sample(schema.get("items") or {}, name) for _ in range(max(n, 1 if n else 0))]
+    if t == "integer":
+        return int(schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in schema else 0))
+    if t == "number":
+        if "minimum" in schema:
+            return schema["minimum"]
+        return schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else 0
+    if t == "boolean":
+        return False
+    if t == "null":
+        return None
+    return "TODO"
+
+
+__all__ = ["Item", "FlowCoverage", "Suggestion", "items_of", "exercised", "compute", "table", "suggest", "facts",
+           "sample", "TRANSITIONS", "HANDLERS", "EDGES", "GATED"]
