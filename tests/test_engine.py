@@ -510,3 +510,88 @@ def test_unknown_params_are_refused(tmp_path):
     with pytest.raises(UsageError, match="has no param 'sendr'") as info:
         Harness(root).run(params={"sendr": "evil"})
     assert info.value.hint == "did you mean 'sender'?"
+
+
+# ----------------------------------------------------------------------------- hostile tools
+HOSTILE = """
+import sys
+LEDGER = []
+
+class Weird(BaseException):
+    pass
+
+def exits(input, call):
+    sys.exit(5)
+
+def weird(input, call):
+    raise Weird("not an Exception")
+
+def mutate(input, call):
+    input["id"] = "changed"
+    input.setdefault("extra", []).append(1)
+    return {"ok": True}
+
+def nan(input, call):
+    return {"value": float("nan")}
+"""
+
+
+@pytest.mark.parametrize("fn, name", [("exits", "SystemExit"), ("weird", "Weird")])
+def test_tools_raising_base_exceptions_fail_the_step_not_the_process(tmp_path, fn, name):
+    root = build(tmp_path, {**contract("x", fn), **task("a", "x@1.0.0"), **flow("a", linear("a"))}, HOSTILE)
+    result = Harness(root).run()
+    assert result.status == "failed"
+    assert result.error["type"] == name and result.error["code"] == "TOOL_CRASHED"
+
+
+def test_a_tool_mutating_its_input_changes_nothing_recorded(tmp_path):
+    root = build(tmp_path, {**contract("x", "mutate"), **task("a", "x@1.0.0", extra="input: {id: input.id}\n"),
+                            **flow("a", linear("a"))}, HOSTILE)
+    h = Harness(root)
+    result = h.run(input={"id": "orig"})
+    assert result.status == "succeeded"
+    invoked = next(e for e in h.events if e["type"] == "tool_invoked")
+    assert invoked["data"]["input"] == {"id": "orig"}
+    from flowctl.audit import verify_chain
+
+    assert verify_chain(h.store.events(result.run_id)) == []
+
+
+def test_a_tool_returning_nan_is_a_schema_mismatch(tmp_path):
+    root = build(tmp_path, {**contract("x", "nan"), **task("a", "x@1.0.0"), **flow("a", linear("a"))}, HOSTILE)
+    assert Harness(root).run().error["code"] == "SCHEMA_MISMATCH"
+
+
+def test_a_failing_handler_set_fails_the_run_instead_of_orphaning_it(tmp_path):
+    root = build(tmp_path, {**contract("boom", "boom"),
+                            **task("a", "boom@1.0.0", extra="on_error:\n  - {errors: ['*'], set: {x: \"error.message < `1`\"}, goto: done}\n"),
+                            **flow("a", linear("a"))}, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    assert result.status == "failed" and result.error["code"] == "EXPRESSION_ERROR"
+    assert "handler_failed" in h.types()
+
+
+def test_retries_of_a_side_effect_are_not_duplicates_for_the_gate(tmp_path):
+    tools = TOOLS + """
+def flaky_pay(input, call):
+    LEDGER.append(("try", call.attempt))
+    if call.attempt < 2:
+        raise ConnectionError("reset")
+    return {"ok": True}
+
+def verify_flaky_pay(input, output, call):
+    return True
+
+def undo_flaky_pay(input, output, call):
+    pass
+"""
+    root = build(tmp_path, {
+        **effect_contract("fp", "flaky_pay"),
+        "policies/p.yaml": "policy: p\napplies_to: [fp]\nallow: []\ndedupe: {window: 1h}\nrate: {max: 1, window: 1h}\n",
+        **task("a", "fp@1.0.0", extra="retry: [{errors: [ConnectionError], max_attempts: 3, interval: 1s}]\n"),
+        **flow("a", linear("a")),
+    }, tools)
+    h = Harness(root)
+    assert h.run().status == "succeeded"
+    assert h.ledger() == [("try", 1), ("try", 2)]

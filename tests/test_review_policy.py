@@ -203,3 +203,21 @@ def test_a_lost_token_is_replaced_by_reissue(tmp_path):
         h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
     assert h.engine.resume(paused.run_id, token=new, decision="approve").status == "succeeded"
     assert "review_token_reissued" in [e["type"] for e in h.store.events(paused.run_id)]
+
+
+def test_json_equality_true_is_not_one(tmp_path):
+    h = Harness(_gate_project(tmp_path, "allow:\n  - {field: input.n, equals: true}\n  - {field: input.mb, in: [0, 1]}\n"))
+    assert h.run(input={"n": True, "mb": 1}).status == "succeeded"
+    assert h.run(input={"n": 1, "mb": 1}).error["code"] == "POLICY_DENIED"
+    assert h.run(input={"n": True, "mb": False}).error["code"] == "POLICY_DENIED"
+
+
+def test_review_timeout_as_an_expression(tmp_path):
+    files = dict(REVIEW_FLOW)
+    files["states/approve_refund.yaml"] = files["states/approve_refund.yaml"].replace("timeout: 2h", "timeout: {expr: input.seconds}")
+    h = Harness(build(tmp_path, files, TOOLS), store=sqlite_store(tmp_path))
+    paused = h.run(input={"amount": 1, "seconds": 60})
+    assert paused.review["deadline"] == pytest.approx(h.clock.time() + 60)
+    h.clock.advance(61)
+    (result,) = h.engine.recover()
+    assert result.path[-1] == "timed_out"

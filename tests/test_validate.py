@@ -477,6 +477,26 @@ def test_fc405_fail_cause_that_looks_like_an_expression(make_project):
     assert (d.severity, d.line) == ("warning", 4)
 
 
+def test_fc609_embedded_schemas_that_cannot_work(make_project):
+    schema = ("input_schema:\n  type: object\n  properties:\n    a: {type: strin}\n    b: {type: string, pattern: '(('}\n"
+              "    c: {$ref: '#/$defs/nope'}\n    d: {$ref: 'http://example.com/s.json'}\n")
+    root = make_project({**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\n" + schema})
+    diags = sorted(of(problems(root), "FC609"), key=lambda d: d.line)
+    assert [d.line for d in diags] == [7, 8, 9, 10]
+    assert "did you mean 'string'" in diags[0].message and "does not compile" in diags[1].message
+    assert "does not resolve" in diags[2].message and "outside the schema" in diags[3].message
+
+
+def test_a_handler_with_two_actions_and_impossible_times(make_project):
+    root = make_project({**TASK, "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ntimeout: 0s\n"
+                                                  "retry: [{errors: ['*'], interval: 400d}]\n"
+                                                  "on_error:\n  - {errors: ['*'], goto: done, fail: Boom}\n"})
+    diags = problems(root)
+    assert "one action" in one(diags, "FC010").message
+    assert "longer than 0" in one(diags, "FC502").message
+    assert one(diags, "FC501").line == 5
+
+
 def test_fc107_a_flow_calling_itself_without_a_depth_limit(make_project):
     root = make_project({**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"})
     d = one(problems(root), "FC107")
@@ -621,6 +641,7 @@ CATALOGUE = {
     "FC405": {**TASK, "states/t.yaml": "id: t\ntype: fail\nerror: \"'E'\"\n",
               "transitions/flow.yaml": "flow: flow\nstart: t\ntransitions: []\n"},
     "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
+    "FC609": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\noutput_schema: {type: strin}\n"},
     "FC108": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: kid\ninput: {b: input.b}\n",
               "states/k.yaml": "id: k\ntype: succeed\n",
               "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {required: [a]}\ntransitions: []\n"},

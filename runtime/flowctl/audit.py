@@ -61,6 +61,38 @@ def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str
     return problems
 
 
+FINAL_EVENTS = {"succeeded": "run_succeeded", "failed": "run_failed", "cancelled": "run_cancelled"}
+
+
+def verify_run(row: dict, events: list[dict]) -> list[str]:
+    """:func:`verify_chain` plus the run row against its log: the log starts with ``run_started``
+    for this flow and input, and a finished run's status and output match its last events.
+
+    The chain is not keyed: someone who can write the store could rebuild both the events and the
+    run row consistently. Ship the last hash elsewhere (a ticket, a log) to detect that too.
+    """
+    problems = verify_chain(events, row.get("last_seq"), row.get("last_hash"))
+    if not events:
+        return problems + ["the run has no events (run_started is missing)"]
+    first = events[0]
+    if first["type"] != "run_started":
+        problems.append(f"the first event is {first['type']}, not run_started")
+    else:
+        data = first.get("data") or {}
+        if data.get("flow") != row.get("flow"):
+            problems.append(f"the run row says flow {row.get('flow')!r}, run_started says {data.get('flow')!r}")
+        if canonical(data.get("input")) != canonical(row.get("input")):
+            problems.append("the run row's input differs from the input recorded in run_started")
+    expected = FINAL_EVENTS.get(row.get("status"))
+    if expected:
+        finals = [e for e in events if e["type"] in FINAL_EVENTS.values()]
+        if not finals or finals[-1]["type"] != expected:
+            problems.append(f"the run row says {row.get('status')}, but the log does not end that way")
+        elif expected == "run_succeeded" and canonical((finals[-1].get("data") or {}).get("output")) != canonical(row.get("output")):
+            problems.append("the run row's output differs from the output recorded in run_succeeded")
+    return problems
+
+
 def redact(value, fields):
     """Copy of ``value`` with every key named in ``fields`` replaced (any depth). ``fields`` may
     hold dotted paths (``card.number``) or plain names (matched at any depth)."""

@@ -296,7 +296,9 @@ def graph(flow, root, fmt, output):
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "svg"]), default="text", show_default=True,
               help="text for people, markdown for a PR comment, json for tools, svg for a picture (needs Graphviz).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def diff(base, head, root, fmt, output):
+@click.option("--replay", type=click.IntRange(min=1), metavar="N",  # issue 7: flowctl.testing.replay
+              help="Also replay the last N recorded runs (run store: FLOWCTL_DB or .flowctl/flowctl.db) under HEAD and list those whose path would change.")
+def diff(base, head, root, fmt, output, replay):
     """Show what changed between two versions of the flows: flows, states, transitions,
     handlers, contracts and policies added (+), removed (-) or changed (~), field by field,
     with risks flagged (a new side effect, a loosened policy) and the flows affected.
@@ -311,7 +313,7 @@ def diff(base, head, root, fmt, output):
       flowctl diff origin/main HEAD --format markdown -o comment.md
       flowctl diff old_checkout/ new_checkout/ --format json
     """
-    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output)
+    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output, replay=replay)
 
 
 @main.group()
@@ -336,6 +338,121 @@ def policy_check(tool, input_, flow, run_id, root, db, fmt):
       flowctl policy check send_email --input '{"to_domain": "corp.example", "recipient_count": 2, "attachments_mb": 1}'
     """
     _call("policy", tool=tool, input=input_, flow=flow, run_id=run_id, root=root, db=db, fmt=fmt)
+
+
+# ------------------------------------------------------------------------------------ flow tests (issue 7)
+@main.command(name="test")
+@click.argument("flow", required=False)
+@click.option("--contracts", is_flag=True,
+              help="Run the contract tests instead: each side-effecting tool's examples against the real tool, in "
+                   "its sandbox (invoke, verify, compensate, verify again).")
+@click.option("--min-coverage", type=float, metavar="N",
+              help="Fail (exit 1) when a flow's transition or handler coverage is below N percent.")
+@click.option("--suggest", is_flag=True, help="List uncovered transitions, handlers and error edges, each with a case skeleton that would reach it.")
+@click.option("--junit", type=click.Path(dir_okay=False), metavar="FILE", help="Also write the results as JUnit XML (for CI).")
+@click.option("--root", type=click.Path(), help="Project folder (holding orchestration/); default: found from the current folder.")
+def test_cmd(flow, contracts, min_coverage, suggest, junit, root):
+    """Run the golden path cases in orchestration/tests/<flow>/*.yaml: mocked tools, a fake clock
+    (no real waiting), the real policy gate; failures print as path diffs; coverage per flow.
+
+    FLOW is a flow id, a case file or a folder of cases (default: every flow). Exit 0 all passed,
+    1 a case failed or coverage is below --min-coverage, 2 unusable (malformed case files, an
+    unknown flow, no cases).
+
+    \b
+    Examples:
+      flowctl test                              every golden case, with coverage
+      flowctl test order_return --min-coverage 100 --junit report.xml
+      flowctl test --suggest                    skeletons for what no case reaches
+      flowctl test --contracts                  verify and compensate really undo
+    """
+    _call("test", flow=flow, contracts=contracts, min_coverage=min_coverage, suggest=suggest, junit=junit, root=root)
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--definition", metavar="PATH|REV",
+              help="The definition to replay under: a folder holding orchestration/ or a git revision (default: the working tree).")
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def replay(run_id, definition, root, db, fmt):
+    """Re-run recorded RUN under another definition with its recorded tool outputs, uuid() and now()
+    values and review decisions (no tool is called), and report the first step where the path
+    diverges. Exit 0 same path and outcome, 1 diverged, 2 unusable.
+
+    \b
+    Examples:
+      flowctl replay 01a2b3                            under the working tree
+      flowctl replay 01a2b3 --definition origin/main   under a git revision
+      flowctl replay 01a2b3 --definition ../other-checkout
+    """
+    _call("replay", run_id=run_id, definition=definition, root=root, db=db, fmt=fmt)
+
+
+# ------------------------------------------------------------------------------------ scale-out
+@main.command()
+@click.argument("flow")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml.")
+@click.option("--param", "params", multiple=True, metavar="K=V", help="Set a flow param (repeatable); V is JSON or text.")
+@click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
+@_root_db
+@click.option("--queue", default="default", show_default=True, metavar="Q", help="Queue to put the run in (workers choose queues).")
+@click.option("--priority", default=0, show_default=True, type=int, metavar="N", help="Higher runs are claimed first.")
+@click.option("--delay", metavar="DURATION", help="Not before this long from now (database clock), e.g. 5m.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def submit(flow, input_, params, params_file, root, db, queue, priority, delay, fmt):
+    """Queue a run of FLOW for workers and print its id (exit 0). The input is checked and the
+    definition saved exactly as flowctl run does; a worker (flowctl worker) runs it.
+
+    \b
+    Examples:
+      flowctl submit order_return --input @in.json --db postgresql://flowctl@db/flowctl
+      flowctl submit outbound_report --input '{}' --queue reports --priority 10
+    """
+    _call("submit", flow=flow, input=input_, params=params, params_file=params_file, root=root, db=db, queue=queue,
+          priority=priority, delay=delay, fmt=fmt)
+
+
+@main.command()
+@_root_db
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1), metavar="N",
+              help="Runs driven at once by this process.")
+@click.option("--queues", multiple=True, metavar="Q[,Q…]", help="Only these queues (repeatable or comma-separated); default: all.")
+@click.option("--lease", default="30s", show_default=True, metavar="DURATION",
+              help="How long a claim lasts without a heartbeat; a silent worker's runs are taken over after it.")
+@click.option("--poll", default="2s", show_default=True, metavar="DURATION",
+              help="Longest idle wait between claims (PostgreSQL LISTEN/NOTIFY wakes workers sooner).")
+@click.option("--max-inline-wait", default="1s", show_default=True, metavar="DURATION",
+              help="Longest wait or retry delay slept while holding a run; longer ones park it until due.")
+@click.option("--limit", "limits", multiple=True, metavar="flow:NAME=N|queue:NAME=N",
+              help="Set a store-wide limit of runs held at once by all workers (N = none removes it; repeatable).")
+@click.option("--max-runs", type=click.IntRange(min=1), metavar="N", help="Exit after driving N runs (default: until stopped).")
+@click.option("-q", "--quiet", is_flag=True, help="Log only start, stop, lost leases and errors.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def worker(root, db, concurrency, queues, lease, poll, max_inline_wait, limits, max_runs, quiet, log_format):
+    """Claim queued, due and orphaned runs from the store and drive them, until stopped.
+
+    Any number of workers, on any hosts, may share a PostgreSQL store; several local processes may
+    share a SQLite file (one writer at a time). Runs are leased (heartbeats renew the lease) and
+    every write is fenced, so a run is never driven by two workers at once. SIGTERM or Ctrl-C
+    finishes the current steps, releases the runs and exits 0; a second signal exits at once.
+
+    \b
+    Examples:
+      flowctl worker --db postgresql://flowctl@db/flowctl --concurrency 8
+      flowctl worker --queues reports,mail --limit queue:mail=2
+    """
+    _call("worker", root=root, db=db, concurrency=concurrency, queues=queues, lease=lease, poll=poll,
+          max_inline_wait=max_inline_wait, limits=limits, max_runs=max_runs, quiet=quiet, log_format=log_format)
+
+
+@main.command()
+@_root_db
+@click.option("--all", "show_all", is_flag=True, help="Also workers that stopped or went silent.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def workers(root, db, show_all, fmt):
+    """List live workers: heartbeat age, queues, slots in use, runs done and the runs they hold."""
+    _call("workers", root=root, db=db, show_all=show_all, fmt=fmt)
 
 
 if __name__ == "__main__":  # pragma: no cover

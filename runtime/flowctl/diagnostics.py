@@ -53,6 +53,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC603": ("import-failed", ERROR),
     "FC604": ("version-mismatch", ERROR),
     "FC605": ("tool-input-mismatch", ERROR),
+    "FC609": ("invalid-json-schema", ERROR),
     "FC701": ("policy-value", ERROR),
     "FC702": ("no-policy-allows", WARNING),
 }

@@ -55,7 +55,10 @@ class Gate:
             for tool in p.applies_to:
                 self._by_tool.setdefault(tool, []).append(p)
 
-    def decide(self, contract, tool_input, *, run_id: str = "", flow: str = "", record: bool = True) -> Decision:
+    def decide(self, contract, tool_input, *, run_id: str = "", flow: str = "", record: bool = True,
+               retry: bool = False) -> Decision:
+        """The gate's answer for one call. ``retry``: a retry of a call the gate already allowed in
+        this step — the checks still apply, but it is not a new call for ``rate`` and ``dedupe``."""
         if not contract.side_effecting:
             return Decision("allow", rule="read-only", reason=f"{contract.id} declares no side effects")
         policies = self._by_tool.get(contract.id, [])
@@ -71,14 +74,14 @@ class Gate:
                 ok, why = _check(check, scope)
                 if not ok:
                     return Decision("deny", p.name, f"allow[{i}] {check.op} on {check.field_expr}", why)
-            if p.rate:
+            if p.rate and not retry:
                 column, value = {"flow": ("flow", flow), "run": ("run_id", run_id), "tool": ("tool", contract.id)}[p.rate["per"]]
                 used = self.store.gate_count(column, value, contract.id, now - p.rate["window"])
                 if used >= p.rate["max"]:
                     return Decision("deny", p.name, "rate",
                                     f"{used} calls of {contract.id} in the last {p.rate['window']:g}s per {p.rate['per']} "
                                     f"(max {p.rate['max']})")
-            if p.dedupe_window and self.store.gate_seen(run_id, contract.id, digest, now - p.dedupe_window):
+            if p.dedupe_window and not retry and self.store.gate_seen(run_id, contract.id, digest, now - p.dedupe_window):
                 return Decision("deny", p.name, "dedupe",
                                 f"the same input was sent to {contract.id} by this run within {p.dedupe_window:g}s")
             if p.review_when and review is None:
@@ -87,13 +90,24 @@ class Gate:
                     review = Decision("review", p.name, "review_when", f"{p.review_when} is true")
         if review is not None:
             return review
-        if record:
+        if record and not retry:
             self.record(contract.id, flow, run_id, digest)
         names = ", ".join(p.name for p in policies)
         return Decision("allow", names, "allow", f"every check of {names} holds")
 
     def record(self, tool: str, flow: str, run_id: str, digest: str) -> None:
         self.store.gate_record({"at": self.clock.time(), "tool": tool, "flow": flow, "run_id": run_id, "digest": digest})
+
+
+def _same(a, b) -> bool:
+    """JSON equality: ``true`` is not ``1`` and ``false`` is not ``0`` (Python's ``==`` says they are)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def _json(value) -> str:
@@ -113,9 +127,9 @@ def _check(check, scope):
     op, want = check.op, check.value
     shown = _json(value)
     if op == "equals":
-        return value == want, f"{check.field_expr} is {shown}, not {_json(want)}"
+        return _same(value, want), f"{check.field_expr} is {shown}, not {_json(want)}"
     if op == "in":
-        return value in want, f"{check.field_expr} is {shown}, not one of {_json(want)}"
+        return any(_same(value, w) for w in want), f"{check.field_expr} is {shown}, not one of {_json(want)}"
     if op == "range":
         lo, hi = want
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (lo is None or value >= lo) and (hi is None or value <= hi)

@@ -113,7 +113,8 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     runner = Runner(engine, project, flow, row, stop=stop)
     status = row["status"]
     if status == "running":
-        holder = _live_owner(row.get("owner"), engine.owner)
+        # a worker's lease, not a process id, says who holds a leased run (the store refuses a live one)
+        holder = None if row.get("lease_until") else _live_owner(row.get("owner"), engine.owner)
         if holder:
             raise UsageError(f"run {row['id']} is being executed by {holder}", hint="wait for it, or stop that process")
         runner.emit("run_resumed", reason="orphaned", previous_owner=row.get("owner"), owner=engine.owner)
@@ -143,7 +144,8 @@ def recover(engine) -> list:
     for status in ("running", "waiting", "paused"):
         candidates.extend(engine.store.list_runs(status=status, limit=0))
     for row in sorted(candidates, key=lambda r: r["created_at"]):
-        if row["status"] == "running" and _live_owner(row.get("owner"), engine.owner):
+        if row["status"] == "running" and ((row.get("lease_until") or 0) > now  # a worker holds it
+                                           or _live_owner(row.get("owner"), engine.owner)):
             continue
         if row["status"] == "waiting" and (row.get("available_at") or 0) > now + engine.max_inline_wait:
             continue
@@ -162,9 +164,16 @@ def recover(engine) -> list:
 def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
     if row["status"] in FINAL:
         raise UsageError(f"run {row['id']} already ended ({row['status']}); there is nothing to cancel")
+    if row["status"] == "running":
+        holder = _live_owner(row.get("owner"), engine.owner)
+        if holder:
+            raise UsageError(f"run {row['id']} is being executed by {holder}",
+                             hint="stop that process first; the run stays resumable and can then be cancelled")
     project = engine.project_for(row["digest"])
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     runner.emit("run_cancelled", by=by, compensate=compensate)
+    if compensate and runner.cursor.get("inflight"):
+        task.undo_inflight(runner)
     for child in engine.store.list_runs(parent_id=row["id"], limit=0):
         if child["status"] not in FINAL:
             cancel(engine, child, compensate=compensate, by=by)
@@ -202,7 +211,9 @@ def _live_owner(owner, me):
     if not owner or owner == me:
         return None
     host, _, pid = owner.rpartition(":")
-    if host != os.uname().nodename or not pid.isdigit():
+    if host != os.uname().nodename:
+        return owner  # another host: this process cannot tell whether it is alive, so it is
+    if not pid.isdigit():
         return None
     try:
         os.kill(int(pid), 0)
@@ -356,7 +367,16 @@ class Runner:
                 except Exception as exc:  # noqa: BLE001 - every error goes through the layers
                     if isinstance(exc, FlowctlError) and not isinstance(exc, StepError):
                         raise
-                    self.handle_error(state, exc)
+                    try:
+                        self.handle_error(state, exc)
+                    except Park:
+                        return self.result()
+                    except Exception as during:  # noqa: BLE001 - a handler failed (e.g. its set): fail the run
+                        if isinstance(during, FlowctlError) and not isinstance(during, StepError):
+                            raise
+                        self.emit("handler_failed", state.id, self.cursor["attempt"], error=type(during).__name__,
+                                  message=str(during))
+                        self.fail_with(state, during, layer="handler")
         finally:
             RECORDER.reset(token)
         return self.result()
@@ -601,7 +621,15 @@ class Runner:
         scope = self.scope()
         show = build(state.get("show") or {}, scope, state.where("show"))
         timeout = state.get("timeout")
-        deadline = self.clock.time() + parse_duration(timeout) if isinstance(timeout, str) else None
+        if isinstance(timeout, dict):
+            seconds = compile_expr(timeout["expr"], state.where("timeout")).evaluate(scope)
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+                from .errors import ExpressionError
+
+                raise ExpressionError(f"timeout of review '{state.id}' gave {seconds!r}, not a positive number of seconds")
+            deadline = self.clock.time() + float(seconds)
+        else:
+            deadline = self.clock.time() + parse_duration(timeout) if isinstance(timeout, str) else None
         review = {"kind": "review", "state": state.id, "token_hash": _hash_token(token),
                   "decisions": list(state.get("decisions") or []), "show": show, "deadline": deadline}
         self.emit("review_requested", state.id, show=show, decisions=review["decisions"],

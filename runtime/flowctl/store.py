@@ -8,17 +8,29 @@ dicts, for benchmarks and throw-away runs (``--db memory``).
 Shapes (all JSON columns hold text written by :func:`flowctl.audit.canonical`):
 
 * run: ``{id, flow, flow_version, digest, parent_id, status, input, params, output, error,
-  cursor, created_at, updated_at, available_at, owner, last_seq, last_hash, steps}``; times are
-  epoch **seconds**; ``status`` one of :data:`STATUSES`.
-* event: ``{run_id, seq, ts, type, state, attempt, data, prev_hash, hash}`` (see :mod:`flowctl.audit`).
+  cursor, created_at, updated_at, available_at, owner, last_seq, last_hash, steps, queue,
+  priority, lease_until, fence}``; times are epoch **seconds**; ``status`` one of
+  :data:`STATUSES`. ``available_at`` is when a queued, waiting or paused run is due (a paused
+  review's deadline); ``lease_until`` (database clock) and ``fence`` belong to worker leases.
+* event: ``{run_id, seq, ts, type, state, attempt, data, prev_hash, hash, fence}`` (see
+  :mod:`flowctl.audit`; ``fence`` is the token of the commit that wrote it, not hashed).
 * step: ``{run_id, step_no, attempt, state, tool, idempotency_key, status, input, output,
   started_at, finished_at}``; ``status`` is ``started``, ``succeeded`` or ``failed``. A side
   effecting step's ``started`` row is committed before the tool is invoked.
 
 :meth:`SqlStore.commit` is the one write path of a running run: it inserts events and step rows
 and updates the run row in one transaction, conditioned on the run's ``last_seq`` (optimistic
-fencing): if another process advanced the run, nothing is written and :class:`StoreError` is
-raised. The schema version lives in ``flowctl_meta``; an older store is upgraded in place.
+fencing): if another process advanced the run, nothing is written and :class:`RunConflict` is
+raised. A worker (:mod:`flowctl.worker`) also passes its fencing token: the update then also
+requires ``fence = token AND lease_until >= now`` (database clock), so a worker whose lease
+expired or was taken over writes nothing and gets :class:`LeaseLost`. A writer without a token
+(``flowctl run``, ``resume``, ``cancel``) is refused while a worker's lease is live, and clears an
+expired one (it takes the run over). The schema version lives in ``flowctl_meta``; an older store
+is upgraded in place.
+
+Leases and claims (:meth:`SqlStore.claim`, :meth:`~SqlStore.renew`, :meth:`~SqlStore.acquire`,
+:meth:`~SqlStore.release`) use the database clock only: ``EXTRACT(EPOCH FROM now())`` on
+PostgreSQL, ``julianday('now')`` on SQLite.
 """
 from __future__ import annotations
 
@@ -29,8 +41,13 @@ from pathlib import Path
 
 from .errors import RunConflict, RunNotFound, StoreError
 
-SCHEMA_VERSION = 1
-STATUSES = ("running", "waiting", "paused", "succeeded", "failed", "cancelled")
+
+class LeaseLost(RunConflict):
+    """A worker's fencing token is no longer the run's (its lease expired or another worker
+    claimed the run): the commit wrote nothing and the worker must stop driving the run."""
+
+SCHEMA_VERSION = 2
+STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "cancelled")
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 DEFAULT_URL = "sqlite:///.flowctl/flowctl.db"
 _JSON_RUN = ("input", "params", "output", "error", "cursor")
@@ -65,12 +82,14 @@ def normalise_url(url: str | None, root: Path | None = None) -> str:
                      hint="use sqlite:///path/to/flowctl.db, postgresql://user@host/db, or memory")
 
 
-def open_store(url: str | None = None, root: Path | None = None, *, create: bool = True):
+def open_store(url: str | None = None, root: Path | None = None, *, create: bool = True,
+               pool_size: int | None = None):
     """Open the store at ``url`` (see :func:`normalise_url`), creating or upgrading its tables.
 
     With ``create=False`` (read-only commands: runs, trace, stats …) a SQLite file that does not
     exist is an error instead of a new empty store. A SQLite file is only created in an existing
-    folder, except the default ``.flowctl/``. Raises :class:`StoreError`.
+    folder, except the default ``.flowctl/``. ``pool_size``: connections kept open (a worker
+    needs one per concurrent run plus its heartbeat). Raises :class:`StoreError`.
     """
     default = not url
     url = normalise_url(url, root)
@@ -86,11 +105,11 @@ def open_store(url: str | None = None, root: Path | None = None, *, create: bool
                 if not default:
                     raise StoreError(f"folder {path.parent} does not exist", hint="create it, or fix --db / FLOWCTL_DB")
                 path.parent.mkdir(parents=True, exist_ok=True)
-    return SqlStore(url)
+    return SqlStore(url, pool_size=pool_size)
 
 
 class SqlStore:
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, pool_size: int | None = None):
         import sqlalchemy as sa
 
         from . import store_schema
@@ -99,8 +118,11 @@ class SqlStore:
         self.sa = sa
         self.t = t = store_schema
         kwargs = {}
+        self.pg = not url.startswith("sqlite")
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        if pool_size and url not in ("sqlite://", "sqlite:///:memory:"):
+            kwargs.update(pool_size=pool_size, max_overflow=max(10, pool_size))
         try:
             self.engine = sa.create_engine(url, **kwargs)
         except Exception as exc:  # noqa: BLE001 - bad URL, missing driver
@@ -108,9 +130,23 @@ class SqlStore:
                              hint="use sqlite:///path.db or postgresql://user@host/db") from None
         if url.startswith("sqlite"):
             _sqlite_pragmas(self.engine, sa)
+        # The database clock, in epoch seconds: the only clock leases are measured with.
+        if self.pg:
+            self.now_expr = sa.cast(sa.extract("epoch", sa.func.now()), sa.Float)
+        else:
+            self.now_expr = (sa.func.julianday("now") - 2440587.5) * 86400.0
+        r = t.runs
         # Built once: the SET columns come from each call's parameters (compiled form cached per set).
-        self._update_run = t.runs.update().where(t.runs.c.id == sa.bindparam("b_id"),
-                                                  t.runs.c.last_seq == sa.bindparam("b_expect"))
+        base = r.update().where(r.c.id == sa.bindparam("b_id"), r.c.last_seq == sa.bindparam("b_expect"))
+        self._update_run = base  # MemoryStore-compatible plain form (kept for callers that use it)
+        #: no token: refused while a worker's lease is live; takes over (clears) an expired one
+        self._update_free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr)) \
+            .values(lease_until=None)
+        fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= self.now_expr)
+        #: a worker's token, the run stays running: the lease is extended as a heartbeat would
+        self._update_fenced = fenced.values(lease_until=self.now_expr + sa.bindparam("b_lease", type_=sa.Float))
+        #: a worker's token, the run parks or ends: the lease is released in the same statement
+        self._update_fenced_end = fenced.values(lease_until=None)
         try:
             self._migrate()
         except StoreError:
@@ -129,6 +165,8 @@ class SqlStore:
         except sa.exc.DBAPIError:
             pass  # no tables yet
         with self.engine.begin() as conn:
+            if self.pg:  # one upgrader at a time (workers starting together on an old store)
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7466135)"))
             t.metadata.create_all(conn, checkfirst=True)
             row = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
             if row is None:
@@ -160,28 +198,80 @@ class SqlStore:
         return {k: v.encode("utf-8", "surrogateescape") for k, v in json.loads(row[0]).items()}
 
     # --------------------------------------------------------------------- runs
-    def create_run(self, run: dict, events: list, steps: list = ()) -> None:
-        t = self.t
+    def create_run(self, run: dict, events: list, steps: list = (), *, lease: float | None = None) -> int:
+        """Insert a run with its first events. A ``queued`` run without ``available_at`` is due now
+        (database clock) and wakes listening workers (PostgreSQL NOTIFY). ``lease`` (seconds): the
+        run starts leased by ``run["owner"]`` (fence 1), as a worker creating a child run does.
+        Returns the run's fencing token."""
+        sa, t = self.sa, self.t
         row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items()}
+        fence = 0
+        if lease is not None:
+            fence = row["fence"] = 1
+            row["lease_until"] = self.now_expr + sa.literal(float(lease), sa.Float)
+        if row.get("status") == "queued" and row.get("available_at") is None:
+            row["available_at"] = self.now_expr
         with self.engine.begin() as conn:
             conn.execute(t.runs.insert().values(**row))
-            self._insert(conn, run["id"], events, steps)
+            self._insert(conn, run["id"], events, steps, fence or None)
+            if row.get("status") == "queued":
+                self._notify(conn, row.get("queue") or "default")
+        return fence
 
-    def commit(self, run_id: str, expect_seq: int, run: dict, events: list = (), steps: list = ()) -> None:
-        """Append ``events``, upsert ``steps``, update the run row — one transaction, or nothing."""
-        sa, t = self.sa, self.t
+    def commit(self, run_id: str, expect_seq: int, run: dict, events: list = (), steps: list = (), *,
+               fence: int | None = None, lease: float | None = None) -> None:
+        """Append ``events``, upsert ``steps``, update the run row — one transaction, or nothing.
+
+        Always conditioned on ``last_seq == expect_seq``. With ``fence`` (a worker's token) also on
+        ``fence`` and a live lease (database clock); the lease is extended by ``lease`` seconds
+        while the run stays running and released when it parks or ends. Without ``fence`` the run
+        must not be leased by a live worker. Raises :class:`LeaseLost` / :class:`RunConflict`."""
         row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items()}
+        due = _review_due(run)
+        if due is not None:
+            row["available_at"] = due
+        if fence is None:
+            stmt, params = self._update_free, dict(row, b_id=run_id, b_expect=expect_seq)
+        elif run.get("status") not in (None, "running"):
+            stmt, params = self._update_fenced_end, dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence)
+        else:
+            stmt = self._update_fenced
+            params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease or 0.0))
         with self.engine.begin() as conn:
-            res = conn.execute(self._update_run, dict(row, b_id=run_id, b_expect=expect_seq))
+            res = conn.execute(stmt, params)
             if res.rowcount != 1:
-                raise RunConflict(f"run {run_id} was advanced by another process; this one stops",
-                                  hint="see flowctl trace " + run_id)
-            self._insert(conn, run_id, events, steps)
+                raise self._conflict(conn, run_id, fence)
+            self._insert(conn, run_id, events, steps, fence)
 
-    def _insert(self, conn, run_id, events, steps):
+    def _conflict(self, conn, run_id: str, fence: int | None) -> RunConflict:
+        """Why a conditioned update matched no row, as the error to raise."""
+        sa, t = self.sa, self.t
+        r = t.runs
+        found = conn.execute(sa.select(r.c.owner, r.c.fence, r.c.lease_until, r.c.status, self.now_expr)
+                             .where(r.c.id == run_id)).first()
+        if found is None:
+            return RunNotFound(f"no run '{run_id}' in {_safe(self.url)}")
+        owner, current, lease_until, status, now = found
+        if fence is not None:
+            if current != fence:
+                why = f"run {run_id} was claimed by {owner or 'another process'} (fence {current}, ours {fence})"
+            elif lease_until is None or lease_until < now:
+                why = f"the lease on run {run_id} (fence {fence}) expired"
+            else:
+                why = f"run {run_id} was advanced by another writer"
+            return LeaseLost(why + "; this worker wrote nothing and stops driving it",
+                             hint="a worker that misses heartbeats longer than its lease loses its runs")
+        if lease_until is not None and lease_until >= now and status == "running":
+            return RunConflict(f"run {run_id} is leased by worker {owner} for {lease_until - now:.1f}s more; "
+                               "this process wrote nothing",
+                               hint="let the worker finish it; a stopped worker's lease expires on its own")
+        return RunConflict(f"run {run_id} was advanced by another process; this one stops",
+                           hint="see flowctl trace " + run_id)
+
+    def _insert(self, conn, run_id, events, steps, fence=None):
         sa, t = self.sa, self.t
         if events:
-            conn.execute(t.events.insert(), [_event_row(run_id, e) for e in events])
+            conn.execute(t.events.insert(), [_event_row(run_id, e, fence) for e in events])
         for s in steps:
             s = {k: (_dumps(v) if k in _JSON_STEP else v) for k, v in s.items()}
             key = (t.steps.c.run_id == run_id, t.steps.c.step_no == s["step_no"], t.steps.c.attempt == s["attempt"])
@@ -193,10 +283,12 @@ class SqlStore:
     def get_run(self, run_id: str) -> dict:
         """The run with this id, or with this unique id prefix. Raises :class:`RunNotFound`."""
         sa, t = self.sa, self.t
+        _check_run_id(run_id)
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id)).mappings().first()
             if row is None and len(run_id) >= 4:
-                rows = conn.execute(sa.select(t.runs).where(t.runs.c.id.like(run_id + "%")).limit(2)).mappings().all()
+                rows = conn.execute(sa.select(t.runs).where(t.runs.c.id.startswith(run_id, autoescape=True))
+                                    .limit(2)).mappings().all()
                 if len(rows) == 1:
                     row = rows[0]
                 elif len(rows) > 1:
@@ -225,7 +317,7 @@ class SqlStore:
         sa, t = self.sa, self.t
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.events).where(t.events.c.run_id == run_id).order_by(t.events.c.seq)).mappings()
-            return [dict(r, data=_loads(r["data"]), data_json=r["data"]) for r in rows]
+            return [_event_dict(r) for r in rows]
 
     def steps(self, run_id: str) -> list:
         sa, t = self.sa, self.t
@@ -233,6 +325,213 @@ class SqlStore:
             rows = conn.execute(sa.select(t.steps).where(t.steps.c.run_id == run_id)
                                 .order_by(t.steps.c.step_no, t.steps.c.attempt)).mappings()
             return [{k: (_loads(v) if k in _JSON_STEP else v) for k, v in r.items()} for r in rows]
+
+    # --------------------------------------------------------------------- workers: claims and leases
+    NOTIFY_CHANNEL = "flowctl_runs"
+
+    def now(self) -> float:
+        """The database clock, epoch seconds."""
+        with self.engine.connect() as conn:
+            return float(conn.execute(self.sa.select(self.now_expr)).scalar_one())
+
+    def _notify(self, conn, payload: str) -> None:
+        if self.pg:
+            conn.execute(self.sa.text("SELECT pg_notify(:c, :p)"), {"c": self.NOTIFY_CHANNEL, "p": payload})
+
+    def claim(self, owner: str, n: int, lease: float, queues=None) -> list:
+        """Take up to ``n`` runs for ``owner``: due runs (``queued``, ``waiting``, ``paused`` with
+        ``available_at <= now``) and ``running`` runs whose lease expired, highest ``priority``
+        first, within the store's concurrency limits. Each is marked running for ``owner`` with
+        ``lease_until = now + lease`` and its fencing token incremented.
+
+        Returns ``[{id, fence, lease_until, prev_status, prev_owner}]``. PostgreSQL: one statement,
+        ``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other), after locking the limit rows
+        if any exist; SQLite: a conditional update inside ``BEGIN IMMEDIATE`` (one writer at a time).
+        """
+        if n <= 0:
+            return []
+        queues = list(queues) if queues else None
+        with self.engine.begin() as conn:
+            if self.pg:
+                return self._claim_pg(conn, owner, n, float(lease), queues)
+            return self._claim_sqlite(conn, owner, n, float(lease), queues)
+
+    def _claim_pg(self, conn, owner, n, lease, queues) -> list:
+        sa = self.sa
+        limited = conn.execute(sa.text("SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE")).all()
+        sql = _PG_CLAIM.format(queues="AND r.queue = ANY(:queues)" if queues else "",
+                               picked=_PG_PICK_LIMITED if limited else _PG_PICK)
+        params = {"owner": owner, "lease": lease, "n": n, "scan": n * 4 if limited else n}
+        if queues:
+            params["queues"] = queues
+        rows = conn.execute(sa.text(sql), params).mappings().all()
+        return [dict(r) for r in rows]
+
+    def _claim_sqlite(self, conn, owner, n, lease, queues) -> list:
+        sa, t = self.sa, self.t
+        r = t.runs
+        now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
+        due = sa.and_(r.c.status.in_(("queued", "waiting", "paused")), r.c.available_at <= now)
+        expired = sa.and_(r.c.status == "running", r.c.lease_until < now)
+        q = (sa.select(r.c.id, r.c.status, r.c.owner, r.c.fence, r.c.flow, r.c.queue).where(sa.or_(due, expired))
+             .order_by(r.c.priority.desc(), sa.func.coalesce(r.c.available_at, r.c.lease_until), r.c.id))
+        if queues:
+            q = q.where(r.c.queue.in_(queues))
+        limits = {(s_, nm): mx for s_, nm, mx in conn.execute(sa.select(t.limits.c.scope, t.limits.c.name,
+                                                                          t.limits.c.max_running))}
+        rows = conn.execute(q.limit(n * 4 if limits else n)).all()
+        busy = self._busy(conn, now) if limits else {}
+        out = []
+        for run_id, status, prev_owner, fence, flow, queue in rows:
+            if len(out) >= n:
+                break
+            keys = [("flow", flow), ("queue", queue)]
+            if any(k in limits and busy.get(k, 0) >= limits[k] for k in keys):
+                continue
+            res = conn.execute(r.update().where(r.c.id == run_id, r.c.fence == fence, r.c.status == status)
+                               .values(status="running", owner=owner, lease_until=now + lease, fence=fence + 1,
+                                       updated_at=now))
+            if res.rowcount == 1:
+                for k in keys:
+                    busy[k] = busy.get(k, 0) + 1
+                out.append({"id": run_id, "fence": fence + 1, "lease_until": now + lease,
+                            "prev_status": status, "prev_owner": prev_owner})
+        return out
+
+    def _busy(self, conn, now) -> dict:
+        """Runs held under a live lease, per ``("flow", name)`` and ``("queue", name)``."""
+        sa, r = self.sa, self.t.runs
+        live = sa.and_(r.c.status == "running", r.c.lease_until >= now)
+        busy = {}
+        for scope, col in (("flow", r.c.flow), ("queue", r.c.queue)):
+            for name, count in conn.execute(sa.select(col, sa.func.count()).where(live).group_by(col)):
+                busy[(scope, name)] = count
+        return busy
+
+    def acquire(self, run_id: str, expect_seq: int, owner: str, lease: float) -> tuple:
+        """Lease one run by id for ``owner`` (a worker continuing a child or parent run in process):
+        only if no live lease is held on it and it is at ``expect_seq``. Returns ``(fence,
+        parent_id)`` with the new fencing token; raises :class:`RunConflict` otherwise."""
+        sa, r = self.sa, self.t.runs
+        stmt = (r.update().where(r.c.id == run_id, r.c.last_seq == expect_seq, r.c.status.notin_(tuple(FINAL)),
+                                 sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr))
+                .values(owner=owner, lease_until=self.now_expr + float(lease), fence=r.c.fence + 1)
+                .returning(r.c.fence, r.c.parent_id))
+        with self.engine.begin() as conn:
+            found = conn.execute(stmt).first()
+            if found is None:
+                raise self._conflict(conn, run_id, None)
+        return int(found[0]), found[1]
+
+    def renew(self, owner: str, held: dict, lease: float) -> set:
+        """Heartbeat: extend the lease of each ``{run_id: fence}`` still held by ``owner`` (its token
+        current, its lease not yet expired). Returns the ids renewed; the others are lost."""
+        if not held:
+            return set()
+        sa, r = self.sa, self.t.runs
+        pairs = [(k, v) for k, v in held.items()]
+        stmt = (r.update().where(r.c.owner == owner, r.c.status == "running", r.c.lease_until >= self.now_expr,
+                                 sa.tuple_(r.c.id, r.c.fence).in_(pairs))
+                .values(lease_until=self.now_expr + float(lease)).returning(r.c.id))
+        with self.engine.begin() as conn:
+            return {row[0] for row in conn.execute(stmt)}
+
+    def release(self, run_id: str, fence: int, *, status: str | None = None, delay: float = 0.0) -> bool:
+        """Give a held run back. ``status=None``: it stays running with its lease ending now (plus
+        ``delay``), so any worker's claim takes it over from its checkpoint; else it returns to
+        ``status`` (a run claimed but not started), due again after ``delay`` seconds."""
+        sa, r = self.sa, self.t.runs
+        if status is None:
+            values = {"lease_until": self.now_expr + float(delay)}
+        else:
+            values = {"status": status, "lease_until": None}
+            if delay:
+                values["available_at"] = self.now_expr + float(delay)
+        stmt = r.update().where(r.c.id == run_id, r.c.fence == fence, r.c.status == "running").values(**values) \
+            .returning(r.c.queue)
+        with self.engine.begin() as conn:
+            found = conn.execute(stmt).first()
+            if found is not None and not delay:
+                self._notify(conn, found[0] or "default")
+        return found is not None
+
+    def next_due(self, queues=None):
+        """Seconds until the next run becomes claimable (a due time or a lease end); None if none."""
+        sa, r = self.sa, self.t.runs
+        due = sa.select(sa.func.min(r.c.available_at)).where(r.c.status.in_(("queued", "waiting", "paused")))
+        lease = sa.select(sa.func.min(r.c.lease_until)).where(r.c.status == "running")
+        if queues:
+            due, lease = due.where(r.c.queue.in_(list(queues))), lease.where(r.c.queue.in_(list(queues)))
+        with self.engine.connect() as conn:
+            now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
+            times = [conn.execute(due).scalar(), conn.execute(lease).scalar()]
+        times = [x for x in times if x is not None]
+        return max(0.0, min(times) - now) if times else None
+
+    # --------------------------------------------------------------------- workers: registry and limits
+    def register_worker(self, worker_id: str, *, host: str, pid: int, queues, concurrency: int, lease: float) -> None:
+        sa, w = self.sa, self.t.workers
+        values = {"host": host, "pid": pid, "queues": _dumps(list(queues)) if queues else None,
+                  "concurrency": concurrency, "lease_s": float(lease), "status": "running",
+                  "started_at": self.now_expr, "heartbeat_at": self.now_expr, "runs_done": 0}
+        with self.engine.begin() as conn:
+            # forget workers silent for a day (their rows only explain history)
+            conn.execute(w.delete().where(w.c.heartbeat_at < self.now_expr - 86400.0))
+            if conn.execute(w.update().where(w.c.id == worker_id).values(**values)).rowcount == 0:
+                conn.execute(w.insert().values(id=worker_id, **values))
+
+    def worker_heartbeat(self, worker_id: str, *, status: str | None = None, runs_done: int | None = None) -> None:
+        w = self.t.workers
+        values = {"heartbeat_at": self.now_expr}
+        if status:
+            values["status"] = status
+        if runs_done is not None:
+            values["runs_done"] = runs_done
+        with self.engine.begin() as conn:
+            conn.execute(w.update().where(w.c.id == worker_id).values(**values))
+
+    def list_workers(self, *, live_only: bool = True) -> list:
+        """Workers with ``{id, host, pid, queues, concurrency, lease_s, status, started_at,
+        heartbeat_at, runs_done, age_s, live, runs: [{id, flow, lease_until}]}``; a worker is live
+        while its last heartbeat is younger than its lease."""
+        sa, w, r = self.sa, self.t.workers, self.t.runs
+        with self.engine.connect() as conn:
+            now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
+            rows = [dict(x) for x in conn.execute(sa.select(w).order_by(w.c.started_at)).mappings()]
+            held = conn.execute(sa.select(r.c.owner, r.c.id, r.c.flow, r.c.lease_until)
+                                .where(r.c.status == "running", r.c.lease_until >= now)
+                                .order_by(r.c.owner, r.c.id)).all()
+        out = []
+        for row in rows:
+            row["queues"] = _loads(row["queues"])
+            row["age_s"] = now - row["heartbeat_at"]
+            row["live"] = row["status"] != "stopped" and row["age_s"] <= row["lease_s"]
+            row["runs"] = [{"id": i, "flow": f, "lease_until": lu} for o, i, f, lu in held if o == row["id"]]
+            if row["live"] or not live_only:
+                out.append(row)
+        return out
+
+    def set_limit(self, scope: str, name: str, max_running: int | None) -> None:
+        """Store-wide concurrency limit: at most ``max_running`` runs of flow (``scope="flow"``) or
+        queue ``name`` held by workers at once; ``None`` removes it."""
+        if scope not in ("flow", "queue"):
+            raise StoreError(f"limit scope must be flow or queue, not {scope!r}")
+        sa, lim = self.sa, self.t.limits
+        with self.engine.begin() as conn:
+            conn.execute(lim.delete().where(lim.c.scope == scope, lim.c.name == name))
+            if max_running is not None:
+                conn.execute(lim.insert().values(scope=scope, name=name, max_running=int(max_running)))
+
+    def limits(self) -> dict:
+        sa, lim = self.sa, self.t.limits
+        with self.engine.connect() as conn:
+            return {(s_, n): m for s_, n, m in conn.execute(sa.select(lim.c.scope, lim.c.name, lim.c.max_running))}
+
+    def listen_dsn(self) -> str | None:
+        """A libpq address for ``LISTEN`` (PostgreSQL only)."""
+        if not self.pg:
+            return None
+        return "postgresql://" + self.url.split("://", 1)[1]
 
     # --------------------------------------------------------------------- policy gate counters
     def gate_record(self, entry: dict) -> None:
@@ -254,18 +553,119 @@ class SqlStore:
             return conn.execute(q).first() is not None
 
 
+# The claim on PostgreSQL: one statement. Two branches, each locking its rows with SKIP LOCKED (a
+# row another claimer holds is passed over, never waited for): due runs and runs whose lease
+# expired. The picked rows become running for the claimer with a fresh lease and fence + 1.
+_PG_CLAIM = """
+WITH clock AS (SELECT CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION) AS now),
+due AS (
+    SELECT r.id, r.status AS prev_status, r.owner AS prev_owner, r.flow, r.queue, r.priority,
+           r.available_at AS sort_at
+    FROM flowctl_runs r
+    WHERE r.status IN ('queued', 'waiting', 'paused') AND r.available_at <= (SELECT now FROM clock) {queues}
+    ORDER BY r.priority DESC, r.available_at, r.id
+    LIMIT :scan
+    FOR UPDATE OF r SKIP LOCKED
+),
+expired AS (
+    SELECT r.id, r.status AS prev_status, r.owner AS prev_owner, r.flow, r.queue, r.priority,
+           r.lease_until AS sort_at
+    FROM flowctl_runs r
+    WHERE r.status = 'running' AND r.lease_until < (SELECT now FROM clock) {queues}
+    ORDER BY r.priority DESC, r.lease_until, r.id
+    LIMIT :scan
+    FOR UPDATE OF r SKIP LOCKED
+),
+cand AS (SELECT * FROM due UNION ALL SELECT * FROM expired),
+{picked}
+UPDATE flowctl_runs AS r
+SET status = 'running', owner = :owner, lease_until = clock.now + :lease, fence = r.fence + 1,
+    updated_at = clock.now
+FROM picked, clock
+WHERE r.id = picked.id
+RETURNING r.id, r.fence, r.lease_until, picked.prev_status, picked.prev_owner
+"""
+
+_PG_PICK = "picked AS (SELECT * FROM cand ORDER BY priority DESC, sort_at, id LIMIT :n)"
+
+# With limits (their rows are locked FOR UPDATE by the claim's transaction first, so limited
+# claimers take turns and each sees the others' committed claims): a candidate is picked only if
+# the runs of its flow / queue already held under a live lease plus its rank among the candidates
+# of that flow / queue stay within the limit.
+_PG_PICK_LIMITED = """ranked AS (
+    SELECT c.*,
+           row_number() OVER (PARTITION BY c.flow ORDER BY c.priority DESC, c.sort_at, c.id) AS flow_rank,
+           row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.sort_at, c.id) AS queue_rank
+    FROM cand c
+),
+busy_flow AS (
+    SELECT b.flow, count(*) AS n FROM flowctl_runs b
+    WHERE b.status = 'running' AND b.lease_until >= (SELECT now FROM clock) GROUP BY b.flow
+),
+busy_queue AS (
+    SELECT b.queue, count(*) AS n FROM flowctl_runs b
+    WHERE b.status = 'running' AND b.lease_until >= (SELECT now FROM clock) GROUP BY b.queue
+),
+picked AS (
+    SELECT k.* FROM ranked k
+    LEFT JOIN flowctl_limits lf ON lf.scope = 'flow' AND lf.name = k.flow
+    LEFT JOIN busy_flow bf ON bf.flow = k.flow
+    LEFT JOIN flowctl_limits lq ON lq.scope = 'queue' AND lq.name = k.queue
+    LEFT JOIN busy_queue bq ON bq.queue = k.queue
+    WHERE (lf.max_running IS NULL OR COALESCE(bf.n, 0) + k.flow_rank <= lf.max_running)
+      AND (lq.max_running IS NULL OR COALESCE(bq.n, 0) + k.queue_rank <= lq.max_running)
+    ORDER BY k.priority DESC, k.sort_at, k.id
+    LIMIT :n
+)"""
+
+
+def _event_dict(r) -> dict:
+    try:
+        data = _loads(r["data"])
+    except ValueError:
+        data = {"corrupt": True}  # audit verify reports it (the hash no longer matches)
+    return dict(r, data=data, data_json=r["data"])
+
+
 _EVENT_COLUMNS = ("seq", "ts", "type", "state", "attempt", "prev_hash", "hash")
 
 
-def _event_row(run_id: str, e: dict) -> dict:
+def _event_row(run_id: str, e: dict, fence=None) -> dict:
     row = {k: e.get(k) for k in _EVENT_COLUMNS}
     row["run_id"] = run_id
+    row["fence"] = fence
     row["data"] = e["data_json"] if e.get("data_json") is not None else _dumps(e.get("data"))
     return row
 
 
+def _review_due(run: dict):
+    """A paused review's deadline is its due time (``available_at``): the claim of a worker finds a
+    review that timed out exactly as it finds a wait that is due."""
+    if run.get("status") != "paused" or run.get("available_at") is not None:
+        return None
+    pending = (run.get("cursor") or {}).get("pending") or {}
+    return pending.get("deadline") if pending.get("kind") == "review" else None
+
+
 def _run_dict(row) -> dict:
-    return {k: (_loads(v) if k in _JSON_RUN else v) for k, v in dict(row).items()}
+    try:
+        out = {k: (_loads(v) if k in _JSON_RUN else v) for k, v in dict(row).items()}
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"run {row.get('id')} has a corrupt record in the store ({exc})",
+                         hint="restore the store from a backup; flowctl audit verify RUN checks its events") from None
+    if "cursor" in out and not isinstance(out["cursor"], dict):
+        raise StoreError(f"run {row.get('id')} has a corrupt checkpoint in the store",
+                         hint="restore the store from a backup")
+    return out
+
+
+_RUN_ID_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-")
+
+
+def _check_run_id(run_id: str) -> None:
+    if not run_id or len(run_id) > 64 or not set(run_id) <= _RUN_ID_CHARS:
+        raise RunNotFound(f"'{run_id[:70]}' is not a run id", hint="run ids are letters, digits, '.', '_' and '-'; "
+                          "list runs with: flowctl runs")
 
 
 def _sqlite_pragmas(engine, sa) -> None:
@@ -321,14 +721,14 @@ class MemoryStore:
         except KeyError:
             raise StoreError(f"definition {digest[:12]} is not in the store") from None
 
-    def create_run(self, run, events, steps=()):
+    def create_run(self, run, events, steps=(), *, lease=None):
         with self._lock:
             self._runs[run["id"]] = dict(run)
             self._events[run["id"]] = [dict(e, run_id=run["id"]) for e in events]
             self._steps[run["id"]] = {}
             self._put_steps(run["id"], steps)
 
-    def commit(self, run_id, expect_seq, run, events=(), steps=()):
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), *, fence=None, lease=None):
         with self._lock:
             current = self._runs[run_id]
             if current["last_seq"] != expect_seq:

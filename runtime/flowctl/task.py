@@ -16,6 +16,7 @@ re-invoked with the same key (at-least-once; the key makes it safe).
 """
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -119,7 +120,7 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
-    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id)
+    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=attempt > 1)
     if contract.side_effecting or decision.outcome != "allow":
         runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
     if decision.outcome == "deny":
@@ -140,8 +141,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
         runner.commit()
     fn = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
     started = time.perf_counter()
-    try:
-        raw = call_with_timeout(fn, (tool_input, call), timeout, f"tool {contract.ref} in '{state.id}'")
+    try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
+        raw = call_with_timeout(fn, (copy.deepcopy(tool_input), call), timeout, f"tool {contract.ref} in '{state.id}'")
         output, raw_text = _parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
         _tag_tool_error(exc)
@@ -159,17 +160,17 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
     return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took)
 
 
-def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms):
+def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False):
     c = runner.cursor
-    problem = check_instance(contract.output_schema, output) if contract.output_schema else None
-    if contract.side_effecting and problem is None and contract.verify:
+    problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
+    if contract.side_effecting and problem is None and contract.verify and not recovered:
         ok = _verify(runner, contract, tool_input, output, call)
         if not ok:
             runner.emit("verify_failed", state.id, attempt, tool=contract.ref)
             _undo_partial(runner, state, contract, tool_input, call, output=output, checked=True)
             c["inflight"] = None
-            raise BoundaryViolation(f"verify of {contract.ref} says the effect of '{state.id}' did not happen; "
-                                    "it was compensated")
+            raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
+                                    "(see the verify_failed event); it was compensated")
     shown = redact(output, contract.sensitive)
     if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
         c["inflight"] = None
@@ -202,18 +203,49 @@ def recover_inflight(runner, state, contract):
         c["inflight"] = None
         c["attempt"] = inflight["attempt"]
         return None  # the key is derived from the same input and visit: it is the same key
-    output = answer if isinstance(answer, dict) else {}
-    return _complete(runner, state, contract, inflight["attempt"], inflight["input"], output, None, call, 0.0)
+    if isinstance(answer, dict):
+        return _complete(runner, state, contract, inflight["attempt"], inflight["input"], answer, None, call, 0.0)
+    # verify said it happened but cannot give the output: the step is done, its response is {}
+    # (return the output dict from verify to keep it); the output_schema cannot apply to nothing.
+    return _complete(runner, state, contract, inflight["attempt"], inflight["input"], {}, None, call, 0.0,
+                     recovered=True)
+
+
+def undo_inflight(runner) -> None:
+    """Cancelling a run whose process died mid-call: if verify says the call happened, undo it."""
+    c = runner.cursor
+    inflight = c["inflight"]
+    contract = runner.project.resolve_tool(inflight["tool"])
+    if contract is None or not contract.verify:
+        return
+    state = runner.project.states[inflight["state"]]
+    call = ToolCall(runner.id, inflight["step"], inflight["state"], inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    answer = _verify(runner, contract, inflight["input"], None, call)
+    runner.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"], happened=bool(answer),
+                action="compensate" if answer else "nothing to undo")
+    if answer:
+        _undo_partial(runner, state, contract, inflight["input"], call, output=answer if isinstance(answer, dict) else None,
+                      checked=True)
+    c["inflight"] = None
 
 
 def _verify(runner, contract, tool_input, output, call):
+    """verify's answer: ``True``/``False``, or a dict (the tool's output, after a crash). Anything
+    else, or an exception, counts as "cannot tell" and so as not happened (recorded as such)."""
     fn = runner.engine.tool_function(contract, "verify", runner.tools_folder)
     try:
-        return call_with_timeout(fn, (tool_input, output, call), contract.timeout or DEFAULT_TIMEOUT,
-                                 f"verify of {contract.ref}")
+        answer = call_with_timeout(fn, (copy.deepcopy(tool_input), copy.deepcopy(output), call),
+                                   contract.timeout or DEFAULT_TIMEOUT, f"verify of {contract.ref}")
     except Exception as exc:  # noqa: BLE001 - a verify that cannot answer is a "no"
-        runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=type(exc).__name__, message=str(exc))
+        runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=type(exc).__name__,
+                    message=f"verify raised, so the effect counts as not happened: {exc}")
         return False
+    if isinstance(answer, (bool, dict)):
+        return answer
+    runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error="SchemaMismatch",
+                message=f"verify returned {type(answer).__name__}; it must return a bool (or the output dict)")
+    return False
 
 
 def _undo_partial(runner, state, contract, tool_input, call, *, output=None, checked=False) -> None:
@@ -267,7 +299,7 @@ def _parse_output(raw, contract):
         raw = raw.decode("utf-8")
     if isinstance(raw, str):
         try:
-            return json.loads(raw), raw
+            return json.loads(raw, parse_constant=_no_constant), raw
         except ValueError as exc:
             raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
     if raw is None:
@@ -275,10 +307,14 @@ def _parse_output(raw, contract):
     if not isinstance(raw, (dict, list, int, float, bool)):
         raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
     try:
-        text = json.dumps(raw, ensure_ascii=False, sort_keys=True)
+        text = json.dumps(raw, ensure_ascii=False, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
     return json.loads(text), None
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
 
 
 def _tag_tool_error(exc) -> None:

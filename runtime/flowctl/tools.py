@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from .errors import ToolTimeout, UsageError
+from .errors import ToolError, ToolTimeout, UsageError
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -77,7 +77,9 @@ def _resolve(ref: str, tools_folder: str, key):
     _evict_foreign(module_name, tools_folder)
     try:
         obj = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit at import time included
         raise UsageError(f"cannot import tool module '{module_name}' for {ref}: {type(exc).__name__}: {exc}",
                          hint=f"tool code is imported from {tools_folder}") from None
     for part in attr.split("."):
@@ -153,16 +155,44 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+class ToolCrashed(ToolError):
+    """Tool code raised something that is not an ``Exception`` (``SystemExit``, ``GeneratorExit``, a
+    ``BaseException`` subclass): the run must not die with it. Handlers match the original class
+    name, ``ToolCrashed`` and ``ToolError``."""
+
+    code = "TOOL_CRASHED"
+
+
+MIN_TIMEOUT = 0.001  # seconds; shorter timeouts are raised to this
+
+
 def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
-    """``fn(*args)``, raising :class:`ToolTimeout` after ``timeout`` seconds (None: no limit)."""
+    """``fn(*args)``, raising :class:`ToolTimeout` after ``timeout`` seconds (None: no limit).
+
+    Whatever the code raises that is not an ``Exception`` (``SystemExit`` …) becomes
+    :class:`ToolCrashed`, except ``KeyboardInterrupt``, which stops the process as it should (the
+    run stays resumable).
+    """
+    try:
+        return _call(fn, args, timeout, what)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, custom BaseExceptions
+        crashed = ToolCrashed(type(exc).__name__, f"{what} raised {type(exc).__name__}: {exc}")
+        crashed.flowctl_names = [type(exc).__name__, "ToolCrashed", "ToolError"]
+        raise crashed from None
+
+
+def _call(fn, args, timeout, what):
     if not timeout or timeout <= 0:
         return fn(*args)
+    timeout = max(timeout, MIN_TIMEOUT)
     global _armed
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and not _armed:
         _install_alarm()
-        _armed = True
-        signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
+            _armed = True
+            signal.setitimer(signal.ITIMER_REAL, timeout)
             return fn(*args)
         except _Deadline:
             raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None

@@ -19,6 +19,7 @@ from collections import deque
 
 from . import versions
 from .diagnostics import Diagnostic, sort_key
+from .durations import parse_duration
 from .expressions import lint as lint_expression
 from .model import Project
 from .schema import did_you_mean
@@ -419,6 +420,94 @@ def check_children(project: Project):
                                          (key,), key=True, hint=f"add {name}: <expression> to {key}")
 
 
+_JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_YEAR = 365 * 86400.0
+
+
+def _schema_problems(schema, path, root):
+    """(path, message) for what jsonschema would choke on at run time: unknown types, patterns
+    that do not compile, $refs that do not resolve inside the schema. Cheap: no jsonschema import."""
+    import re
+
+    if not isinstance(schema, dict):
+        return
+    t = schema.get("type")
+    for name in (t if isinstance(t, list) else [t] if t is not None else []):
+        if name not in _JSON_TYPES:
+            hint = did_you_mean(str(name), _JSON_TYPES)
+            yield path + ("type",), f"unknown JSON Schema type {name!r}" + (f" ({hint})" if hint else "")
+    if isinstance(schema.get("pattern"), str):
+        try:
+            re.compile(schema["pattern"])
+        except re.error as exc:
+            yield path + ("pattern",), f"pattern {schema['pattern']!r} does not compile: {exc}"
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#"):
+            yield path + ("$ref",), f"$ref {ref!r} points outside the schema; only local refs (#/...) are resolved"
+        else:
+            target = root
+            for part in [p.replace("~1", "/").replace("~0", "~") for p in ref[1:].split("/") if p]:
+                target = target.get(part) if isinstance(target, dict) else None
+            if target is None:
+                yield path + ("$ref",), f"$ref {ref!r} does not resolve inside the schema"
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") and isinstance(value, dict):
+            for k, sub in value.items():
+                yield from _schema_problems(sub, path + (key, k), root)
+        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+                     "unevaluatedProperties", "unevaluatedItems", "additionalItems") and isinstance(value, dict):
+            yield from _schema_problems(value, path + (key,), root)
+        elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from _schema_problems(sub, path + (key, i), root)
+
+
+def check_values(project: Project):
+    """FC609 embedded JSON Schemas that cannot work; FC010 a handler with two actions; FC502 a
+    timeout of 0 or a duration over a year."""
+    for doc, path, schema in _embedded_schemas(project):
+        for sub, message in _schema_problems(schema, path, schema):
+            yield doc.diag("FC609", message, sub, hint="see https://json-schema.org/understanding-json-schema/")
+    for element in list(project.states.values()) + list(project.flows.values()):
+        for h in element.on_error:
+            actions = [a for a in ("goto", "fallback", "fail") if getattr(h, a)]
+            if len(actions) > 1:
+                yield element.doc.diag("FC010", f"a handler takes one action, not {' and '.join(actions)}",
+                                       h.path + (actions[1],), key=True, hint="keep goto, fallback or fail")
+    for state in project.states.values():
+        if isinstance(state.timeout, (int, float)) and state.timeout <= 0:
+            yield state.doc.diag("FC502", "timeout must be longer than 0", ("timeout",), hint="e.g. 500ms or 3s")
+        for key in ("timeout", "duration", "remind_after"):
+            value = state.raw.get(key)
+            if isinstance(value, str):
+                try:
+                    seconds = parse_duration(value)
+                except ValueError:
+                    continue
+                if seconds > _YEAR:
+                    yield state.doc.diag("FC502", f"{key} {value} is longer than a year", (key,),
+                                         hint="park long waits with until: and a date instead")
+        for r in state.retry:
+            if r.interval > _YEAR or (r.max_delay or 0) > _YEAR or r.backoff > 1000:
+                yield state.doc.diag("FC501", "this retry can wait longer than a year", r.path,
+                                     hint="cap it with max_delay")
+
+
+def _embedded_schemas(project: Project):
+    for state in project.states.values():
+        if isinstance(state.input_schema, dict):
+            yield state.doc, ("input_schema",), state.input_schema
+    for flow in project.flows.values():
+        if isinstance(flow.input_schema, dict):
+            yield flow.doc, ("input_schema",), flow.input_schema
+    for found in project.contracts.values():
+        for c in found:
+            for key in ("input_schema", "output_schema"):
+                if isinstance(getattr(c, key), dict):
+                    yield c.doc, (key,), getattr(c, key)
+
+
 def check_gate(project: Project):
     """FC702: a side-effecting tool used by a state that no policy allows is denied on every call."""
     covered = {tool for p in project.policies.values() for tool in p.applies_to}
@@ -473,7 +562,7 @@ def check_fail_states(project: Project):
 
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
-          check_contracts, check_policies, check_children, check_gate, check_tool_inputs, check_fail_states)
+          check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states)
 
 
 def import_check(project: Project):
@@ -503,7 +592,9 @@ def resolve_callable_problem(ref: str):
     module_name, _, attr = ref.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the finding
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any import failure is the finding, sys.exit() included
         return f"cannot import module '{module_name}' ({type(exc).__name__}: {exc})"
     obj = module
     for part in attr.split("."):

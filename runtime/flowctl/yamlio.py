@@ -183,16 +183,32 @@ class Document:
         return Diagnostic(code, message, self.file, line, column + offset, hint, severity)
 
 
-def _find_key(node: MappingNode, key):
-    """The last ``(key_node, value_node)`` of ``node`` whose key is ``key`` (merge keys searched too)."""
-    found = None
-    merges = []
+_KEY_INDEX: dict = {}
+
+
+def _index(node: MappingNode):
+    """``({key: (key_node, value_node)} with the last duplicate winning, [merge sources])``, built
+    once per mapping node, so locating many keys of one big mapping stays linear."""
+    found = _KEY_INDEX.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1], found[2]
+    table, merges = {}, []
     for k, v in node.value:
         if isinstance(k, ScalarNode):
-            if k.value == key and not (key == "<<" and not k.style):
-                found = (k, v)
-            elif k.value == "<<" and not k.style:
+            if k.value == "<<" and not k.style:
                 merges.append(v)
+            else:
+                table[k.value] = (k, v)
+    if len(_KEY_INDEX) > 10_000:
+        _KEY_INDEX.clear()
+    _KEY_INDEX[id(node)] = (node, table, merges)
+    return table, merges
+
+
+def _find_key(node: MappingNode, key):
+    """The last ``(key_node, value_node)`` of ``node`` whose key is ``key`` (merge keys searched too)."""
+    table, merges = _index(node)
+    found = table.get(key)
     if found is None:
         for m in merges:
             for src in (m.value if isinstance(m, SequenceNode) else [m]):
@@ -271,8 +287,14 @@ class _Builder:
                 self._yaml11_warning(value, node)
             return value
         if tag == "tag:yaml.org,2002:null":
+            if value not in ("", "~", "null", "Null", "NULL"):
+                self._diag("FC010", f"{value!r} is not null (YAML 1.2: null, ~ or nothing)", node)
             return None
         if tag == "tag:yaml.org,2002:bool":
+            if value not in ("true", "True", "TRUE", "false", "False", "FALSE"):
+                self._diag("FC010", f"{value!r} is not a boolean (YAML 1.2: true or false)", node,
+                           "YAML 1.1 words like yes/on are strings here")
+                return value
             return value.lower() == "true"
         if tag == "tag:yaml.org,2002:int":
             try:

@@ -39,6 +39,13 @@ def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, c
     return Engine(project, store, max_inline_wait=wait, listener=listener, check=check)
 
 
+def tools_print_to_stderr(fmt: str):
+    """While tools run, whatever they print goes to stderr when stdout carries machine output."""
+    import contextlib
+
+    return contextlib.redirect_stdout(sys.stderr) if fmt != "text" else contextlib.nullcontext()
+
+
 def parse_json_arg(value, what: str):
     """``--input`` text: JSON, or ``@path`` to a JSON/YAML file."""
     if value is None:
@@ -47,7 +54,10 @@ def parse_json_arg(value, what: str):
         path = Path(value[1:])
         if not path.is_file():
             raise UsageError(f"{what}: no such file {path}")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if path.suffix in (".yaml", ".yml"):
             from ..yamlio import loads
 
@@ -59,10 +69,32 @@ def parse_json_arg(value, what: str):
     else:
         text, source = value, what
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what}: not valid JSON ({source}:{exc.lineno}:{exc.colno}: {exc.msg})",
                          hint="pass JSON like '{\"order_id\": \"A-1\"}' or @file.json") from None
+    except RecursionError:
+        raise UsageError(f"{what}: the JSON nests too deeply") from None
+    except ValueError as exc:  # NaN/Infinity, duplicate keys, integers too long to convert
+        raise UsageError(f"{what}: {exc}") from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what}: the JSON holds a lone surrogate (\\ud800…), which is not text") from None
+    return value
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON (use null or a number)")
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r} in the JSON object")
+        out[key] = value
+    return out
 
 
 def parse_params(pairs, params_file):

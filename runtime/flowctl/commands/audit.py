@@ -8,7 +8,7 @@ from ._common import open_project, open_store
 
 
 def run(run_id, root, db) -> int:
-    from ..audit import verify_chain
+    from ..audit import verify_run
 
     project = open_project(root)
     store = open_store(db, project.root)
@@ -17,7 +17,7 @@ def run(run_id, root, db) -> int:
         events = store.events(row["id"])
     finally:
         store.close()
-    problems = verify_chain(events, row["last_seq"], row["last_hash"])
+    problems = verify_run(row, events)
     if problems:
         for p in problems:
             click.echo(f"run {row['id']}: {p}", err=True)

@@ -73,7 +73,7 @@ class Sides:
         return load_files(gitsource.read_revision(top, commit, prefix), self.project_root or top), f"{label} ({commit[:7]})"
 
 
-def run(base, head, root, fmt: str, output) -> int:
+def run(base, head, root, fmt: str, output, replay=None) -> int:
     from ..diff import diff_projects
     from ..diff_render import RENDERERS
     from ..errors import UsageError
@@ -89,5 +89,9 @@ def run(base, head, root, fmt: str, output) -> int:
         result = RENDERERS["text"](diff, color=not output and sys.stdout.isatty())
     else:
         result = RENDERERS[fmt](diff)
+    if replay:  # --replay N (issue 7, flowctl.testing.replay): which of the last N recorded runs take another path under HEAD
+        from ..testing.replay import add_to_diff
+
+        result = add_to_diff(result, fmt, sides.project_root or Path.cwd(), head_project, head_label, replay)
     emit(result, output)
     return EXIT_OK

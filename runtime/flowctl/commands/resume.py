@@ -1,7 +1,7 @@
 """``flowctl resume RUN``: decide a review, continue a due wait, or take over an orphaned run."""
 from __future__ import annotations
 
-from ._common import open_engine, parse_json_arg, print_result
+from ._common import open_engine, parse_json_arg, print_result, tools_print_to_stderr
 
 
 def run(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, fmt) -> int:
@@ -11,7 +11,8 @@ def run(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, fmt
         raise UsageError("--token and --decision go together", hint="flowctl reviews shows what is pending")
     engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text", check=False, create=False)
     try:
-        result = engine.resume(run_id, token=token, decision=decision, data=parse_json_arg(data, "--data"), by=by)
+        with tools_print_to_stderr(fmt):
+            result = engine.resume(run_id, token=token, decision=decision, data=parse_json_arg(data, "--data"), by=by)
     finally:
         engine.store.close()
     return print_result(result, fmt=fmt)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import click
 
@@ -24,10 +25,12 @@ def run(status, flow, limit, root, db, fmt) -> int:
     store = open_store(db, project.root)
     try:
         rows = store.list_runs(status=status, flow=flow, limit=limit)
+        now = store.now() if hasattr(store, "now") else time.time()  # leases run on the database clock
     finally:
         store.close()
     if fmt == "json":
-        keep = ("id", "flow", "flow_version", "status", "steps", "created_at", "updated_at", "available_at", "owner", "error", "parent_id")
+        keep = ("id", "flow", "flow_version", "status", "steps", "created_at", "updated_at", "available_at", "owner", "error",
+                "parent_id", "queue", "priority", "lease_until", "fence")
         click.echo(json.dumps([{k: r.get(k) for k in keep} for r in rows], indent=2, ensure_ascii=False))
         return EXIT_OK
     if not rows:
@@ -35,10 +38,20 @@ def run(status, flow, limit, root, db, fmt) -> int:
         return EXIT_OK
     table = Table(box=None, header_style="bold")
     table.add_column("run", no_wrap=True, min_width=24)  # ids are never cut: every other command needs them
-    for col in ("flow", "status", "steps", "started", "error"):
+    for col in ("flow", "status", "steps", "started", "owner", "lease", "error"):
         table.add_column(col, no_wrap=col != "error", overflow="fold")
     for r in rows:
         err = (r.get("error") or {}).get("code", "")
-        table.add_row(r["id"], r["flow"], r["status"], str(r["steps"]), iso(r["created_at"])[:19] + "Z", err)
+        table.add_row(r["id"], r["flow"], r["status"], str(r["steps"]), iso(r["created_at"])[:19] + "Z",
+                      r.get("owner") or "", _lease(r, now), err)
     console().print(table)
     return EXIT_OK
+
+
+def _lease(r, now) -> str:
+    """``12s`` left on a worker's lease, ``expired`` (its worker is gone; another takes it over), or blank."""
+    until = r.get("lease_until")
+    if until is None or r["status"] != "running":
+        return ""
+    left = until - now
+    return f"{left:.0f}s" if left >= 0 else "expired"

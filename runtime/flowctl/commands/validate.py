@@ -13,6 +13,7 @@ from ..diagnostics import ERROR
 
 def run(paths, root, fmt: str, strict: bool, import_check: bool) -> int:
     from .. import report
+    from ._common import tools_print_to_stderr
     from ..loader import find_root, load_project
     from ..validate import validate
 
@@ -33,7 +34,8 @@ def run(paths, root, fmt: str, strict: bool, import_check: bool) -> int:
     for r, selections in groups.items():
         project = load_project(r)
         checked += len(project.documents)
-        diags = validate(project, import_entrypoints=import_check)
+        with tools_print_to_stderr(fmt):
+            diags = validate(project, import_entrypoints=import_check)
         if None not in selections:
             wanted = {str(s) for s in selections}
             diags = [d for d in diags if str((r / d.file).resolve()) in wanted]

@@ -26,6 +26,8 @@ import copy
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..audit import REDACTED
+
 TRANSITIONS, HANDLERS, EDGES = "transitions", "handlers", "error edges"
 GATED = (TRANSITIONS, HANDLERS)
 
@@ -128,7 +130,8 @@ def exercised(project, flow, events) -> set:
         if t == "transition_taken":
             rules = flow.transitions_from(sid)
             n = len(d.get("conditions") or ())
-            if 1 <= n <= len(rules) and rules[n - 1].to == d.get("to"):
+            to = d.get("to")
+            if 1 <= n <= len(rules) and (rules[n - 1].to == to or to == REDACTED):
                 keys.add(("t", rules[n - 1].index))
             else:  # a definition this flow is not (the run's snapshot): match by target
                 for r in rules:
@@ -327,7 +330,9 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
         return tool
 
     # the route: each hop says what the state it leaves must do
+    visits: dict = {}
     for sid, hop in zip(route, hops + [None]):
+        visits[sid] = visits.get(sid, 0) + 1
         state = project.states.get(sid)
         if state is None:
             continue
@@ -345,12 +350,12 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
         elif state.type == "review":
             if not final and hop[1] == "timeout":
                 reviews.append({"timeout": True})
-            elif not final:
+            elif not final or item.kind == TRANSITIONS:
                 reviews.append({"decision": (state.get("decisions") or ["approve"])[0]})
         if not final and hop[1] == "transition":
             rule = _transition_at(flow, hop)
             if rule is not None:
-                _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, notes)
+                _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, notes, visits)
 
     # the item itself
     target = item.target
@@ -358,9 +363,7 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
     if item.kind == TRANSITIONS:
         rule = flow.transitions[item.key[1]]
         _bend(project, flow, rule, source, last_task if state is None or state.type != "task" else source,
-              tool_calls, reviews, run_input, notes)
-        if state is not None and state.type == "review" and not any("decision" in r for r in reviews[-1:]):
-            reviews.append({"decision": (state.get("decisions") or ["approve"])[0]})
+              tool_calls, reviews, run_input, notes, visits)
         target = rule.to
     elif item.key[0] == "timeout" or (item.kind == EDGES and item.key[1] == "timeout"):
         reviews.append({"timeout": True})
@@ -369,6 +372,18 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
             h = _handler_of(project, flow, item)
             name = _first_error(h.errors) if h is not None else "ToolError"
             add_mock(source, {"error": name, "message": f"mocked {name}"})
+            if h is not None and h.fallback:
+                fb = project.resolve_tool(h.fallback)
+                if fb is not None:
+                    mocks.setdefault(fb.id, []).append({"output": base_output(fb.id) if fb.id in (base.case.mocks if base else {})
+                                                        else sample(fb.output_schema or {"type": "object"})})
+                    notes.append(f"the fallback {fb.id}'s output becomes the response of '{source}': its transitions decide "
+                                 "where the run goes; complete expect.path")
+            if name == "PolicyDenied":
+                tool = (project.resolve_tool(state.tool).id if project.resolve_tool(state.tool) else state.tool)
+                gates = sorted(p.name for p in project.policies.values() if tool in p.applies_to)
+                notes.append(f"PolicyDenied comes from the gate: rather than mocking it, give {tool} an input that "
+                             f"{' / '.join(gates) or 'no policy'} refuses (the real gate decides in flowctl test)")
         else:
             notes.append(f"'{source}' calls no tool: make its step fail (an expression error, a policy denial)")
     if target:
@@ -383,7 +398,11 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
     if reviews:
         skeleton["reviews"] = reviews
     skeleton["expect"] = {"path": path, "status": status}
-    name = f"{source}_to_{target}.yaml" if target else f"{source}_{item.key[0]}.yaml"
+    if item.kind == HANDLERS:
+        name = {"state": f"{source}_on_error_{item.key[-1]}", "flow": f"{source}_flow_on_error_{item.key[-1]}",
+                "timeout": f"{source}_on_timeout"}[item.key[0]] + ".yaml"
+    else:
+        name = f"{source}_to_{target}.yaml"
     return Suggestion(item, route, notes, skeleton, base.case.name if base else None, name.replace("*", "flow"))
 
 
@@ -484,8 +503,9 @@ def facts(expr: str) -> list:
     return out
 
 
-def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, notes) -> None:
-    """Make ``rule`` the one taken out of ``sid``: its facts hold, the earlier rules' do not."""
+def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, notes, visits=None) -> None:
+    """Make ``rule`` the one taken out of ``sid``: its facts hold, and no earlier rule of ``sid``
+    holds (checked by evaluating them on the skeleton; what cannot be arranged becomes a note)."""
     earlier = [t for t in flow.transitions_from(sid) if t.index < rule.index]
     target = tool_calls.get(last_task, (None, None))[1] if last_task else None
     output = target.get("output") if isinstance(target, dict) else None
@@ -494,36 +514,90 @@ def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, n
         st = project.states.get(last_task)
         contract = project.resolve_tool(st.tool) if st is not None and st.tool else None
     schema = contract.output_schema if contract else None
+    state = project.states.get(sid)
+    decisions = list((state.get("decisions") if state is not None else None) or [])
+    pinned = set()
     for op, names, value in facts(rule.when) if rule.when else ():
         root, rest = names[0], names[1:]
         if root == "response" and isinstance(output, dict) and rest:
             if op == "eq":
                 _set(output, rest, value)
+                pinned.add(("response", *rest))
             elif op == "truthy" and not _get(output, rest):
                 _set(output, rest, True)
+                pinned.add(("response", *rest))
             else:
-                notes.append(f"make `{rule.when}` hold for '{sid}' (set {'.'.join(rest)} in the mock of {last_task})")
+                notes.append(f"make \"{rule.when}\" hold for '{sid}' (set {'.'.join(rest)} in the mock of {last_task})")
         elif root == "review" and rest == ["decision"] and op == "eq":
             if reviews and "decision" in reviews[-1]:
                 reviews[-1]["decision"] = value
             else:
                 reviews.append({"decision": value})
+            pinned.add(("review", "decision"))
         elif root == "input" and rest and op == "eq" and isinstance(run_input, dict):
             _set(run_input, rest, value)
+            pinned.add(("input", *rest))
         elif root == "visits" and op in ("lt", "lte"):
             continue  # a loop guard; the first visits satisfy it
         else:
-            notes.append(f"make `{rule.when}` hold when the run leaves '{sid}'")
+            notes.append(f"make \"{rule.when}\" hold when the run leaves '{sid}'")
             break
+
+    def scope():
+        review = {"decision": reviews[-1].get("decision")} if reviews and state is not None and state.type == "review" else None
+        return {"response": output, "review": review, "visits": dict(visits or {}), "input": run_input,
+                "context": {}, "params": dict(flow.params), "error": None, "state": None, "run": {}}
+
+    def holds(expr) -> bool:
+        from ..expressions import compile_expr
+        from ..scope import truthy
+
+        try:
+            return truthy(compile_expr(expr).evaluate(scope()))
+        except Exception:  # noqa: BLE001 - a condition on what the skeleton does not model
+            return False
+
+    literals: dict = {}
     for t in earlier:
         for op, names, value in facts(t.when) if t.when else ():
+            if op == "eq":
+                literals.setdefault(tuple(names), []).append(value)
+
+    def holding(upto=None) -> int:
+        return sum(1 for t in earlier[:upto] if t.when is not None and holds(t.when))
+
+    for n, t in enumerate(earlier):  # make each earlier rule false, without making a rule before it true
+        if t.when is None or not holds(t.when):
+            continue
+        best = None
+        for op, names, value in facts(t.when):
+            key = tuple(names)
+            if op != "eq" or key in pinned:
+                continue
             root, rest = names[0], names[1:]
-            if root == "response" and isinstance(output, dict) and rest and op == "eq" and _get(output, rest) == value:
-                _set(output, rest, _other(value, _schema_at(schema, rest)))
-            elif root == "review" and rest == ["decision"] and op == "eq" and reviews and reviews[-1].get("decision") == value:
-                st = project.states.get(sid)
-                others = [d for d in (st.get("decisions") if st else []) or [] if d != value]
-                reviews[-1]["decision"] = others[0] if others else f"not-{value}"
+            if root == "response" and isinstance(output, dict) and rest:
+                sub = _schema_at(schema, rest)
+                candidates = ([v for v in sub["enum"] if v != value] if isinstance(sub, dict)
+                              and isinstance(sub.get("enum"), list) else [_other(value, sub, literals.get(key, ()))])
+                get = lambda rest=rest: _get(output, rest)  # noqa: E731
+                put = lambda v, rest=rest: _set(output, rest, v)  # noqa: E731
+            elif root == "review" and rest == ["decision"] and reviews:
+                candidates = [d for d in decisions if d != value] or [f"not-{value}"]
+                get = lambda: reviews[-1].get("decision")  # noqa: E731
+                put = lambda v: reviews[-1].__setitem__("decision", v)  # noqa: E731
+            else:
+                continue
+            before = get()
+            for candidate in candidates:
+                put(candidate)
+                if holding(n + 1) == 0 and (best is None or holding() < best[0]):
+                    best = (holding(), put, candidate)
+                put(before)
+        if best is not None:
+            best[1](best[2])
+    for t in earlier:
+        if t.when is not None and holds(t.when):
+            notes.append(f"make \"{t.when}\" false when the run leaves '{sid}': it is checked first (line {t.line()})")
 
 
 def _get(obj, names):
@@ -551,11 +625,12 @@ def _schema_at(schema, names):
     return schema
 
 
-def _other(value, schema):
+def _other(value, schema, avoid=()):
     if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
-        for v in schema["enum"]:
-            if v != value:
-                return v
+        choices = [v for v in schema["enum"] if v != value]
+        preferred = [v for v in choices if v not in avoid]
+        if preferred or choices:
+            return (preferred or choices)[0]
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):

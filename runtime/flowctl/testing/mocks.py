@@ -11,9 +11,10 @@ answers all three kinds of call of a contract:
   false once the call was compensated.
 * ``compensate`` — records the tool id in :attr:`MockTools.compensated`.
 
-A tool the case does not mock, or a list of entries that runs out, raises :class:`MockProblem`,
-a ``BaseException`` so it is not mistaken for a tool error by the flow's handlers: the run stops
-and the case reports what was missing.
+A tool the case does not mock, or a list of entries that runs out, raises :class:`MockProblem`
+and remembers it (:attr:`MockTools.problem`, with the number of states entered by then): whether
+the engine lets it through or treats it as a crashed tool, the case reports what was missing, not
+the path the flow's handlers took afterwards.
 """
 from __future__ import annotations
 
@@ -60,8 +61,11 @@ def make_error(name: str, message: str | None = None) -> BaseException:
 
 
 class MockTools:
-    def __init__(self, mocks: dict):
+    def __init__(self, mocks: dict, seen: list | None = None):
         self.mocks = mocks                    # tool id -> [MockEntry]
+        self.seen = seen                      # the run's events so far (the engine's listener fills it)
+        self.problem: MockProblem | None = None
+        self.problem_steps: int | None = None  # states entered when the problem arose
         self.used: dict = {}                  # (tool, entry index) -> times used
         self.counts: dict = {}                # tool id -> calls so far
         self.calls: list = []                 # [{tool, state, attempt, input, entry}]
@@ -81,7 +85,14 @@ class MockTools:
 
     # ------------------------------------------------------------------------------ the calls
     def _invoke(self, contract, tool_input, call):
-        entry = self.pick(contract, tool_input, call)
+        try:
+            entry = self.pick(contract, tool_input, call)
+        except MockProblem as exc:
+            if self.problem is None:
+                self.problem = exc
+                if self.seen is not None:
+                    self.problem_steps = sum(1 for e in self.seen if e["type"] == "state_entered")
+            raise
         self._answered[(contract.id, getattr(call, "idempotency_key", None))] = entry
         if entry.error:
             raise make_error(entry.error, entry.message)

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audit import REDACTED
 from .cases import Case
 from .mocks import MockProblem, MockTools
 
@@ -47,10 +48,9 @@ class CaseResult:
         return self.status == PASSED
 
     def report(self) -> str:
-        """The failure as text: the problems, then the path diff."""
-        lines = list(self.problems)
-        if self.diff:
-            lines.append(self.diff)
+        """The failure as text: the path diff, then the other problems."""
+        lines = [self.diff] if self.diff else []
+        lines.extend(self.problems)
         return "\n".join(lines)
 
 
@@ -73,9 +73,9 @@ def run_case(project, case: Case) -> CaseResult:
     started = time.perf_counter()
     clock = FakeClock()
     t0 = clock.time()
-    mocks = MockTools(case.mocks)
-    store = MemoryStore()
     seen: list = []
+    mocks = MockTools(case.mocks, seen)
+    store = MemoryStore()
     engine = Engine(project, store, clock=clock, max_inline_wait=float("inf"), check=False,
                     tool_resolver=mocks.resolve, listener=seen.append)
     result = CaseResult(case, ERROR)
@@ -117,6 +117,12 @@ def run_case(project, case: Case) -> CaseResult:
         where = case.where("input") if "input" in str(exc) else case.file
         problems.append(f"{where}: the run could not start or continue: {exc.message or exc}"
                         + (f"\n    hint: {exc.hint}" if getattr(exc, "hint", "") else ""))
+    if mocks.problem is not None and run is not None:  # the engine handled it as a crashed tool: still the case's fault
+        run = None
+        problems.append(f"mock problem: {mocks.problem.message}"
+                        + (f"\n    hint: {mocks.problem.hint}" if mocks.problem.hint else ""))
+        if mocks.problem_steps is not None:
+            seen = _events_until(seen, mocks.problem_steps)
     result.events = seen
     result.calls = mocks.calls
     result.compensated = list(mocks.compensated)
@@ -138,6 +144,18 @@ def run_case(project, case: Case) -> CaseResult:
     result.problems = problems
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _events_until(events, states: int) -> list:
+    """The events up to (not including) the ``states + 1``-th state entered."""
+    out, count = [], 0
+    for ev in events:
+        if ev["type"] == "state_entered":
+            count += 1
+            if count > states:
+                break
+        out.append(ev)
+    return out
 
 
 def compare(case: Case, result: CaseResult) -> list:
@@ -268,7 +286,11 @@ def explain(events, index: int) -> list:
         elif t == "review_timed_out":
             out.append("the review timed out (on_timeout)")
         elif t == "transition_taken":
-            out.append(f"took the transition to '{d.get('to')}':")
+            to = d.get("to")
+            if to == REDACTED:  # a field named `to` is sensitive in this flow; the next step says where
+                after = events_of_step(events, index + 1)
+                to = after[0]["state"] if after else to
+            out.append(f"took the transition to '{to}':")
             for c in d.get("conditions") or ():
                 cond = c.get("when") or "(default)"
                 out.append(f"    {cond}  →  {json.dumps(c.get('result'))}")

@@ -1,0 +1,113 @@
+"""Contract tests: invoke → verify → compensate → verify again, against the real tool in its
+sandbox (issue 7)."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import flowctl
+from flowctl.testing.contract_tests import FAILED, PASSED, SKIPPED, find_sandbox, run_contract_tests
+from testingkit import TOOLS, pay_contract, project
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def results(tmp_path, name="p", **overrides):
+    root = project(tmp_path, name=name, **overrides)
+    proj = flowctl.load_project(root)
+    return proj, run_contract_tests(proj)
+
+
+def test_a_tool_that_verifies_and_undoes_passes_every_step(tmp_path):
+    proj, out = results(tmp_path)
+    (r,) = out  # lookup is read-only without examples: not listed
+    assert r.status == PASSED, r.report()
+    assert r.sandbox == "tk:flowctl_sandbox"
+    assert [s[0] for s in r.steps] == ["invoke", "verify after invoke is true", "compensate",
+                                        "verify after compensate is false", "compensate again (idempotent)"]
+    from flowctl.tools import resolve
+
+    ledger = resolve("tk:LEDGER", str(proj.orchestration / "tools"))
+    assert ledger[:3] == [("sandbox", "pay"), ("pay", "X-1"), ("undo", "X-1")]
+
+
+def test_a_compensate_that_does_not_undo_is_caught(tmp_path):
+    _, (r,) = results(tmp_path, **{"contracts/pay.v1.0.0.yaml": pay_contract(compensate="tk:undo_pay_noop")})
+    assert r.status == FAILED
+    failed = [s for s in r.steps if not s[1]]
+    assert failed == [("verify after compensate is false", False,
+                       "verify still says the effect happened: tk:undo_pay_noop does not undo tk:pay")]
+    assert "orchestration/contracts/pay.v1.0.0.yaml:" in r.message  # where the example is
+
+
+def test_a_compensate_that_is_not_idempotent_is_caught(tmp_path):
+    _, (r,) = results(tmp_path, **{"contracts/pay.v1.0.0.yaml": pay_contract(compensate="tk:undo_pay_once")})
+    assert r.status == FAILED
+    assert r.steps[-1] == ("compensate again (idempotent)", False, "RuntimeError: nothing to undo")
+
+
+def test_a_verify_that_says_no_after_the_call_is_caught(tmp_path):
+    tools = TOOLS + "\ndef verify_never(input, output, call):\n    return False\n"
+    _, (r,) = results(tmp_path, **{"contracts/pay.v1.0.0.yaml": pay_contract(verify="tk:verify_never"),
+                                   "tools/tk.py": tools})
+    assert r.status == FAILED and r.steps[-1][0] == "verify after invoke"
+
+
+def test_output_and_input_of_the_example_are_checked(tmp_path):
+    contract = pay_contract().replace("output: {payment: P-X-1}", "output: {payment: P-OTHER}")
+    _, (r,) = results(tmp_path, **{"contracts/pay.v1.0.0.yaml": contract})
+    assert r.status == FAILED
+    assert r.steps[-1] == ("output contains the example's output", False,
+                           'output.payment: expected "P-OTHER", got "P-X-1"')
+    contract = pay_contract().replace("output_schema:\n", "input_schema: {type: object, required: [id, currency]}\noutput_schema:\n")
+    _, (r,) = results(tmp_path, name="q", **{"contracts/pay.v1.0.0.yaml": contract})
+    assert r.status == FAILED and r.steps[0][0] == "example input matches input_schema"
+
+
+def test_without_a_sandbox_a_side_effecting_tool_is_skipped_not_run(tmp_path):
+    tools = TOOLS.replace("def flowctl_sandbox", "def not_a_sandbox")
+    proj, (r,) = results(tmp_path, **{"tools/tk.py": tools})
+    assert r.status == SKIPPED and "declare no sandbox" in r.message
+    assert find_sandbox(proj.contracts["pay"][0], str(proj.orchestration / "tools")) is None
+    from flowctl.tools import resolve
+
+    assert resolve("tk:LEDGER", str(proj.orchestration / "tools")) == []  # never called
+
+
+def test_a_side_effecting_contract_without_examples_is_listed_as_skipped(tmp_path):
+    _, (r,) = results(tmp_path, **{"contracts/pay.v1.0.0.yaml": pay_contract(examples=False)})
+    assert r.status == SKIPPED and "no examples" in r.message
+
+
+def test_the_shipped_contracts_pass_in_a_temporary_shop_database(tmp_path, monkeypatch):
+    working = tmp_path / "working.db"
+    monkeypatch.setenv("FLOWCTL_SHOP_DB", str(working))
+    proj = flowctl.load_project(REPO)
+    out = run_contract_tests(proj)
+    assert {r.status for r in out} == {PASSED}, [r.report() for r in out]
+    tested = {r.contract.id for r in out}
+    assert {"refund_payment", "send_email"} <= tested
+    assert all(r.sandbox == "shop_tools.sandbox:flowctl_sandbox" for r in out)
+    refund = next(r for r in out if r.contract.id == "refund_payment")
+    assert [s[0] for s in refund.steps][-1] == "compensate again (idempotent)"
+    import os
+
+    assert os.environ["FLOWCTL_SHOP_DB"] == str(working)  # restored
+    assert not working.exists()  # the working database was never touched
+
+
+def test_the_shop_sandbox_is_a_fresh_copy_each_time(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(REPO / "orchestration" / "tools"))
+    try:
+        from shop_tools.sandbox import flowctl_sandbox
+    finally:
+        sys.path.remove(str(REPO / "orchestration" / "tools"))
+    with flowctl_sandbox(None) as first:
+        with sqlite3.connect(first) as conn:
+            conn.execute("UPDATE payments SET status = 'refunded'")
+    with flowctl_sandbox(None) as second:
+        with sqlite3.connect(second) as conn:
+            assert {r[0] for r in conn.execute("SELECT status FROM payments")} == {"captured"}
+    assert not Path(first).exists() and not Path(second).exists()

@@ -1,0 +1,163 @@
+"""Replay: recorded runs re-run under another definition with recorded tool outputs (issue 7)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+import flowctl
+from flowctl.clock import FakeClock
+from flowctl.store import open_store
+from flowctl.testing.replay import load_recording, replay
+from testingkit import FLOW, project
+
+
+def tk(root):
+    from flowctl.tools import resolve
+
+    folder = str(root / "orchestration" / "tools")
+    return resolve("tk:LEDGER", folder), resolve("tk:LOOKUPS", folder)
+
+
+def record(root, lookups, *, decision=None):
+    """Run flow f for real (tk tools) into the project's store; return (store, run id)."""
+    (root / ".flowctl").mkdir(exist_ok=True)
+    store = open_store(f"sqlite:///{root}/.flowctl/flowctl.db")
+    ledger, scripted = tk(root)
+    scripted.clear()
+    scripted["X-1"] = list(lookups)
+    engine = flowctl.Engine(flowctl.load_project(root), store, clock=FakeClock(), max_inline_wait=1e9)
+    result = engine.run("f", {"id": "X-1"})
+    if decision:
+        result = engine.resume(result.run_id, token=result.review["token"], decision=decision, by="alice")
+    return store, result
+
+
+def changed(tmp_path, root, old, new, name="changed"):
+    other = tmp_path / name
+    shutil.copytree(root / "orchestration", other / "orchestration")
+    flow = other / "orchestration" / "transitions" / "f.yaml"
+    text = flow.read_text()
+    assert old in text
+    flow.write_text(text.replace(old, new))
+    return flowctl.load_project(other)
+
+
+def test_under_the_same_definition_the_path_and_context_are_the_same_and_no_tool_is_called(tmp_path):
+    root = project(tmp_path)
+    store, run = record(root, [{"status": "ok", "amount": 10}])
+    assert run.status == "succeeded"
+    ledger, _ = tk(root)
+    calls = len(ledger)
+    result = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert not result.diverged, result.text()
+    assert result.replayed_path == ["lookup", "pay", "done"] and result.replayed_status == "succeeded"
+    assert result.notes == []  # uuid() and now() came back as recorded: the context is identical
+    recorded = store.get_run(run.run_id)["cursor"]["context"]
+    assert result.context == recorded and result.context["stamp"] and result.context["at"]
+    assert len(ledger) == calls  # nothing real was called
+    assert "same path and outcome under the working tree" in result.text()
+
+
+def test_a_condition_change_makes_the_replay_diverge_at_the_first_different_step(tmp_path):
+    root = project(tmp_path)
+    store, run = record(root, [{"status": "unsure", "amount": 10}], decision="approve")
+    assert run.path == ["lookup", "review_it", "pay", "done"]
+    other = changed(tmp_path, root, "when: \"response.status == 'unsure'\"", "when: \"response.amount > `100`\"")
+    result = replay(load_recording(store, run.run_id), other, "changed/")
+    assert result.diverged and result.step == 2
+    assert result.replayed_path == ["lookup", "rejected"] and result.replayed_status == "failed"
+    text = result.text()
+    assert "diverges at step 2: recorded 'review_it', replayed 'rejected'" in text
+    assert "recorded at 'lookup' (step 1): took the transition to 'review_it':" in text
+    assert "response.status == 'unsure'  →  true" in text
+    assert "replayed at 'lookup' (step 1): took the transition to 'rejected':" in text
+    assert "response.amount > `100`  →  false" in text
+
+
+def test_recorded_review_decisions_and_errors_are_replayed(tmp_path):
+    root = project(tmp_path)
+    unavailable = flowctl.ToolUnavailable("down")
+    store, run = record(root, [unavailable, {"status": "unsure", "amount": 3}], decision="reject")
+    assert run.path == ["lookup", "review_it", "rejected"]
+    result = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert not result.diverged, result.text()
+    # the same run under a definition that no longer retries: the recorded ToolUnavailable now fails it
+    other = changed(tmp_path, root, "  - errors: [OSError]\n", "  - errors: [ToolUnavailable]\n    goto: failed\n  - errors: [OSError]\n")
+    state = other.root / "orchestration" / "states" / "lookup.yaml"
+    state.write_text(state.read_text().replace("max_attempts: 3", "max_attempts: 1"))
+    result = replay(load_recording(store, run.run_id), flowctl.load_project(other.root), "no retry")
+    assert result.step == 2 and result.replayed_path == ["lookup", "failed"]
+    assert "ToolUnavailable was caught by the flow's on_error[0]" in result.text()
+
+
+def test_a_definition_that_calls_more_tools_than_recorded_stops_the_replay(tmp_path):
+    root = project(tmp_path)
+    store, run = record(root, [{"status": "missing"}])
+    assert run.path == ["lookup", "rejected"]
+    other = changed(tmp_path, root, "  - from: lookup\n    to: rejected\n", "  - from: lookup\n    to: pay\n")
+    result = replay(load_recording(store, run.run_id), other, "changed/")
+    assert result.diverged and result.step == 2
+    assert result.replayed_path == ["lookup", "pay"]
+    assert result.stopped == "'pay' calls pay, but the recorded run has no further pay call to take its outcome from"
+
+
+def test_a_flow_missing_from_the_definition_diverges_at_once(tmp_path):
+    root = project(tmp_path)
+    store, run = record(root, [{"status": "missing"}])
+    other = changed(tmp_path, root, "flow: f\n", "flow: g\n")
+    (other.root / "orchestration" / "transitions" / "f.yaml").rename(other.root / "orchestration" / "transitions" / "g.yaml")
+    result = replay(load_recording(store, run.run_id), flowctl.load_project(other.root), "g only")
+    assert result.step == 1 and result.reason == ["the flow 'f' is not in g only"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_replay_under_a_git_revision_from_the_command_line(tmp_path, run_flowctl):
+    root = project(tmp_path)
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                       env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                            "GIT_COMMITTER_EMAIL": "t@x", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+
+    git("init", "-q")
+    git("add", "orchestration")
+    git("commit", "-q", "-m", "original")
+    store, run = record(root, [{"status": "ok", "amount": 10}])
+    store.close()
+    flow = root / "orchestration" / "transitions" / "f.yaml"
+    flow.write_text(FLOW.lstrip("\n").replace("when: \"response.status == 'ok'\"", "when: \"response.amount > `50`\""))
+    git("commit", "-q", "-am", "pay only large amounts")
+
+    same = run_flowctl(["replay", run.run_id[:10], "--definition", "HEAD~1"], root)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "same path and outcome under HEAD~1" in same.stdout
+    moved = run_flowctl(["replay", run.run_id, "--definition", "HEAD"], root)
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    assert "diverges at step 2: recorded 'pay', replayed 'rejected'" in moved.stdout
+    working = run_flowctl(["replay", run.run_id, "--format", "json"], root)
+    import json
+
+    data = json.loads(working.stdout)
+    assert working.returncode == 1 and data["diverged"] and data["step"] == 2
+    missing = run_flowctl(["replay", "ffffffffffff"], root)
+    assert missing.returncode == 2 and "no run 'ffffffffffff'" in missing.stderr
+    bad = run_flowctl(["replay", run.run_id, "--definition", "no-such-rev"], root)
+    assert bad.returncode == 2 and "neither a git revision nor a folder" in bad.stderr
+
+
+def test_diff_replay_lists_the_recorded_runs_that_would_take_another_path(tmp_path, run_flowctl):
+    root = project(tmp_path)
+    store, ok_run = record(root, [{"status": "ok", "amount": 10}])
+    store, missing_run = record(root, [{"status": "missing"}])
+    store.close()
+    changed(tmp_path, root, "when: \"response.status == 'ok'\"", "when: \"response.amount > `50`\"")
+    out = run_flowctl(["diff", str(root), str(tmp_path / "changed"), "--replay", "5"], root)
+    assert out.returncode == 0, out.stderr
+    assert "replay of the last 5 recorded runs under " in out.stdout
+    assert "1 of 2 would take a different path" in out.stdout
+    assert f"~ {ok_run.run_id[:12]} f (succeeded): diverges at step 2: recorded pay, replayed rejected" in out.stdout
+    assert f"= {missing_run.run_id[:12]} f: same path" in out.stdout
+    md = run_flowctl(["diff", str(root), str(tmp_path / "changed"), "--replay", "5", "--format", "markdown"], root)
+    assert "### Replay of recorded runs" in md.stdout and "| `" + ok_run.run_id[:12] + "` | f | succeeded | step 2 |" in md.stdout
