@@ -145,12 +145,16 @@ def test_cancel_compensates_a_paused_run_newest_first(tmp_path):
 
 def test_sensitive_fields_are_redacted_in_every_event(tmp_path):
     files = dict(UNICODE_FLOW)
-    files["contracts/echo.v1.0.0.yaml"] = "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\nsensitive: [card_number, name]\n"
+    files["contracts/echo.v1.0.0.yaml"] = "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\nsensitive: [card_number, name, to]\n"
     root = build(tmp_path, files, TOOLS)
     h = Harness(root, store=sqlite_store(tmp_path))
     result = h.run(input={"name": "Zoë Secret"})
     assert result.output == {"echo": {"name": "Zoë Secret"}}  # the run itself sees real values
-    assert "Zoë Secret" not in str(h.store.events(result.run_id))  # the audit log never does
+    events = h.store.events(result.run_id)
+    assert "Zoë Secret" not in str(events)  # the audit log never does
+    # engine fields named like a sensitive field ("to", the next state) stay readable
+    taken = [e for e in events if e["type"] == "transition_taken"]
+    assert taken and taken[0]["data"]["to"] == "done"
 
 
 def test_read_only_commands_never_create_a_store(tmp_path):

@@ -225,6 +225,7 @@ def _live_owner(owner, me):
 
 
 _SENSITIVE: dict = {}
+_PAYLOAD_KEYS = frozenset({"input", "output", "raw", "show", "params", "data", "pending", "error"})
 
 
 def _sensitive_fields(project, flow) -> frozenset:
@@ -289,8 +290,9 @@ class Runner:
         raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note."""
         seq = self.last_seq + len(self.events) + 1
         prev = self.events[-1]["hash"] if self.events else self.last_hash
-        if self.sensitive:
-            data = redact(data, self.sensitive)
+        if self.sensitive:  # payloads only: engine fields such as "to" (the next state) stay readable
+            for key in _PAYLOAD_KEYS.intersection(data):
+                data[key] = None if key == "raw" else redact(data[key], self.sensitive)
         data_json = encode_data(data)
         if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
             size = len(data_json.encode())
