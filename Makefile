@@ -37,10 +37,15 @@ $(MERMAID_DIR)/node_modules/mermaid:
 
 test: install $(MERMAID_DIR)/node_modules/mermaid
 	FLOWCTL_MERMAID_DIR=$(abspath $(MERMAID_DIR)) $(BIN)/python -m pytest -q
+	$(FLOWCTL) test --min-coverage 100
+	$(FLOWCTL) test --contracts
 
+# The comparative benchmarks of issue 8 (about 10 minutes on 2 cores): installs the peers
+# (transitions, python-statemachine, DBOS) as the `bench` extra, then writes
+# benchmarks/results/latest.json and BENCHMARKS.md. BENCH_ARGS=--quick for a smoke test.
 bench: install
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 lint: install
 	$(FLOWCTL) validate --strict

@@ -24,7 +24,7 @@ def record(root, lookups, *, decision=None):
     """Run flow f for real (tk tools) into the project's store; return (store, run id)."""
     (root / ".flowctl").mkdir(exist_ok=True)
     store = open_store(f"sqlite:///{root}/.flowctl/flowctl.db")
-    ledger, scripted = tk(root)
+    _, scripted = tk(root)
     scripted.clear()
     scripted["X-1"] = list(lookups)
     engine = flowctl.Engine(flowctl.load_project(root), store, clock=FakeClock(), max_inline_wait=1e9)

@@ -160,23 +160,32 @@ def exercised(project, flow, events) -> set:
 
 
 def compute(project, flows, results) -> dict:
-    """``{flow id: FlowCoverage}`` from case results (:class:`~flowctl.testing.runner.CaseResult`)."""
+    """``{flow id: FlowCoverage}`` from case results (:class:`~flowctl.testing.runner.CaseResult`).
+
+    A case covers its own flow and, through the child runs it started (parallel, map, subflow
+    states), those runs' flows too; ``cases`` counts the cases written for the flow itself."""
     out = {}
     for flow_id in flows:
-        flow = project.flows.get(flow_id)
-        if flow is None:
-            continue
-        cov = FlowCoverage(flow_id, items_of(project, flow))
-        for r in results:
-            if r.case.flow != flow_id:
+        if flow_id in project.flows:
+            out[flow_id] = FlowCoverage(flow_id, items_of(project, project.flows[flow_id]))
+    for r in results:
+        if r.case.flow in out:
+            out[r.case.flow].cases += 1
+        runs: dict = {}
+        flow_of: dict = {}
+        for ev in r.events:
+            runs.setdefault(ev.get("run_id"), []).append(ev)
+            if ev["type"] == "run_started":
+                flow_of[ev.get("run_id")] = (ev.get("data") or {}).get("flow")
+        for run_id, events in runs.items():
+            cov = out.get(flow_of.get(run_id) or r.case.flow)
+            if cov is None:
                 continue
-            cov.cases += 1
-            keys = exercised(project, flow, r.events)
+            keys = exercised(project, project.flows[cov.flow], events)
             for items in cov.items.values():
                 for item in items:
-                    if item.key in keys:
+                    if item.key in keys and r.case.name not in item.covered_by:
                         item.covered_by.append(r.case.name)
-        out[flow_id] = cov
     return out
 
 
@@ -309,6 +318,7 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
     tool_calls: dict = {}
     path = list(route)
     last_task = None
+    tool_ref_of: dict = {}   # tool id -> the reference a state uses (for its contract's schema)
 
     def base_output(tool):
         if base is not None:
@@ -317,8 +327,6 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
                     return copy.deepcopy(entry.output)
         contract = project.resolve_tool(tool_ref_of.get(tool, tool))
         return sample((contract.output_schema if contract else None) or {"type": "object"})
-
-    tool_ref_of: dict = {}
 
     def add_mock(state_id, entry):
         state = project.states[state_id]
@@ -375,8 +383,8 @@ def _skeleton(project, flow, route, hops, item, source, cases) -> Suggestion:
             if h is not None and h.fallback:
                 fb = project.resolve_tool(h.fallback)
                 if fb is not None:
-                    mocks.setdefault(fb.id, []).append({"output": base_output(fb.id) if fb.id in (base.case.mocks if base else {})
-                                                        else sample(fb.output_schema or {"type": "object"})})
+                    tool_ref_of.setdefault(fb.id, h.fallback)
+                    mocks.setdefault(fb.id, []).append({"output": base_output(fb.id)})
                     notes.append(f"the fallback {fb.id}'s output becomes the response of '{source}': its transitions decide "
                                  "where the run goes; complete expect.path")
             if name == "PolicyDenied":
@@ -447,7 +455,7 @@ def _first_error(errors) -> str:
 
 
 def _error_for(project, flow, state, hop) -> str:
-    dst, kind, doc, path = hop
+    _dst, kind, _doc, path = hop
     handlers = state.on_error if kind == "error" else flow.on_error
     for h in handlers:
         if tuple(h.path) + ("goto",) == tuple(path):

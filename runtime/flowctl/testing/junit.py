@@ -20,7 +20,7 @@ def build(case_results=(), contract_results=(), coverages=None) -> ET.ElementTre
         tc = ET.SubElement(suite, "testcase", classname=f"flowctl.{r.case.flow}", name=r.case.name,
                            file=r.case.file, time=f"{r.seconds:.3f}")
         if r.status == FAILED:
-            first = (r.problems or [r.diff.splitlines()[0] if r.diff else "failed"])[0]
+            first = r.diff.splitlines()[0] if r.diff else (r.problems or ["failed"])[0]
             ET.SubElement(tc, "failure", message=_clean(first.splitlines()[0]), type="GoldenPathMismatch").text = \
                 _clean(r.report())
         elif r.status == ERROR:

@@ -12,7 +12,7 @@ answers all three kinds of call of a contract:
 * ``compensate`` — records the tool id in :attr:`MockTools.compensated`.
 
 A tool the case does not mock, or a list of entries that runs out, raises :class:`MockProblem`
-and remembers it (:attr:`MockTools.problem`, with the number of states entered by then): whether
+and remembers it (:attr:`MockTools.problem`, with the number of events recorded by then): whether
 the engine lets it through or treats it as a crashed tool, the case reports what was missing, not
 the path the flow's handlers took afterwards.
 """
@@ -65,7 +65,7 @@ class MockTools:
         self.mocks = mocks                    # tool id -> [MockEntry]
         self.seen = seen                      # the run's events so far (the engine's listener fills it)
         self.problem: MockProblem | None = None
-        self.problem_steps: int | None = None  # states entered when the problem arose
+        self.problem_steps: int | None = None  # how many events the run had recorded when it arose
         self.used: dict = {}                  # (tool, entry index) -> times used
         self.counts: dict = {}                # tool id -> calls so far
         self.calls: list = []                 # [{tool, state, attempt, input, entry}]
@@ -91,7 +91,7 @@ class MockTools:
             if self.problem is None:
                 self.problem = exc
                 if self.seen is not None:
-                    self.problem_steps = sum(1 for e in self.seen if e["type"] == "state_entered")
+                    self.problem_steps = len(self.seen)  # the events recorded before it
             raise
         self._answered[(contract.id, getattr(call, "idempotency_key", None))] = entry
         if entry.error:
@@ -141,7 +141,7 @@ class MockTools:
                     break
         if chosen is None:
             ordered = sum(e.times for e in entries if e.when is None)
-            why = (f"its {ordered} mocked call{'s' * (ordered != 1)} in call order are used up" if ordered
+            why = (f"its {ordered} mocked call{'s are' if ordered != 1 else ' is'} used up (in call order)" if ordered
                    else "no entry's when holds")
             raise MockProblem(f"call {n} of {tool} (state '{state}', attempt {scope['call']['attempt']}, "
                               f"input {_short(tool_input)}): {why}",

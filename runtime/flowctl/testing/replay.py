@@ -98,7 +98,7 @@ class RecordedTools:
     def __init__(self, rec: Recording, sensitive=frozenset(), seen: list | None = None):
         self.seen = seen
         self.stop: ReplayStop | None = None
-        self.stop_steps: int | None = None
+        self.stop_steps: int | None = None   # events recorded before the stop
         self.queues = {tool: list(items) for tool, items in rec.outcomes.items()}
         self.run_input = rec.row.get("input")
         self.sensitive = sensitive
@@ -125,7 +125,7 @@ class RecordedTools:
             if self.stop is None:
                 self.stop = stop
                 if self.seen is not None:
-                    self.stop_steps = sum(1 for e in self.seen if e["type"] == "state_entered")
+                    self.stop_steps = len(self.seen)  # the events recorded before it
             raise stop
         outcome = queue.pop(0)
         shown = redact(tool_input, self.sensitive)
@@ -327,9 +327,10 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         result.stopped = str(tools.stop)
         run = None
         if tools.stop_steps is not None:
-            from .runner import _events_until
+            seen = seen[:tools.stop_steps]
+    from .runner import own_events
 
-            seen = _events_until(seen, tools.stop_steps)
+    seen = own_events(seen)  # child runs' events (parallel, map, subflow) are not the recorded run's
     result.replayed_path = [e["state"] for e in seen if e["type"] == "state_entered"]
     if run is not None:
         result.replayed_status = run.status

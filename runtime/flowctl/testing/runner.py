@@ -48,10 +48,12 @@ class CaseResult:
         return self.status == PASSED
 
     def report(self) -> str:
-        """The failure as text: the path diff, then the other problems."""
-        lines = [self.diff] if self.diff else []
-        lines.extend(self.problems)
-        return "\n".join(lines)
+        """The failure as text: the path diff, then the other problems (for a case that could not run,
+        why it could not first)."""
+        diff = [self.diff] if self.diff else []
+        if self.status == ERROR:  # the case could not run to its end: say why first
+            return "\n".join(list(self.problems) + diff)
+        return "\n".join(diff + list(self.problems))
 
 
 def run_cases(project, cases, *, on_result=None) -> list[CaseResult]:
@@ -122,12 +124,12 @@ def run_case(project, case: Case) -> CaseResult:
         problems.append(f"mock problem: {mocks.problem.message}"
                         + (f"\n    hint: {mocks.problem.hint}" if mocks.problem.hint else ""))
         if mocks.problem_steps is not None:
-            seen = _events_until(seen, mocks.problem_steps)
+            seen = seen[:mocks.problem_steps]
     result.events = seen
     result.calls = mocks.calls
     result.compensated = list(mocks.compensated)
     result.fake_seconds = clock.time() - t0
-    result.path = [e["state"] for e in seen if e["type"] == "state_entered"]
+    result.path = [e["state"] for e in own_events(seen) if e["type"] == "state_entered"]
     if run is not None:
         row = store.get_run(run.run_id)
         result.path = list(run.path)
@@ -137,25 +139,15 @@ def run_case(project, case: Case) -> CaseResult:
         result.context = (row.get("cursor") or {}).get("context") or {}
         problems.extend(compare(case, result))
         result.status = PASSED if not problems and not result.diff else FAILED
-    else:
-        expected = case.expect.path
-        if expected is not None and expected != result.path:
-            result.diff = path_diff(expected, result.path, seen)
     result.problems = problems
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _events_until(events, states: int) -> list:
-    """The events up to (not including) the ``states + 1``-th state entered."""
-    out, count = [], 0
-    for ev in events:
-        if ev["type"] == "state_entered":
-            count += 1
-            if count > states:
-                break
-        out.append(ev)
-    return out
+def own_events(events) -> list:
+    """The events of the case's own run (the first run started), without its child runs'."""
+    first = events[0].get("run_id") if events else None
+    return [e for e in events if e.get("run_id") == first]
 
 
 def compare(case: Case, result: CaseResult) -> list:
@@ -163,12 +155,12 @@ def compare(case: Case, result: CaseResult) -> list:
     x = case.expect
     out = []
     if x.path is not None and x.path != result.path:
-        result.diff = path_diff(x.path, result.path, result.events)
+        result.diff = path_diff(x.path, result.path, own_events(result.events))
     if x.status and x.status != result.run_status:
         why = ""
         if result.run_error:
             e = result.run_error
-            why = f" with {e.get('type')} at '{e.get('state')}': {e.get('message')}"
+            why = f" with {e.get('type')} at '{e.get('state')}'" + (f": {e['message']}" if e.get("message") else "")
         elif result.run_status == "paused":
             why = " (paused for a review the case gives no decision for: add it under reviews)"
         out.append(f"status: expected {x.status}, got {result.run_status}{why}")
@@ -321,4 +313,4 @@ def events_of_step(events, step: int) -> list:
 
 
 __all__ = ["CaseResult", "run_case", "run_cases", "compare", "subset_problems", "same", "path_diff", "explain",
-           "first_difference", "events_of_step", "PASSED", "FAILED", "ERROR"]
+           "first_difference", "events_of_step", "own_events", "PASSED", "FAILED", "ERROR"]
