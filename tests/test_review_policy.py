@@ -221,3 +221,17 @@ def test_review_timeout_as_an_expression(tmp_path):
     h.clock.advance(61)
     (result,) = h.engine.recover()
     assert result.path[-1] == "timed_out"
+
+
+def test_remind_after_notifies_again_with_a_new_token(tmp_path):
+    files = dict(REVIEW_FLOW)
+    files["states/approve_refund.yaml"] = files["states/approve_refund.yaml"].replace("timeout: 2h", "timeout: 2h\nremind_after: 30m")
+    h = Harness(build(tmp_path, files, TOOLS), store=sqlite_store(tmp_path))
+    paused = h.run(input={"amount": 1})
+    h.clock.advance(31 * 60)
+    assert h.engine.fire_due_reviews() == []  # not timed out yet; reminded instead
+    notes = [x for x in h.ledger() if x[0] == "notify"]
+    assert len(notes) == 2 and notes[1][2] != paused.review["token"]
+    assert h.engine.resume(paused.run_id, token=notes[1][2], decision="approve").status == "succeeded"
+    h.clock.advance(3 * 3600)
+    assert h.engine.fire_due_reviews() == []  # nothing left to fire

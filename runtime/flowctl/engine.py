@@ -124,6 +124,12 @@ class Engine:
 
         return runner.recover(self)
 
+    def fire_due_reviews(self) -> list:
+        """Fire review timeouts and reminders that came due while no process was running."""
+        from . import runner
+
+        return runner.fire_due_reviews(self)
+
     def reissue_token(self, run_id: str, *, by: str | None = None) -> str:
         """A new one-time token for a run paused for review (the old one stops working); for when
         the printed or notified token was lost. Raises :class:`UsageError` if no review is pending."""

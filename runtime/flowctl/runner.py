@@ -150,8 +150,14 @@ def recover(engine) -> list:
         if row["status"] == "waiting" and (row.get("available_at") or 0) > now + engine.max_inline_wait:
             continue
         if row["status"] == "paused":
-            deadline = ((row.get("cursor") or {}).get("pending") or {}).get("deadline")
+            pending = (row.get("cursor") or {}).get("pending") or {}
+            deadline = pending.get("deadline")
             if deadline is None or deadline > now:
+                if pending.get("remind_at") and pending["remind_at"] <= now and not pending.get("reminded"):
+                    try:
+                        remind(engine, row)
+                    except FlowctlError:
+                        pass
                 continue
         try:
             results.append(resume(engine, row))
@@ -184,6 +190,43 @@ def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
     err = {"type": "Cancelled", "code": "CANCELLED", "message": f"cancelled by {by or 'a user'}", "state": runner.cursor["state"]}
     runner.commit(status="cancelled", error=err, available_at=None)
     return runner.result()
+
+
+def fire_due_reviews(engine) -> list:
+    """Review timeouts and reminders that came due while no process ran (``flowctl run`` calls
+    this first, as do ``recover`` and workers)."""
+    now = engine.clock.time()
+    results = []
+    for row in engine.store.list_runs(status="paused", limit=0):
+        pending = (row.get("cursor") or {}).get("pending") or {}
+        if pending.get("deadline") is not None and pending["deadline"] <= now:
+            try:
+                results.append(resume(engine, row))
+            except FlowctlError:
+                pass
+        elif pending.get("remind_at") and pending["remind_at"] <= now and not pending.get("reminded"):
+            try:
+                remind(engine, row)
+            except FlowctlError:
+                pass
+    return results
+
+
+def remind(engine, row) -> None:
+    """``remind_after`` passed with no decision: call the review's ``notify`` tool again with a new
+    token (the old one stops working; only hashes are stored) and ``reminder: true``."""
+    project = engine.project_for(row["digest"])
+    runner = Runner(engine, project, project.flows[row["flow"]], row)
+    pending = runner.cursor["pending"]
+    state = project.states[pending["state"]]
+    token = secrets.token_urlsafe(24)
+    runner.cursor["pending"] = dict(pending, token_hash=_hash_token(token), reminded=True)
+    runner.emit("review_reminded", state.id)
+    if state.get("notify"):
+        task.notify(runner, state, state.get("notify"), {
+            "token": token, "run_id": runner.id, "show": pending.get("show"), "decisions": pending.get("decisions"),
+            "deadline": iso(pending["deadline"]) if pending.get("deadline") else None, "reminder": True})
+    runner.commit()
 
 
 def reissue_token(engine, row, by=None) -> str:
@@ -632,8 +675,10 @@ class Runner:
             deadline = self.clock.time() + float(seconds)
         else:
             deadline = self.clock.time() + parse_duration(timeout) if isinstance(timeout, str) else None
+        remind = state.get("remind_after")
         review = {"kind": "review", "state": state.id, "token_hash": _hash_token(token),
-                  "decisions": list(state.get("decisions") or []), "show": show, "deadline": deadline}
+                  "decisions": list(state.get("decisions") or []), "show": show, "deadline": deadline,
+                  "remind_at": self.clock.time() + parse_duration(remind) if isinstance(remind, str) else None}
         self.emit("review_requested", state.id, show=show, decisions=review["decisions"],
                   deadline=iso(deadline) if deadline else None)
         notify = state.get("notify")

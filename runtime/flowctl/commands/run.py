@@ -9,6 +9,7 @@ def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt)
     engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text")
     try:
         with tools_print_to_stderr(fmt):
+            engine.fire_due_reviews()  # timeouts that came due while nothing ran fire on the next run
             result = engine.run(flow, run_input, params=parse_params(params, params_file))
     finally:
         engine.store.close()
