@@ -68,7 +68,24 @@ def load_project(root: str | os.PathLike | None = None) -> Project:
 
 
 def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Project:
-    """Build a project from ``{"orchestration/states/x.yaml": b"...", ...}``."""
+    """Build a project from ``{"orchestration/states/x.yaml": b"...", ...}``.
+
+    The cyclic garbage collector is paused while loading: parsing allocates many small objects
+    that are all kept (no cycles are created; recursive aliases are refused), and repeated full
+    collections over the growing heap made large projects load in superlinear time.
+    """
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_files(files, root)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Project:
     states: dict = {}
     flows: dict = {}
     contracts: dict = {}
