@@ -182,7 +182,10 @@ def dbos_trial(url: str, transitions: int, pragmas: bool) -> float:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"DBOS child failed ({done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    if url.startswith("sqlite"):
+        assert out["journal_mode"] == ("wal" if pragmas else "delete"), out
+    return out["seconds"]
 
 
 # ----------------------------------------------------------------------------- the benchmark

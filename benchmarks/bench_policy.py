@@ -27,7 +27,9 @@ def run(n: int = 2000) -> dict:
     from flowctl.policy import Gate
     from flowctl.store import open_store
 
-    out = {}
+    import os
+
+    out = {"loadavg_before": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for rel, text in FILES.items():
@@ -49,7 +51,11 @@ def run(n: int = 2000) -> dict:
             q = statistics.quantiles(samples, n=100)
             out[name] = {"decisions": n, "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3}
             store.close()
+    out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     out["target_p99_under_1ms_memory"] = out["memory"]["p99_ms"] < 1.0
+    # Issue 5's target is for the decision in process (memory store); SQLite's is shown for reference.
+    out["targets"] = {"policy decision p99 < 1 ms (memory store)": {"value": out["memory"]["p99_ms"], "limit": 1.0,
+                                                                    "met": out["memory"]["p99_ms"] < 1.0}}
     return out
 
 

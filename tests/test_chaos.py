@@ -32,6 +32,7 @@ LEASE_S = 3.0
 STOP_S = LEASE_S + 3.0          # the SIGSTOPped worker sleeps past its lease
 BUDGET_S = 90 + RUNS * 0.45     # the whole chaos phase, at most
 SLOW_S = LEASE_S * 1.5          # a few tool calls outlast the lease: the heartbeat must keep them
+MIN_UP_S = 0.5                  # a restarted worker works this long before it may be killed again
 
 TOOLS = '''
 import os, random, threading, time
@@ -124,6 +125,7 @@ class Fleet:
         self.procs: list = [None] * WORKERS
         self.all: list = []
         self.kills = 0
+        self.startups: list = []  # seconds from spawn to worker_started (as seen by the chaos loop)
 
     def start(self, slot):
         log = open(self.logs / f"worker{slot}-{len(self.all)}.log", "w")
@@ -131,10 +133,22 @@ class Fleet:
                                  "--lease", f"{LEASE_S:g}s", "--poll", "1s", "--log-format", "json"],
                                 cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         proc.log_path = log.name
+        proc.spawned = time.monotonic()
         log.close()
         self.procs[slot] = proc
         self.all.append(proc)
         return proc
+
+    def is_up(self, slot, for_s=0.0):
+        """The worker in ``slot`` started (logged worker_started) at least ``for_s`` seconds ago."""
+        proc = self.procs[slot]
+        if getattr(proc, "up_since", None) is None:
+            with open(proc.log_path) as fh:
+                if '"worker_started"' in fh.read():
+                    proc.up_since = time.monotonic()
+                    self.startups.append(proc.up_since - proc.spawned)
+        since = getattr(proc, "up_since", None)
+        return since is not None and time.monotonic() - since >= for_s
 
     def kill_and_restart(self, slot):
         proc = self.procs[slot]
@@ -231,11 +245,14 @@ def test_chaos_workers_killed_and_stalled_lose_no_run_and_apply_no_effect_twice(
             if remaining == 0 and submitted_late and continued and time.monotonic() - stopped[2] > STOP_S + LEASE_S:
                 break
             if remaining:
-                candidates = [s for s in range(WORKERS) if stopped is None or continued or s != stopped[0]]
-                slot = rng.choice(candidates)
-                if not (stopped is not None and continued and fleet.procs[slot] is stopped[1]
-                        and time.monotonic() - stopped[2] < STOP_S + LEASE_S):
-                    fleet.kill_and_restart(slot)  # (the continued one is left alive a while: its refusals count)
+                # a worker that has been up a moment (not one still importing after its restart: on a
+                # small machine killing those would leave no worker alive long enough to finish a run);
+                # not the frozen one, nor the continued one for a lease after it woke (its refused writes count)
+                candidates = [s for s in range(WORKERS) if fleet.is_up(s, MIN_UP_S) and not (
+                    stopped is not None and fleet.procs[s] is stopped[1]
+                    and time.monotonic() - stopped[2] < STOP_S + LEASE_S)]
+                if candidates:
+                    fleet.kill_and_restart(rng.choice(candidates))
             time.sleep(rng.uniform(0.6, 1.4))
         else:
             pytest.fail("chaos loop ran out of rounds")
@@ -256,6 +273,14 @@ def test_chaos_workers_killed_and_stalled_lose_no_run_and_apply_no_effect_twice(
     assert set(applications) == expected and duplicates == 0, applications.most_common(3)
     invocations = db.execute("SELECT count(*) FROM chaos_invocations").fetchone()[0]
     assert db.execute("SELECT count(*) FROM chaos_undos").fetchone()[0] == 0
+    # and in the runs' own records: one succeeded step and one tool_succeeded event per state
+    twice = db.execute("""SELECT run_id, state, count(*) FROM flowctl_steps WHERE status = 'succeeded'
+                          GROUP BY run_id, state HAVING count(*) <> 1""").fetchall()
+    twice += db.execute("""SELECT run_id, state, count(*) FROM flowctl_events WHERE type = 'tool_succeeded'
+                           GROUP BY run_id, state HAVING count(*) <> 1""").fetchall()
+    assert twice == [], twice[:5]
+    recorded = db.execute("SELECT count(*) FROM flowctl_events WHERE type = 'tool_succeeded'").fetchone()[0]
+    assert recorded == 2 * len(run_ids)
 
     # ------------------------------------------------------------------ fencing
     stale = db.execute("SELECT run_id, seq, event_fence, run_fence FROM chaos_stale_writes").fetchall()
@@ -293,11 +318,14 @@ def test_chaos_workers_killed_and_stalled_lose_no_run_and_apply_no_effect_twice(
     assert all(code in (0, -signal.SIGTERM) for code in codes.values()), codes
     assert fleet.kills >= min(3, int(took // 2)), "the chaos loop really killed workers"
     summary = {"runs": len(run_ids), "seconds": round(took, 1), "runs_per_s": round(len(run_ids) / took, 1),
-               "sigkills": fleet.kills, "sigstop_s": STOP_S, "frozen_worker_runs": len(stopped[3]),
+               "sigkills": fleet.kills, "sigkills_per_s": round(fleet.kills / took, 2),
+               "worker_startup_s_median": round(sorted(fleet.startups)[len(fleet.startups) // 2], 1) if fleet.startups else None,
+               "sigstop_s": STOP_S, "frozen_worker_runs": len(stopped[3]),
                "frozen_worker_lease_losses": len(frozen_lost), "frozen_worker_commits_refused": len(frozen_refused),
                "stale_commits_refused": refused,
                "stale_writes_succeeded": len(stale), "claims": claims, "takeovers": takeovers,
-               "tool_invocations": invocations, "effects": len(effects), "duplicates": duplicates,
+               "tool_invocations": invocations, "reinvocations_same_key": invocations - len(expected),
+               "effects": len(effects), "duplicates": duplicates, "steps_recorded_twice": len(twice),
                "chains_verified": len(run_ids) - len(broken)}
     print("\nCHAOS " + json.dumps(summary))
     (tmp_path / "chaos-summary.json").write_text(json.dumps(summary, indent=2))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from flowctl.diagnostics import CODES, Diagnostic
 from flowctl.expressions import lint
 from flowctl.loader import FOLDERS, load_files
-from flowctl.validate import validate
+from flowctl.checks import validate
 from flowctl.yamlio import read_document
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

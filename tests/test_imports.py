@@ -67,9 +67,19 @@ def test_an_invalid_file_does_load_jsonschema_to_explain_itself(make_project):
     assert not set(found["loaded"]) & {"sqlalchemy", "networkx", "rich", "graphviz"}
 
 
-@pytest.mark.parametrize("module", ["flowctl", "flowctl.cli", "flowctl.validate", "flowctl.loader", "flowctl.report"])
+@pytest.mark.parametrize("module", ["flowctl", "flowctl.cli", "flowctl.checks", "flowctl.loader", "flowctl.report"])
 def test_modules_import_without_the_heavy_dependencies(module):
     code = f"import json, sys; import {module}; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert not set(json.loads(r.stdout)) & set(HEAVY)
+
+
+def test_flowctl_validate_stays_the_function_after_the_engine_ran(tmp_path):
+    import flowctl
+    from flowctl.store import MemoryStore
+    from helpers import MINIMAL, write_project
+
+    project = flowctl.load_project(write_project(tmp_path / "p", MINIMAL))
+    flowctl.Engine(project, MemoryStore()).run("flow", {})  # check=True imports the checks module
+    assert callable(flowctl.validate) and flowctl.validate(project) == []

@@ -7,7 +7,7 @@ import pytest
 
 from flowctl.diagnostics import CODES
 from flowctl.loader import load_project
-from flowctl.validate import CHECKS, validate
+from flowctl.checks import CHECKS, validate
 from helpers import MINIMAL, of, one, problems, where
 
 FLOW = "orchestration/transitions/flow.yaml"

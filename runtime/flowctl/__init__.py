@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_project": ("flowctl.loader", "load_project"),
     "load_files": ("flowctl.loader", "load_files"),
-    "validate": ("flowctl.validate", "validate"),
+    "validate": ("flowctl.checks", "validate"),
     "Engine": ("flowctl.engine", "Engine"),
     "RunResult": ("flowctl.engine", "RunResult"),
     "open_store": ("flowctl.store", "open_store"),

@@ -171,7 +171,7 @@ class Engine:
         if not self.check or flow.id in self._checked:
             return
         from .diagnostics import ERROR
-        from .validate import validate
+        from .checks import validate
 
         files = flow_files(self.project, flow)
         errors = [d for d in validate(self.project) if d.severity == ERROR and d.file in files]
@@ -197,7 +197,7 @@ class Engine:
 
 def flow_files(project, flow) -> set:
     """Relative paths of every file a flow depends on."""
-    from .validate import flow_graph
+    from .checks import flow_graph
 
     files = {flow.file}
     tools = set()

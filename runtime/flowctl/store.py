@@ -51,6 +51,7 @@ STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "ca
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 DEFAULT_URL = "sqlite:///.flowctl/flowctl.db"
 _JSON_RUN = ("input", "params", "output", "error", "cursor")
+_KEEP = object()
 _JSON_STEP = ("input", "output")
 
 
@@ -143,6 +144,7 @@ class SqlStore:
         self._update_free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr)) \
             .values(lease_until=None)
         fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= self.now_expr)
+        self._update_fenced_keep = fenced
         #: a worker's token, the run stays running: the lease is extended as a heartbeat would
         self._update_fenced = fenced.values(lease_until=self.now_expr + sa.bindparam("b_lease", type_=sa.Float))
         #: a worker's token, the run parks or ends: the lease is released in the same statement
@@ -234,9 +236,11 @@ class SqlStore:
             stmt, params = self._update_free, dict(row, b_id=run_id, b_expect=expect_seq)
         elif run.get("status") not in (None, "running"):
             stmt, params = self._update_fenced_end, dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence)
+        elif not lease:
+            stmt, params = self._update_fenced_keep, dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence)
         else:
             stmt = self._update_fenced
-            params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease or 0.0))
+            params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
         with self.engine.begin() as conn:
             res = conn.execute(stmt, params)
             if res.rowcount != 1:
@@ -436,16 +440,20 @@ class SqlStore:
         with self.engine.begin() as conn:
             return {row[0] for row in conn.execute(stmt)}
 
-    def release(self, run_id: str, fence: int, *, status: str | None = None, delay: float = 0.0) -> bool:
+    def release(self, run_id: str, fence: int, *, status: str | None = None, delay: float = 0.0,
+                available_at=_KEEP) -> bool:
         """Give a held run back. ``status=None``: it stays running with its lease ending now (plus
         ``delay``), so any worker's claim takes it over from its checkpoint; else it returns to
-        ``status`` (a run claimed but not started), due again after ``delay`` seconds."""
+        ``status`` (a run claimed but not started), due again after ``delay`` seconds, or at
+        ``available_at`` (epoch seconds, or None: not due by time)."""
         sa, r = self.sa, self.t.runs
         if status is None:
             values = {"lease_until": self.now_expr + float(delay)}
         else:
             values = {"status": status, "lease_until": None}
-            if delay:
+            if available_at is not _KEEP:
+                values["available_at"] = available_at
+            elif delay:
                 values["available_at"] = self.now_expr + float(delay)
         stmt = r.update().where(r.c.id == run_id, r.c.fence == fence, r.c.status == "running").values(**values) \
             .returning(r.c.queue)
@@ -517,10 +525,21 @@ class SqlStore:
         if scope not in ("flow", "queue"):
             raise StoreError(f"limit scope must be flow or queue, not {scope!r}")
         sa, lim = self.sa, self.t.limits
+        key = (lim.c.scope == scope, lim.c.name == name)
+        if self.limits().get((scope, name)) == max_running:
+            return  # unchanged: no lock taken (workers starting with the same --limit)
         with self.engine.begin() as conn:
-            conn.execute(lim.delete().where(lim.c.scope == scope, lim.c.name == name))
-            if max_running is not None:
-                conn.execute(lim.insert().values(scope=scope, name=name, max_running=int(max_running)))
+            if max_running is None:
+                conn.execute(lim.delete().where(*key))
+                return
+            # an upsert, never delete + insert: a claim waiting on the row must find it again
+            if self.pg:
+                from sqlalchemy.dialects.postgresql import insert
+            else:
+                from sqlalchemy.dialects.sqlite import insert
+            stmt = insert(lim).values(scope=scope, name=name, max_running=int(max_running))
+            conn.execute(stmt.on_conflict_do_update(index_elements=[lim.c.scope, lim.c.name],
+                                                    set_={"max_running": int(max_running)}))
 
     def limits(self) -> dict:
         sa, lim = self.sa, self.t.limits
@@ -639,12 +658,23 @@ def _event_row(run_id: str, e: dict, fence=None) -> dict:
 
 
 def _review_due(run: dict):
-    """A paused review's deadline is its due time (``available_at``): the claim of a worker finds a
-    review that timed out exactly as it finds a wait that is due."""
+    """A paused review's due time (``available_at``): its reminder (``remind_after``) if not sent
+    yet, else its deadline. A worker's claim finds a review to remind or to time out exactly as it
+    finds a wait that is due."""
     if run.get("status") != "paused" or run.get("available_at") is not None:
         return None
-    pending = (run.get("cursor") or {}).get("pending") or {}
-    return pending.get("deadline") if pending.get("kind") == "review" else None
+    return review_due_at((run.get("cursor") or {}).get("pending") or {})
+
+
+def review_due_at(pending: dict):
+    """When a pending review next needs a worker: its unsent reminder, else its deadline (or None)."""
+    if pending.get("kind") != "review":
+        return None
+    times = [pending.get("deadline")]
+    if pending.get("remind_at") and not pending.get("reminded"):
+        times.append(pending["remind_at"])
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
 
 
 def _run_dict(row) -> dict:

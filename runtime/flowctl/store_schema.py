@@ -54,7 +54,7 @@ runs = sa.Table(
 #: The two branches of a claim: due runs (queued, waiting, paused with a review deadline) and
 #: running runs whose lease expired. Partial indexes on PostgreSQL and SQLite alike.
 RUN_INDEXES = (
-    sa.Index("ix_flowctl_runs_due", runs.c.available_at,
+    sa.Index("ix_flowctl_runs_due", runs.c.priority.desc(), runs.c.available_at,
              postgresql_where=runs.c.status.in_(("queued", "waiting", "paused")),
              sqlite_where=runs.c.status.in_(("queued", "waiting", "paused"))),
     sa.Index("ix_flowctl_runs_lease", runs.c.lease_until,

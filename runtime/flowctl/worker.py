@@ -51,7 +51,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from .errors import FlowctlError, RunConflict, StoreError, UsageError
+from .errors import RunConflict, StoreError, UsageError
 from .store import FINAL, LeaseLost
 
 DEFAULT_LEASE = 30.0
@@ -358,11 +358,15 @@ class Worker:
                 raise LeaseLost(f"run {run_id} was claimed again before it started here")
             # resume() continues the run from the state it was claimed in; a worker's lease (not a
             # process id) decides who holds it, and the event names the worker it was taken from.
-            row["status"] = prev
+            # (a queued run continues as a due one: the audit log then records which worker took it)
+            row["status"] = "waiting" if prev == "queued" else prev
             if prev == "running":
                 row["owner"] = claim.get("prev_owner")
-            result = runner.resume(self.engine, row)
-            outcome = result.status
+            if prev == "paused" and self._remind(row, fence):
+                outcome = "reminded"
+            else:
+                result = runner.resume(self.engine, row)
+                outcome = result.status
         except _Stop:
             outcome = "stopped"
         except LeaseLost as exc:
@@ -378,6 +382,25 @@ class Worker:
             self._local.root = None
         self._finish(run_id, claim, outcome, detail, delay)
 
+    def _remind(self, row, fence) -> bool:
+        """A paused review whose reminder (not its deadline) came due: notify again with a new token
+        and park it again, due at its deadline. False when it is the deadline that came."""
+        from . import runner
+        from .store import review_due_at
+
+        pending = (row.get("cursor") or {}).get("pending") or {}
+        now = self.engine.clock.time()
+        if pending.get("deadline") is not None and pending["deadline"] <= now:
+            return False
+        if not (pending.get("remind_at") and pending["remind_at"] <= now and not pending.get("reminded")) \
+                or not hasattr(runner, "remind"):
+            return False
+        runner.remind(self.engine, row)  # committed under this worker's token
+        pending = dict(pending, reminded=True)
+        self.store.release(row["id"], fence, status="paused", available_at=review_due_at(pending))
+        self.drop(row["id"])
+        return True
+
     def _finish(self, root, claim, outcome, detail, delay) -> None:
         with self._lock:
             mine = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] == root]
@@ -392,13 +415,13 @@ class Worker:
             status, wait = None, delay
             if rid == root and not touched and claim["prev_status"] != "running":
                 # claimed but never started here (e.g. not due yet by this host's clock): as it was
-                status, wait = claim["prev_status"], max(delay, 1.0 if claim["prev_status"] != "queued" else 0.0)
+                status, wait = claim["prev_status"], max(delay, 1.0)
             try:
                 self.store.release(rid, fence, status=status, delay=wait)
             except Exception as exc:  # noqa: BLE001 - the lease then just expires
                 self.log("release_failed", {"run": rid, "error": _first_line(exc)})
         self.stats[outcome] += 1
-        if outcome in FINAL or outcome in ("waiting", "paused"):
+        if outcome in FINAL or outcome in ("waiting", "paused", "reminded"):
             self.stats["done"] += 1
         fields = {"run": root, "fence": claim["fence"], "outcome": outcome}
         if detail:

@@ -163,7 +163,7 @@ def _check_definitions(project, flow_ids) -> None:
     """Refuse (exit 2) flows whose definition files have errors, as ``flowctl run`` does."""
     from ..diagnostics import ERROR
     from ..engine import flow_files
-    from ..validate import validate
+    from ..checks import validate
 
     diags = None
     for fid in flow_ids:

@@ -15,7 +15,7 @@ def run(paths, root, fmt: str, strict: bool, import_check: bool) -> int:
     from .. import report
     from ._common import tools_print_to_stderr
     from ..loader import find_root, load_project
-    from ..validate import validate
+    from ..checks import validate
 
     targets = [Path(p) for p in paths] or [Path(root) if root else Path.cwd()]
     for t in targets:

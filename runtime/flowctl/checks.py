@@ -1,4 +1,5 @@
-"""``flowctl.validate(project)``: every check, one small function each, run from a table.
+"""``flowctl.validate(project)`` (this module is ``flowctl.checks``, so that the package attribute
+``flowctl.validate`` stays the function): every check, one small function each, run from a table.
 
 Each check takes the :class:`~flowctl.model.Project` and yields located
 :class:`~flowctl.diagnostics.Diagnostic` objects; :data:`CHECKS` lists them in order (as

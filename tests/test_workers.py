@@ -1,0 +1,590 @@
+"""Workers: submit, the claim, leases and fencing, limits, due times, heartbeats during long tool
+calls, SIGTERM, several processes on one SQLite file, child runs, the CLI, and the upgrade of a
+version-1 store in place. Each backend-parametrised test runs on SQLite and on PostgreSQL (skipped
+with the reason when no server answers). The multi-process chaos test is tests/test_chaos.py."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import FLOWCTL_EXE, write_project
+from pg import pg_url  # noqa: F401 - fixture
+
+TOOLS = '''
+import os, sqlite3, time
+
+def _db():
+    conn = sqlite3.connect(os.environ["LEDGER_DB"], timeout=30)
+    conn.execute("CREATE TABLE IF NOT EXISTS effects (key TEXT PRIMARY KEY, pid INTEGER)")
+    conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT, pid INTEGER, t0 REAL, t1 REAL)")
+    return conn
+
+def apply(input, call):
+    t0 = time.time()
+    with _db() as conn:
+        conn.execute("INSERT INTO calls VALUES (?, ?, ?, NULL)", (call.idempotency_key, os.getpid(), t0))
+    time.sleep(input.get("sleep") or 0)
+    with _db() as conn:
+        conn.execute("INSERT OR IGNORE INTO effects VALUES (?, ?)", (call.idempotency_key, os.getpid()))
+        conn.execute("UPDATE calls SET t1 = ? WHERE key = ? AND t0 = ?", (time.time(), call.idempotency_key, t0))
+    return {"key": call.idempotency_key}
+
+def verify(input, output, call):
+    with _db() as conn:
+        row = conn.execute("SELECT key FROM effects WHERE key = ?", (call.idempotency_key,)).fetchone()
+    return {"key": row[0]} if row else False
+
+def undo(input, output, call):
+    with _db() as conn:
+        conn.execute("DELETE FROM effects WHERE key = ?", (call.idempotency_key,))
+
+def note(input, call):
+    with _db() as conn:
+        conn.execute("INSERT INTO calls VALUES (?, ?, ?, ?)", ("reminder" if input.get("reminder") else "notice",
+                                                               os.getpid(), time.time(), time.time()))
+    return {}
+'''
+
+FILES = {
+    "contracts/apply.v1.0.0.yaml": """
+        id: apply
+        version: 1.0.0
+        entrypoint: wk:apply
+        verify: wk:verify
+        compensate: wk:undo
+        idempotency_key: "join('-', [run.id, input.leg])"
+        side_effects:
+          - {type: database_write, target: effects}
+        timeout: 60s
+        """,
+    "policies/all.yaml": "policy: all\napplies_to: [apply]\nallow: []\n",
+    "states/one.yaml": "id: one\ntype: task\ntool: apply@^1\ninput: {leg: \"'one'\", sleep: input.sleep}\n",
+    "states/two.yaml": "id: two\ntype: task\ntool: apply@^1\ninput: {leg: \"'two'\", sleep: input.sleep}\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "states/nap.yaml": "id: nap\ntype: wait\nduration: 1s\n",
+    "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\ntimeout: 1s\non_timeout: {goto: done}\n",
+    "contracts/note.v1.0.0.yaml": "id: note\nversion: 1.0.0\nentrypoint: wk:note\n",
+    "states/nudge.yaml": "id: nudge\ntype: review\ndecisions: [approve]\nnotify: note@^1\nremind_after: 1s\ntimeout: 2500ms\n"
+                         "on_timeout: {goto: done}\n",
+    "transitions/nudger.yaml": "flow: nudger\nstart: nudge\ntransitions:\n  - {from: nudge, to: done}\n",
+    "states/fan.yaml": "id: fan\ntype: parallel\nbranches: [f, f]\ninput: {sleep: input.sleep}\n",
+    "transitions/f.yaml": "flow: f\nversion: 1\nstart: one\ntransitions:\n  - {from: one, to: two}\n  - {from: two, to: done}\n",
+    "transitions/napper.yaml": "flow: napper\nstart: nap\ntransitions:\n  - {from: nap, to: done}\n",
+    "transitions/asker.yaml": "flow: asker\nstart: ask\ntransitions:\n  - {from: ask, to: done}\n",
+    "transitions/fanned.yaml": "flow: fanned\nstart: fan\ntransitions:\n  - {from: fan, to: done}\n",
+    "tools/wk.py": TOOLS,
+}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/flowctl.db"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    root = write_project(tmp_path / "proj", FILES)
+    monkeypatch.setenv("LEDGER_DB", str(tmp_path / "ledger.db"))
+    return root
+
+
+def _engine(root, url):
+    import flowctl
+    from flowctl.engine import Engine
+    from flowctl.store import open_store
+
+    return Engine(flowctl.load_project(root), open_store(url))
+
+
+def _env(tmp_path):
+    env = dict(os.environ, LEDGER_DB=str(tmp_path / "ledger.db"))
+    env.pop("FLOWCTL_DEBUG", None)
+    return env
+
+
+def _flowctl(args, root, env, timeout=120):
+    return subprocess.run([FLOWCTL_EXE, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _ledger(tmp_path, table="effects"):
+    path = tmp_path / "ledger.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute(f"SELECT key FROM {table} ORDER BY rowid")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+
+
+def _event(seq, prev="", type_="probe"):
+    return {"seq": seq, "ts": time.time(), "type": type_, "state": None, "attempt": None, "data": {},
+            "data_json": "{}", "prev_hash": prev, "hash": f"h{seq}"}
+
+
+def _worker(engine, **kw):
+    from flowctl.worker import Worker
+
+    kw.setdefault("lease", 5.0)
+    kw.setdefault("poll", 0.1)
+    return Worker(engine.project, engine.store, **kw)
+
+
+def _run_in_thread(worker):
+    out = {}
+    thread = threading.Thread(target=lambda: out.setdefault("stats", worker.run()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+# ------------------------------------------------------------------------------------------ submit
+def test_submit_queues_a_run_and_a_worker_process_drives_it(tmp_path, project, db_url):
+    env = _env(tmp_path)
+    sub = _flowctl(["submit", "f", "--input", '{"sleep": 0}', "--db", db_url, "--priority", "3"], project, env)
+    assert sub.returncode == 0, sub.stderr
+    run_id = sub.stdout.strip()
+    listed = json.loads(_flowctl(["runs", "--db", db_url, "--status", "queued", "--format", "json"], project, env).stdout)
+    assert [(r["id"], r["status"], r["priority"], r["queue"], r["owner"]) for r in listed] == \
+        [(run_id, "queued", 3, "default", None)]
+    worked = _flowctl(["worker", "--db", db_url, "--max-runs", "1", "--log-format", "json"], project, env)
+    assert worked.returncode == 0, worked.stdout + worked.stderr
+    log = [json.loads(line) for line in worked.stdout.splitlines()]
+    assert [e["event"] for e in log] == ["worker_started", "claimed", "finished", "worker_stopped"]
+    assert log[2]["outcome"] == "succeeded" and log[1]["fence"] == 1
+    trace = json.loads(_flowctl(["trace", run_id, "--db", db_url, "--format", "json"], project, env).stdout)
+    types = [e["type"] for e in trace["events"]]
+    assert types[0] == "run_started" and types[1] == "run_resumed" and types[-1] == "run_succeeded"
+    assert trace["events"][1]["data"]["owner"] == log[0]["worker"]  # who took it is in the audit log
+    assert _flowctl(["audit", "verify", run_id, "--db", db_url], project, env).returncode == 0
+    assert _ledger(tmp_path) == [f"{run_id}-one", f"{run_id}-two"]
+    from flowctl.store import open_store
+
+    store = open_store(db_url)
+    assert [e["fence"] for e in store.events(run_id)] == [None] + [1] * (len(types) - 1)
+    row = store.get_run(run_id)
+    assert (row["status"], row["fence"], row["lease_until"]) == ("succeeded", 1, None)
+
+
+def test_submit_refuses_what_run_refuses(tmp_path, project):
+    env = _env(tmp_path)
+    db = f"sqlite:///{tmp_path}/s.db"
+    bad = _flowctl(["submit", "nope", "--db", db], project, env)
+    assert bad.returncode == 2 and "no flow 'nope'" in bad.stderr
+    mem = _flowctl(["submit", "f", "--db", "memory"], project, env)
+    assert mem.returncode == 2 and "shared store" in mem.stderr
+    assert _flowctl(["worker", "--db", "memory"], project, env).returncode == 2
+    limit = _flowctl(["worker", "--db", db, "--limit", "flows:f=2"], project, env)
+    assert limit.returncode == 2 and "flow:NAME=N" in limit.stderr
+
+
+# ------------------------------------------------------------------------------------------ claim
+def test_claims_are_disjoint_and_ordered_by_priority_then_due_time(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    store = engine.store
+    low = [enqueue(engine, "f", {}) for _ in range(40)]
+    high = [enqueue(engine, "f", {}, priority=5) for _ in range(4)]
+    other = enqueue(engine, "f", {}, queue="other", priority=9)
+    assert [c["id"] for c in store.claim("w:0", 4, 30, queues=["default"])] == high  # priority, then age
+    taken, lock = [], threading.Lock()
+
+    def claimer(n):
+        for _ in range(40):
+            got = store.claim(f"w:{n}", 3, 30, queues=["default"])
+            if not got:
+                return
+            with lock:
+                taken.extend(got)
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(c["id"] for c in taken) == sorted(low)  # each run once, every run
+    assert {c["fence"] for c in taken} == {1} and {c["prev_status"] for c in taken} == {"queued"}
+    assert store.get_run(other)["status"] == "queued"  # another queue: untouched
+    assert [c["id"] for c in store.claim("w:9", 5, 30)] == [other]
+
+
+def test_a_stale_fencing_token_writes_nothing(tmp_path, project, db_url):
+    from flowctl.errors import RunConflict
+    from flowctl.store import LeaseLost
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    store = engine.store
+    run_id = enqueue(engine, "f", {})
+    (a,) = store.claim("host-a:1", 1, 1.0)
+    assert (a["id"], a["fence"], a["prev_status"], a["prev_owner"]) == (run_id, 1, "queued", None)
+    store.commit(run_id, 1, {"steps": 1, "last_seq": 2}, [_event(2, type_="by_a")], fence=1, lease=1.0)
+    with pytest.raises(RunConflict, match="leased by worker host-a:1"):  # a writer without a token
+        store.commit(run_id, 2, {"steps": 9, "last_seq": 3}, [_event(3, type_="intruder")])
+    time.sleep(1.3)  # a's lease ends (database clock); nobody has claimed the run yet
+    with pytest.raises(LeaseLost, match="expired"):
+        store.commit(run_id, 2, {"steps": 2, "last_seq": 3}, [_event(3, type_="late_a")], fence=1, lease=1.0)
+    assert store.renew("host-a:1", {run_id: 1}, 1.0) == set()  # an expired lease is not renewed either
+    (b,) = store.claim("host-b:2", 5, 30.0)  # the expired branch of the claim
+    assert (b["id"], b["fence"], b["prev_status"], b["prev_owner"]) == (run_id, 2, "running", "host-a:1")
+    with pytest.raises(LeaseLost, match="claimed by host-b:2"):
+        store.commit(run_id, 2, {"steps": 2, "last_seq": 3}, [_event(3, type_="stale_a")], fence=1, lease=1.0)
+    assert store.renew("host-b:2", {run_id: 2}, 30.0) == {run_id}
+    store.commit(run_id, 2, {"steps": 3, "last_seq": 3, "status": "waiting", "available_at": time.time() + 3600},
+                 [_event(3, type_="by_b")], fence=2, lease=30.0)
+    assert [(e["seq"], e["type"], e["fence"]) for e in store.events(run_id)] == \
+        [(1, "run_started", None), (2, "by_a", 1), (3, "by_b", 2)]
+    row = store.get_run(run_id)
+    assert (row["status"], row["fence"], row["lease_until"], row["steps"]) == ("waiting", 2, None, 3)
+    store.commit(run_id, 3, {"steps": 4, "last_seq": 4}, [_event(4, type_="resume")])  # no lease now: others may write
+
+
+def test_limits_per_flow_and_per_queue_hold_across_claimers(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    store = engine.store
+    store.set_limit("flow", "f", 2)
+    store.set_limit("queue", "slow", 1)
+    runs_f = [enqueue(engine, "f", {}) for _ in range(5)]
+    runs_slow = [enqueue(engine, "napper", {}, queue="slow") for _ in range(3)]
+    runs_free = [enqueue(engine, "asker", {}) for _ in range(3)]
+    first = store.claim("a:1", 20, 30)
+    second = store.claim("b:2", 20, 30)
+    held = [c["id"] for c in first + second]
+    assert len(set(held) & set(runs_f)) == 2 and len(set(held) & set(runs_slow)) == 1
+    assert set(runs_free) <= set(held)  # no limit: all of them
+    assert store.claim("c:3", 20, 30) == []
+    done = next(c for c in first + second if c["id"] in runs_f)
+    store.commit(done["id"], 1, {"status": "succeeded"}, [], fence=done["fence"])
+    (again,) = store.claim("c:3", 20, 30)
+    assert again["id"] in runs_f and again["id"] not in held
+    assert store.limits() == {("flow", "f"): 2, ("queue", "slow"): 1}
+    store.set_limit("flow", "f", None)
+    assert len(store.claim("c:3", 20, 30)) == 2
+
+
+# ------------------------------------------------------------------------------------------ in process
+def test_waits_and_review_timeouts_are_due_times_for_workers(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    napper = enqueue(engine, "napper", {})
+    asker = enqueue(engine, "asker", {})
+    worker = _worker(engine, concurrency=2, max_inline_wait=0.0, max_runs=4)
+    thread, out = _run_in_thread(worker)
+    thread.join(30)
+    assert not thread.is_alive()
+    for run_id, parked in ((napper, "waiting"), (asker, "paused")):
+        row = engine.store.get_run(run_id)
+        assert row["status"] == "succeeded", row
+        assert row["fence"] == 2  # claimed when queued, then again when due
+        types = [e["type"] for e in engine.store.events(run_id)]
+        assert "run_paused" in types
+    asked = [e["type"] for e in engine.store.events(asker)]
+    assert "review_timed_out" in asked
+    assert out["stats"]["claimed"] == 4 and out["stats"]["succeeded"] == 2
+
+
+def test_a_worker_sends_review_reminders_then_times_the_review_out(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "nudger", {})
+    worker = _worker(engine, max_inline_wait=0.0, max_runs=3)
+    thread, out = _run_in_thread(worker)
+    thread.join(30)
+    assert not thread.is_alive()
+    row = engine.store.get_run(run_id)
+    assert row["status"] == "succeeded" and row["fence"] == 3  # queued, reminder due, deadline due
+    assert _ledger(tmp_path, "calls") == ["notice", "reminder"]
+    types = [e["type"] for e in engine.store.events(run_id)]
+    assert types.index("review_reminded") < types.index("review_timed_out")
+    assert out["stats"]["reminded"] == 1
+
+
+def test_the_heartbeat_keeps_a_run_through_a_tool_call_longer_than_the_lease(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"sleep": 2.5})
+    first = _worker(engine, worker_id="first:1", lease=1.0)
+    thread1, _ = _run_in_thread(first)
+    _until(lambda: engine.store.get_run(run_id)["status"] == "running", 10, "the first worker's claim")
+    second = _worker(engine, worker_id="second:2", lease=1.0)
+    thread2, out2 = _run_in_thread(second)
+    _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 30, "the run to finish")
+    first.stop()
+    second.stop()
+    thread1.join(10)
+    thread2.join(10)
+    row = engine.store.get_run(run_id)
+    assert row["fence"] == 1 and row["owner"] == "first:1"  # never taken over
+    assert _ledger(tmp_path, "calls") == [f"{run_id}-one", f"{run_id}-two"]  # each tool called once
+    assert out2["stats"]["claimed"] == 0
+
+
+def test_child_runs_of_a_parallel_state_are_leased_and_fenced_too(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "fanned", {"sleep": 0})
+    worker = _worker(engine, max_runs=1)
+    thread, out = _run_in_thread(worker)
+    thread.join(30)
+    assert engine.store.get_run(run_id)["status"] == "succeeded"
+    children = engine.store.list_runs(parent_id=run_id, limit=0)
+    assert len(children) == 2 and {c["status"] for c in children} == {"succeeded"}
+    for child in children:
+        assert child["owner"] == worker.id and child["fence"] == 1 and child["lease_until"] is None
+        assert {e["fence"] for e in engine.store.events(child["id"])} == {1}
+    assert {e["fence"] for e in engine.store.events(run_id)} == {None, 1}
+    assert len(_ledger(tmp_path)) == 4
+
+
+# ------------------------------------------------------------------------------------------ processes
+def _spawn_worker(root, db, env, log_path, *args):
+    log = open(log_path, "w")
+    proc = subprocess.Popen([FLOWCTL_EXE, "worker", "--db", db, "--log-format", "json", *args], cwd=root, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    return proc
+
+
+def _log(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.startswith("{")]
+
+
+def test_sigterm_finishes_the_step_releases_the_run_and_another_worker_continues(tmp_path, project, db_url):
+    from flowctl.store import open_store
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"sleep": 1.5})
+    env = _env(tmp_path)
+    proc = _spawn_worker(project, db_url, env, tmp_path / "a.log", "--lease", "30s")
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    store = open_store(db_url)
+    row = store.get_run(run_id)
+    assert row["status"] == "running" and row["lease_until"] <= store.now()  # released: claimable at once
+    assert _ledger(tmp_path) == [f"{run_id}-one"]  # step one finished, step two never started
+    events = [e["event"] for e in _log(tmp_path / "a.log")]
+    assert events[-3:] == ["worker_stopping", "finished", "worker_stopped"]
+    again = _flowctl(["worker", "--db", db_url, "--max-runs", "1", "--log-format", "json"], project, env)
+    assert again.returncode == 0, again.stdout
+    row = store.get_run(run_id)
+    assert (row["status"], row["fence"]) == ("succeeded", 2)
+    assert _ledger(tmp_path) == [f"{run_id}-one", f"{run_id}-two"]
+    resumed = [e for e in store.events(run_id) if e["type"] == "run_resumed"]
+    assert resumed[-1]["data"]["reason"] == "orphaned" and resumed[-1]["data"]["previous_owner"].endswith(f":{proc.pid}")
+
+
+def test_a_killed_workers_parent_and_child_runs_are_taken_over(tmp_path, project, db_url):
+    from flowctl.audit import verify_chain
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "fanned", {"sleep": 1.0})
+    env = _env(tmp_path)
+    first = _spawn_worker(project, db_url, env, tmp_path / "a.log", "--lease", "2s")
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) >= 2, 60, "both children inside a tool call")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    store = engine.store
+    children = store.list_runs(parent_id=run_id, limit=0)
+    assert len(children) == 2 and {c["status"] for c in children} == {"running"}  # left leased by the dead
+    second = _spawn_worker(project, db_url, env, tmp_path / "b.log", "--lease", "2s", "--poll", "200ms")
+    try:
+        _until(lambda: store.get_run(run_id)["status"] == "succeeded", 90, "the parent to finish")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0
+    children = store.list_runs(parent_id=run_id, limit=0)
+    assert {c["status"] for c in children} == {"succeeded"}
+    keys = _ledger(tmp_path)
+    assert sorted(keys) == sorted(f"{c['id']}-{leg}" for c in children for leg in ("one", "two"))  # each once
+    for rid in [run_id] + [c["id"] for c in children]:
+        row = store.get_run(rid)
+        assert row["fence"] >= 2 and verify_chain(store.events(rid), row["last_seq"], row["last_hash"]) == []
+
+
+def test_several_worker_processes_share_one_sqlite_file(tmp_path, project):
+    from flowctl.audit import verify_chain
+    from flowctl.worker import enqueue
+
+    db = f"sqlite:///{tmp_path}/shared.db"
+    engine = _engine(project, db)
+    runs = [enqueue(engine, "f", {"sleep": 0.2}) for _ in range(30)]
+    env = _env(tmp_path)
+    procs = [_spawn_worker(project, db, env, tmp_path / f"w{i}.log", "--concurrency", "2", "--poll", "200ms")
+             for i in range(3)]
+    try:
+        store = engine.store
+        _until(lambda: all(store.get_run(r)["status"] == "succeeded" for r in runs), 120, "all runs")
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc in procs]
+    assert codes == [0, 0, 0]
+    assert sorted(_ledger(tmp_path)) == sorted(f"{r}-{leg}" for r in runs for leg in ("one", "two"))
+    assert len(_ledger(tmp_path, "calls")) == 60  # no step ran twice
+    claimed_by = {json.loads(line)["pid"] for i in range(3) for line in (tmp_path / f"w{i}.log").read_text().splitlines()
+                  if '"claimed"' in line}
+    assert len(claimed_by) >= 2  # the work really was shared
+    for r in runs:
+        row = store.get_run(r)
+        assert row["fence"] == 1 and verify_chain(store.events(r), row["last_seq"], row["last_hash"]) == []
+
+
+def test_a_flow_limit_holds_across_worker_processes(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    runs = [enqueue(engine, "f", {"sleep": 0.3}) for _ in range(8)]
+    env = _env(tmp_path)
+    procs = [_spawn_worker(project, db_url, env, tmp_path / f"w{i}.log", "--concurrency", "3", "--poll", "100ms",
+                           "--limit", "flow:f=2") for i in range(3)]
+    try:
+        _until(lambda: all(engine.store.get_run(r)["status"] == "succeeded" for r in runs), 120, "all runs")
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc in procs]
+    assert codes == [0, 0, 0]
+    conn = sqlite3.connect(tmp_path / "ledger.db")
+    spans = conn.execute("SELECT t0, t1 FROM calls").fetchall()
+    assert len(spans) == 16
+    edges = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans])
+    running, peak = 0, 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak <= 2  # never more than two runs of f at once, whichever worker held them
+    claimed_by = {json.loads(line)["pid"] for i in range(3) for line in (tmp_path / f"w{i}.log").read_text().splitlines()
+                  if '"claimed"' in line}
+    assert engine.store.limits() == {("flow", "f"): 2} and len(claimed_by) >= 1
+
+
+def test_workers_runs_resume_and_recover_see_a_held_run(tmp_path, project, db_url):
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"sleep": 3})
+    env = _env(tmp_path)
+    proc = _spawn_worker(project, db_url, env, tmp_path / "w.log", "--queues", "default,other")
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the worker to hold the run")
+        listed = json.loads(_flowctl(["workers", "--db", db_url, "--format", "json"], project, env).stdout)
+        (w,) = listed["workers"]
+        assert w["id"].endswith(f":{proc.pid}") and w["live"] and w["queues"] == ["default", "other"]
+        assert [r["id"] for r in w["runs"]] == [run_id]
+        text = _flowctl(["workers", "--db", db_url], project, env).stdout
+        assert run_id in text and "1/4" in text
+        runs = _flowctl(["runs", "--db", db_url], project, env).stdout
+        line = next(x for x in runs.splitlines() if run_id in x)
+        assert w["id"] in line and "running" in line and re.search(r" \d+s ", line)  # owner, seconds of lease left
+        resumed = _flowctl(["resume", run_id, "--db", db_url], project, env)
+        assert resumed.returncode == 1 and "leased by worker" in resumed.stderr
+        recovered = _flowctl(["recover", "--db", db_url], project, env)
+        assert recovered.returncode == 0 and "nothing to recover" in recovered.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    gone = json.loads(_flowctl(["workers", "--db", db_url, "--format", "json"], project, env).stdout)
+    assert gone["workers"] == []
+    every = json.loads(_flowctl(["workers", "--db", db_url, "--all", "--format", "json"], project, env).stdout)
+    assert [w["status"] for w in every["workers"]] == ["stopped"]
+
+
+# ------------------------------------------------------------------------------------------ upgrade
+V1_DUMP = Path(__file__).parent / "data" / "store_v1.sql"
+V1_RUNS = {"01a22a5c115d33678038eb17": "succeeded", "01a22a5c173b3d8cc896f8b8": "waiting"}
+V1_PROJECT = {
+    "contracts/echo.v1.0.0.yaml": "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\n",
+    "tools/tk.py": "def echo(input, call):\n    return {'echo': input}\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+}
+
+
+def _load_v1(db_url):
+    text = V1_DUMP.read_text()
+    if db_url.startswith("sqlite"):
+        conn = sqlite3.connect(db_url[len("sqlite:///"):])
+        conn.executescript(text)
+        conn.close()
+        return
+    import psycopg
+
+    text = text.replace("CREATE TABLE flowctl_gate_log (\n\tid INTEGER NOT NULL,", "CREATE TABLE flowctl_gate_log (\n\tid SERIAL NOT NULL,")
+    with psycopg.connect("postgresql://" + db_url.split("://", 1)[1], autocommit=True) as conn:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+        for statement in [s for s in text.split(";\n") if s.strip()]:
+            conn.execute(statement)
+
+
+def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url, monkeypatch):
+    from flowctl.audit import verify_chain
+    from flowctl.store import SCHEMA_VERSION, open_store
+
+    assert SCHEMA_VERSION == 2
+    _load_v1(db_url)
+    store = open_store(db_url)  # upgrades
+    for run_id, status in V1_RUNS.items():
+        row = store.get_run(run_id)
+        assert (row["status"], row["queue"], row["priority"], row["fence"], row["lease_until"]) == \
+            (status, "default", 0, 0, None)
+        events = store.events(run_id)
+        assert verify_chain(events, row["last_seq"], row["last_hash"]) == []
+        assert {e["fence"] for e in events} == {None}
+    with store.engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
+    assert version == "2"
+    open_store(db_url).close()  # a second open finds it current
+    # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
+    root = write_project(tmp_path / "v1proj", V1_PROJECT)
+    import flowctl
+    from flowctl.engine import Engine
+
+    waiting = "01a22a5c173b3d8cc896f8b8"
+    row = store.get_run(waiting)  # its hour is up (as if an hour passed)
+    row["cursor"]["pending"]["due"] = 0
+    store.commit(waiting, row["last_seq"], {"cursor": row["cursor"], "available_at": 0})
+    engine = Engine(flowctl.load_project(root), store)
+    worker = _worker(engine, max_runs=1)
+    thread, _ = _run_in_thread(worker)
+    thread.join(30)
+    row = store.get_run(waiting)
+    assert row["status"] == "succeeded" and row["fence"] == 1
+    assert verify_chain(store.events(waiting), row["last_seq"], row["last_hash"]) == []
+    assert [e["type"] for e in store.events(waiting)][-3:] == ["transition_taken", "state_entered", "run_succeeded"]
