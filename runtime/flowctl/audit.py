@@ -23,9 +23,12 @@ def canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def encode_data(data) -> str:
     """The stored form of an event's data: compact JSON, UTF-8, non-JSON values as text."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _ENCODER.encode(data)
 
 
 def event_hash(prev_hash: str, event: dict) -> str:

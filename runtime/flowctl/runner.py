@@ -33,6 +33,7 @@ from .schemas_runtime import check_instance
 from .scope import apply_set, build, truthy
 from .store import FINAL
 
+PATH_KEPT = 1000  # states of the path kept in the checkpoint (the audit log has all of them)
 MAX_PAYLOAD = 1 << 20  # bytes of one event's data or of the checkpoint (canonical JSON)
 LIMIT_ERRORS = (MaxStepsExceeded, RunTimeout)
 
@@ -458,6 +459,9 @@ class Runner:
         c["step"] += 1
         c["visits"] = dict(c["visits"], **{state.id: visits})
         c["path"].append(state.id)
+        if len(c["path"]) > PATH_KEPT:  # long loops: the checkpoint keeps the recent path only
+            c["path_dropped"] = c.get("path_dropped", 0) + len(c["path"]) - PATH_KEPT
+            del c["path"][:-PATH_KEPT]
         c["entered"] = True
         c["attempt"] = 1
         c["state_info"] = {"id": state.id, "entered_at": iso(self.clock.time()), "attempt": 1}

@@ -307,10 +307,13 @@ def _parse_output(raw, contract):
     if not isinstance(raw, (dict, list, int, float, bool)):
         raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
     try:
-        text = json.dumps(raw, ensure_ascii=False, sort_keys=True, allow_nan=False)
+        _STRICT.encode(raw)  # JSON only: no NaN, no objects JSON cannot hold
     except (TypeError, ValueError) as exc:
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
-    return json.loads(text), None
+    return raw, None
+
+
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=True)
 
 
 def _no_constant(name):
