@@ -268,22 +268,21 @@ def _live_owner(owner, me):
     return owner
 
 
-_SENSITIVE: dict = {}
 _PAYLOAD_KEYS = frozenset({"input", "output", "raw", "show", "params", "data", "pending", "error"})
 
 
 def _sensitive_fields(project, flow) -> frozenset:
     """Every field name marked ``sensitive`` by a contract this flow uses: redacted in all of the
     run's audit events (run input, review summaries, context, tool input and output)."""
-    key = (id(project), flow.id)
-    found = _SENSITIVE.get(key)
+    key = ("sensitive", flow.id)  # cached on the project itself: an id() key could be reused
+    found = project._resolved.get(key)
     if found is None:
         from .engine import flow_files
 
         files = flow_files(project, flow)
         found = frozenset(f for versions_ in project.contracts.values() for c in versions_
                           if c.file in files for f in c.sensitive)
-        _SENSITIVE[key] = found
+        project._resolved[key] = found
     return found
 
 
