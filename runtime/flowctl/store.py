@@ -446,7 +446,7 @@ class SqlStore:
         ``delay``), so any worker's claim takes it over from its checkpoint; else it returns to
         ``status`` (a run claimed but not started), due again after ``delay`` seconds, or at
         ``available_at`` (epoch seconds, or None: not due by time)."""
-        sa, r = self.sa, self.t.runs
+        r = self.t.runs
         if status is None:
             values = {"lease_until": self.now_expr + float(delay)}
         else:
@@ -478,7 +478,7 @@ class SqlStore:
 
     # --------------------------------------------------------------------- workers: registry and limits
     def register_worker(self, worker_id: str, *, host: str, pid: int, queues, concurrency: int, lease: float) -> None:
-        sa, w = self.sa, self.t.workers
+        w = self.t.workers
         values = {"host": host, "pid": pid, "queues": _dumps(list(queues)) if queues else None,
                   "concurrency": concurrency, "lease_s": float(lease), "status": "running",
                   "started_at": self.now_expr, "heartbeat_at": self.now_expr, "runs_done": 0}
@@ -524,7 +524,7 @@ class SqlStore:
         queue ``name`` held by workers at once; ``None`` removes it."""
         if scope not in ("flow", "queue"):
             raise StoreError(f"limit scope must be flow or queue, not {scope!r}")
-        sa, lim = self.sa, self.t.limits
+        lim = self.t.limits
         key = (lim.c.scope == scope, lim.c.name == name)
         if self.limits().get((scope, name)) == max_running:
             return  # unchanged: no lock taken (workers starting with the same --limit)

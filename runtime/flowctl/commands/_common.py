@@ -25,6 +25,33 @@ def open_store(db, project_root, *, create: bool = False):
     return _open(db or os.environ.get("FLOWCTL_DB"), Path(project_root), create=create)
 
 
+def fetch_run(root, db, run_id, *, with_children: bool = False):
+    """``(run row, its events)`` from the store (read-only); with ``with_children`` also the lines
+    of its child-run tree (see :func:`flowctl.commands.trace.child_tree`)."""
+    project = open_project(root)
+    store = open_store(db, project.root)
+    try:
+        row = store.get_run(run_id)
+        events = store.events(row["id"])
+        if not with_children:
+            return row, events
+        from .trace import child_tree
+
+        return row, events, child_tree(store, row["id"])
+    finally:
+        store.close()
+
+
+def _events_for_json(events):
+    """Events as ``--format json`` prints them: ISO times added, the stored JSON text dropped."""
+    from ..clock import iso
+
+    for ev in events:
+        ev.pop("data_json", None)
+        ev["time"] = iso(ev["ts"])
+    return events
+
+
 def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, create=True):
     from ..durations import parse_duration
     from ..engine import Engine

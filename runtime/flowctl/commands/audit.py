@@ -4,19 +4,13 @@ from __future__ import annotations
 import click
 
 from . import EXIT_FAILED, EXIT_OK
-from ._common import open_project, open_store
+from ._common import fetch_run
 
 
 def run(run_id, root, db) -> int:
     from ..audit import verify_run
 
-    project = open_project(root)
-    store = open_store(db, project.root)
-    try:
-        row = store.get_run(run_id)
-        events = store.events(row["id"])
-    finally:
-        store.close()
+    row, events = fetch_run(root, db, run_id)
     problems = verify_run(row, events)
     if problems:
         for p in problems:

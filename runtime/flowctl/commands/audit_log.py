@@ -6,23 +6,15 @@ import json
 import click
 
 from . import EXIT_OK
-from ._common import open_project, open_store
+from ._common import _events_for_json, fetch_run
 
 
 def run(run_id, root, db, fmt) -> int:
     from ..clock import iso
 
-    project = open_project(root)
-    store = open_store(db, project.root)
-    try:
-        row = store.get_run(run_id)
-        events = store.events(row["id"])
-    finally:
-        store.close()
+    row, events = fetch_run(root, db, run_id)
     if fmt == "json":
-        for ev in events:
-            ev.pop("data_json", None)
-            ev["time"] = iso(ev["ts"])
+        _events_for_json(events)
         click.echo(json.dumps(events, indent=2, ensure_ascii=False, default=str))
         return EXIT_OK
     for ev in events:

@@ -6,7 +6,7 @@ import json
 import click
 
 from . import EXIT_OK
-from ._common import one_line_path, open_project, open_store
+from ._common import _events_for_json, fetch_run, one_line_path
 
 
 def steps_of(events) -> list:
@@ -91,20 +91,11 @@ def run(run_id, root, db, fmt) -> int:
 
     from ..clock import iso
 
-    project = open_project(root)
-    store = open_store(db, project.root)
-    try:
-        row = store.get_run(run_id)
-        events = store.events(row["id"])
-        tree = child_tree(store, row["id"])
-    finally:
-        store.close()
+    row, events, tree = fetch_run(root, db, run_id, with_children=True)
     steps = steps_of(events)
     path = [s["state"] for s in steps]
     if fmt == "json":
-        for ev in events:
-            ev.pop("data_json", None)
-            ev["time"] = iso(ev["ts"])
+        _events_for_json(events)
         run_info = {k: row.get(k) for k in ("id", "flow", "flow_version", "digest", "status", "output", "error",
                                             "created_at", "updated_at")}
         run_info.update(started=iso(row["created_at"]), updated=iso(row["updated_at"]))
