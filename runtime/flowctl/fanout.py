@@ -166,7 +166,7 @@ def _run_child(engine, runner, state, fan, ch, stop):
 
     project = runner.project
     try:
-        row = engine.store.get_run(ch["run_id"])
+        row = engine.store.get_run(ch["run_id"], exact=True)
     except FlowctlError:
         row = None
     try:

@@ -284,13 +284,14 @@ class SqlStore:
             else:
                 conn.execute(t.steps.update().where(*key).values(**s))
 
-    def get_run(self, run_id: str) -> dict:
-        """The run with this id, or with this unique id prefix. Raises :class:`RunNotFound`."""
+    def get_run(self, run_id: str, *, exact: bool = False) -> dict:
+        """The run with this id, or (unless ``exact``) with this unique id prefix. Raises
+        :class:`RunNotFound`."""
         sa, t = self.sa, self.t
         _check_run_id(run_id)
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id)).mappings().first()
-            if row is None and len(run_id) >= 4:
+            if row is None and len(run_id) >= 4 and not exact:
                 rows = conn.execute(sa.select(t.runs).where(t.runs.c.id.startswith(run_id, autoescape=True))
                                     .limit(2)).mappings().all()
                 if len(rows) == 1:
@@ -773,14 +774,16 @@ class MemoryStore:
             key = (s["step_no"], s["attempt"])
             table.setdefault(key, {"run_id": run_id}).update(s)
 
-    def get_run(self, run_id):
-        found = self._runs.get(run_id)
-        if found is None:
-            matches = [r for k, r in self._runs.items() if k.startswith(run_id)] if len(run_id) >= 4 else []
-            if len(matches) != 1:
-                raise RunNotFound(f"no run '{run_id}' in memory")
-            found = matches[0]
-        return json.loads(json.dumps(found))
+    def get_run(self, run_id, *, exact=False):
+        with self._lock:  # fan-out threads add runs while others look them up
+            found = self._runs.get(run_id)
+            if found is None:
+                matches = ([r for k, r in self._runs.items() if k.startswith(run_id)]
+                           if len(run_id) >= 4 and not exact else [])
+                if len(matches) != 1:
+                    raise RunNotFound(f"no run '{run_id}' in memory")
+                found = matches[0]
+            return json.loads(json.dumps(found))
 
     def list_runs(self, status=None, flow=None, limit=50, parent_id=None):
         rows = [r for r in self._runs.values() if (not status or r["status"] == status)
