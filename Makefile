@@ -40,15 +40,15 @@ test: install $(MERMAID_DIR)/node_modules/mermaid
 	$(FLOWCTL) test --min-coverage 100
 	$(FLOWCTL) test --contracts
 
-# The comparative benchmarks of issue 8 (about 10 minutes on 2 cores): installs the peers
-# (transitions, python-statemachine, DBOS) as the `bench` extra, then writes
-# benchmarks/results/latest.json and BENCHMARKS.md. BENCH_ARGS=--quick for a smoke test.
 # 4 worker processes on this machine's PostgreSQL (FLOWCTL_TEST_PG, default postgres@127.0.0.1:5432),
 # SIGKILLed about once a second and one SIGSTOPped past its lease; `make test` runs it with 200 runs.
 CHAOS_RUNS ?= 1000
 chaos: install
 	FLOWCTL_CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m pytest -q -s -rs tests/test_chaos.py
 
+# The comparative benchmarks (about 10 minutes on 2 cores): installs the peers (transitions,
+# python-statemachine, DBOS) as the `bench` extra, then writes benchmarks/results/latest.json and
+# BENCHMARKS.md. BENCH_ARGS=--quick for a smoke test.
 bench: install
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
