@@ -41,6 +41,17 @@ def event_hash(prev_hash: str, event: dict) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def seal(events: list, prev_hash: str) -> str:
+    """Chain ``events`` (in ``seq`` order) after ``prev_hash``: each gets ``data_json`` (if it has
+    none yet), ``prev_hash`` and ``hash``. Returns the last hash (``prev_hash`` when empty)."""
+    for ev in events:
+        if ev.get("data_json") is None:
+            ev["data_json"] = encode_data(ev.get("data"))
+        ev["prev_hash"] = prev_hash
+        prev_hash = ev["hash"] = event_hash(prev_hash, ev)
+    return prev_hash
+
+
 def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
     """Problems found in ``events`` (dicts with seq, ts, type, state, attempt, data, prev_hash, hash),
     in ``seq`` order. ``last_seq``/``last_hash`` are the run row's record of the chain's end."""

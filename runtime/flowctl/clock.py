@@ -6,6 +6,7 @@ All values are **seconds**; ``now()`` is a timezone-aware UTC ``datetime``.
 """
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timezone
 
@@ -44,6 +45,21 @@ class FakeClock:
         self._t += seconds
 
 
+_last_second = (None, "")  # (epoch second, its "YYYY-MM-DDTHH:MM:SS"): most steps enter states in the same second
+
+
 def iso(ts: float) -> str:
-    """Epoch seconds -> ``2026-01-01T00:00:00.000Z``."""
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Epoch seconds -> ``2026-01-01T00:00:00.000Z`` (UTC, milliseconds truncated after rounding
+    to microseconds, exactly as ``datetime.fromtimestamp(ts, utc).isoformat(timespec="milliseconds")``)."""
+    frac, whole = math.modf(ts)
+    us = round(frac * 1e6)  # half-even, as datetime.fromtimestamp rounds
+    if us >= 1_000_000:
+        whole, us = whole + 1, us - 1_000_000
+    elif us < 0:
+        whole, us = whole - 1, us + 1_000_000
+    global _last_second
+    second = int(whole)
+    cached = _last_second  # one read of an immutable pair: safe with threads
+    if cached[0] != second:
+        cached = _last_second = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{us // 1000:03d}Z"

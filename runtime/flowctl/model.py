@@ -175,11 +175,11 @@ class Contract(Located):
     compensate_retry: Mapping | None = None
     examples: tuple = ()
 
-    @property
+    @cached_property  # read on every step: computed once (cached_property writes past frozen=True)
     def side_effecting(self) -> bool:
         return bool(self.side_effects)
 
-    @property
+    @cached_property
     def ref(self) -> str:
         return f"{self.id}@{self.version}"
 

@@ -21,20 +21,22 @@ import os
 import secrets
 
 from . import saga, task
-from .audit import canonical, encode_data, event_hash, redact
+from .audit import canonical, encode_data, redact, seal
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
 from .errors import (FlowctlError, MaxStepsExceeded, NoTransitionMatched, PayloadTooLarge, ReviewTimeout,
                      RunTimeout, StepError, UsageError, error_names)
 from .expressions import RECORDER, Recorder, compile_expr
+from .payload import FIT_STRING, MAX_PAYLOAD, fits
 from .policy import Gate
 from .schemas_runtime import check_instance
-from .scope import apply_set, build, truthy
+from .scope import apply_set, build, compile_set
 from .store import FINAL
 
-PATH_KEPT = 1000  # states of the path kept in the checkpoint (the audit log has all of them)
-MAX_PAYLOAD = 1 << 20  # bytes of one event's data or of the checkpoint (canonical JSON)
+# States of the path kept in the checkpoint. The checkpoint is re-encoded and rewritten on every step,
+# so a longer tail makes each durable step of a long run slower; the audit log keeps all of them.
+PATH_KEPT = 100
 LIMIT_ERRORS = (MaxStepsExceeded, RunTimeout)
 
 
@@ -82,7 +84,8 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
                 params=merged, git_commit=_git_commit(project.root), owner=engine.owner,
                 parent=cursor["parent"] and dict(cursor["parent"], run_id=row["parent_id"]))
     first = runner.take_events()
-    row["last_seq"], row["last_hash"] = first[-1]["seq"], first[-1]["hash"]
+    row["last_seq"] = first[-1]["seq"]
+    row["last_hash"] = "" if runner.lazy else seal(first, "")
     engine.store.create_run(row, first)
     runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
     return runner.drive()
@@ -304,6 +307,28 @@ def _git_commit(root):
         return None
 
 
+class _Move:
+    """A business transition ready to run: its ``when`` and ``set`` compiled once."""
+
+    __slots__ = ("to", "when", "evaluate", "apply_set", "line", "short")
+
+    def __init__(self, t):
+        self.to, self.when, self.line = t.to, t.when, t.line()
+        self.short = len(t.when or "") <= FIT_STRING
+        self.evaluate = compile_expr(t.when, t.where("when")).evaluate if t.when is not None else None
+        self.apply_set = compile_set(t.set, t.where("set"))
+
+
+def _moves(project, flow, state_id) -> tuple:
+    """The transitions leaving ``state_id`` in file order (first match wins), compiled; cached on
+    the project (per flow and state)."""
+    key = ("moves", flow.id, state_id)
+    found = project._resolved.get(key)
+    if found is None:
+        found = project._resolved[key] = tuple(_Move(t) for t in flow.transitions_from(state_id))
+    return found
+
+
 class Runner:
     def __init__(self, engine, project, flow, row, stop=None):
         self.engine = engine
@@ -319,6 +344,9 @@ class Runner:
         self.last_hash = row["last_hash"]
         self.events: list = []
         self.step_rows: list = []
+        self.tool_fns: dict = {}  # id(contract) -> its entrypoint callable
+        #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
+        self.lazy = getattr(engine.store, "seals_on_read", False)
         self.gate = Gate(project, engine.store, engine.clock)
         self.sensitive = _sensitive_fields(project, flow)
         self.tools_folder = str(project.orchestration / "tools")
@@ -328,14 +356,25 @@ class Runner:
 
     # ------------------------------------------------------------------ events and commits
     def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, *, strict: bool = False,
-             **data) -> dict:
+             owned=False, **data) -> dict:
         """Record an audit event (committed with the next checkpoint). Data over the payload limit
-        raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note."""
+        raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note.
+
+        The event's JSON text (``data_json``) is made here, once; its hash when it is committed
+        (:func:`flowctl.audit.seal`). ``owned``: the caller guarantees nothing changes ``data`` later,
+        so a store that seals on read (MemoryStore) may keep the dict and encode it then; ``True``
+        when every value is small by construction, else a tuple of the values that are not (tool
+        input, output ...), which must pass :func:`flowctl.payload.fits` to skip encoding."""
         seq = self.last_seq + len(self.events) + 1
-        prev = self.events[-1]["hash"] if self.events else self.last_hash
         if self.sensitive:  # payloads only: engine fields such as "to" (the next state) stay readable
             for key in _PAYLOAD_KEYS.intersection(data):
                 data[key] = None if key == "raw" else redact(data[key], self.sensitive)
+        if owned is not False and self.lazy and (owned is True or fits(owned)):
+            ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
+            self.events.append(ev)
+            if self.engine.listener is not None:
+                self.engine.listener(dict(ev, run_id=self.id))
+            return ev
         data_json = encode_data(data)
         if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
             size = len(data_json.encode())
@@ -344,8 +383,7 @@ class Runner:
             data = {"truncated": True, "bytes": size}
             data_json = encode_data(data)
         ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data,
-              "data_json": data_json, "prev_hash": prev}
-        ev["hash"] = event_hash(prev, ev)
+              "data_json": data_json}
         self.events.append(ev)
         if self.engine.listener is not None:
             self.engine.listener(dict(ev, run_id=self.id))
@@ -362,14 +400,19 @@ class Runner:
         run.update(fields)
         events = self.take_events()
         if events:
-            run["last_seq"], run["last_hash"] = events[-1]["seq"], events[-1]["hash"]
+            run["last_seq"] = events[-1]["seq"]
+            if not self.lazy:
+                run["last_hash"] = seal(events, self.last_hash)
         steps, self.step_rows = self.step_rows, []
         self.store.commit(self.id, self.last_seq, run, events, steps)
         if events:
-            self.last_seq, self.last_hash = run["last_seq"], run["last_hash"]
+            self.last_seq = run["last_seq"]
+            self.last_hash = run.get("last_hash", self.last_hash)
         self.row.update(run)
 
     def check_size(self, value, what: str) -> None:
+        if fits(value):
+            return
         text = encode_data(value)
         if len(text) <= MAX_PAYLOAD // 4:
             return
@@ -464,7 +507,7 @@ class Runner:
         c["entered"] = True
         c["attempt"] = 1
         c["state_info"] = {"id": state.id, "entered_at": iso(self.clock.time()), "attempt": 1}
-        self.emit("state_entered", state.id, 1, type=state.type, step=c["step"], visit=visits)
+        self.emit("state_entered", state.id, 1, owned=True, type=state.type, step=c["step"], visit=visits)
 
     def execute(self, state):
         kind = state.type
@@ -499,28 +542,34 @@ class Runner:
         scope = self.scope()
         chosen = None
         evaluated = []
-        for t in self.flow.transitions_from(state.id):
-            if t.when is None:
-                chosen = t
+        small = True  # every result a boolean or null and every condition short: the event is small
+        for move in _moves(self.project, self.flow, state.id):
+            if move.when is None:
+                chosen = move
                 evaluated.append({"when": None, "result": True})
                 break
-            value = compile_expr(t.when, t.where("when")).evaluate(scope)
-            evaluated.append({"when": t.when, "result": value})  # null stays null in the trace
-            if truthy(value):
-                chosen = t
+            value = move.evaluate(scope)
+            evaluated.append({"when": move.when, "result": value})  # null stays null in the trace
+            if small and not (move.short and (value is True or value is False or value is None)):
+                small = False
+            if not (value is None or value is False or value == "" or value == [] or value == {}):
+                chosen = move  # JMESPath truthiness (scope.truthy)
                 break
         if chosen is None:
             raise NoTransitionMatched(f"no transition from '{state.id}' matched",
                                       hint="; ".join(f"{e['when']} -> {e['result']!r}" for e in evaluated))
-        if chosen.set:
-            c["context"] = apply_set(c["context"], chosen.set, scope, chosen.where("set"), check=self.check_size)
+        if chosen.apply_set is not None:
+            c["context"] = chosen.apply_set(c["context"], scope, self.check_size)
         c["error"] = None  # the state completed: the caught error leaves the scope
-        recorded = RECORDER.get().recorded if RECORDER.get() else []
-        data = {"to": chosen.to, "conditions": evaluated, "line": chosen.line()}
-        if recorded:
-            data["recorded"] = list(recorded)
-            recorded.clear()
-        self.emit("transition_taken", state.id, c["attempt"], **data)
+        data = {"to": chosen.to, "conditions": evaluated, "line": chosen.line}
+        recorder = RECORDER.get()
+        if recorder is not None and recorder.recorded:
+            data["recorded"] = list(recorder.recorded)
+            recorder.recorded.clear()
+            small = False
+        self.emit("transition_taken", state.id, c["attempt"], owned=True if small and len(evaluated) <= 16
+                  else (evaluated, data.get("recorded")),
+                  **data)
         self.goto(chosen.to)
 
     def goto(self, target: str) -> None:

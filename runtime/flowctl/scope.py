@@ -30,16 +30,48 @@ def build(mapping, scope: dict, where: str = ""):
     return mapping
 
 
+def compile_mapping(mapping, where: str = ""):
+    """:func:`build` compiled once: a function ``scope -> value`` (each expression compiled to
+    closures by :mod:`flowctl.exprcompile`). Raises jmespath's ParseError on bad syntax."""
+    if isinstance(mapping, str):
+        return compile_expr(mapping, where).evaluate
+    if isinstance(mapping, dict):
+        items = [(k, compile_mapping(v, where)) for k, v in mapping.items()]
+        return lambda scope: {k: fn(scope) for k, fn in items}
+    if isinstance(mapping, list):
+        fns = [compile_mapping(v, where) for v in mapping]
+        return lambda scope: [fn(scope) for fn in fns]
+    return lambda scope: mapping
+
+
+def compile_set(assignments: dict | None, where: str = ""):
+    """:func:`apply_set` compiled once for these ``assignments``: a function
+    ``(context, scope, check=None) -> new context``, or None when there is nothing to set."""
+    if not assignments:
+        return None
+    plan = [(key, compile_mapping(expr, where)) for key, expr in assignments.items()]
+
+    def apply(context: dict, scope: dict, check=None) -> dict:
+        return _write(context, [(key, fn(scope)) for key, fn in plan], check)
+    return apply
+
+
 def apply_set(context: dict, assignments: dict | None, scope: dict, where: str = "", check=None) -> dict:
     """``context`` updated by ``assignments`` (evaluated first, all against the same ``scope``).
     ``check(values, what)`` may refuse the new values (the engine's payload limit)."""
     if not assignments:
         return context
-    values = [(key, build(expr, scope, where)) for key, expr in assignments.items()]
+    return _write(context, [(key, build(expr, scope, where)) for key, expr in assignments.items()], check)
+
+
+def _write(context: dict, values: list, check) -> dict:
     if check is not None:
         check(dict(values), "values written to context")
     out = dict(context)
     for key, value in values:
+        if "." not in key:
+            out[key] = value
+            continue
         parts = key.split(".")
         target = out
         for part in parts[:-1]:

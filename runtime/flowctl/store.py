@@ -59,6 +59,15 @@ def _dumps(v):
     return None if v is None else json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_CURSOR = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)  # written every step: no sorting
+
+
+def _dump_run_field(key, value):
+    if value is None:
+        return None
+    return _CURSOR.encode(value) if key == "cursor" else _dumps(value)
+
+
 def _loads(v):
     return None if v is None else json.loads(v)
 
@@ -116,6 +125,7 @@ class SqlStore:
         from . import store_schema
 
         self.url = url
+        self.safe_url = _safe(url)
         self.sa = sa
         self.t = t = store_schema
         kwargs = {}
@@ -149,6 +159,11 @@ class SqlStore:
         self._update_fenced = fenced.values(lease_until=self.now_expr + sa.bindparam("b_lease", type_=sa.Float))
         #: a worker's token, the run parks or ends: the lease is released in the same statement
         self._update_fenced_end = fenced.values(lease_until=None)
+        from .store_hot import HotPath
+
+        # the per-step commit without SQLAlchemy (an in-memory SQLite database exists only on the
+        # pool's one connection, so it keeps the Core path)
+        self.hot = None if url in ("sqlite://", "sqlite:///:memory:") else HotPath(self)
         try:
             self._migrate()
         except StoreError:
@@ -181,6 +196,8 @@ class SqlStore:
                 conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
     def close(self) -> None:
+        if self.hot is not None:
+            self.hot.close()
         self.engine.dispose()
 
     # --------------------------------------------------------------------- definitions
@@ -228,7 +245,7 @@ class SqlStore:
         ``fence`` and a live lease (database clock); the lease is extended by ``lease`` seconds
         while the run stays running and released when it parks or ends. Without ``fence`` the run
         must not be leased by a live worker. Raises :class:`LeaseLost` / :class:`RunConflict`."""
-        row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items()}
+        row = {k: (_dump_run_field(k, v) if k in _JSON_RUN else v) for k, v in run.items()}
         due = _review_due(run)
         if due is not None:
             row["available_at"] = due
@@ -241,6 +258,12 @@ class SqlStore:
         else:
             stmt = self._update_fenced
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
+        if not steps and self.hot is not None:  # the common step: run row + events (store_hot.py)
+            if not self.hot.commit(stmt, params, [(run_id, e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"),
+                                                   e["data_json"], e["prev_hash"], e["hash"], fence) for e in events]):
+                with self.engine.connect() as conn:
+                    raise self._conflict(conn, run_id, fence)
+            return
         with self.engine.begin() as conn:
             res = conn.execute(stmt, params)
             if res.rowcount != 1:
@@ -728,15 +751,21 @@ def _first_line(exc) -> str:
 
 
 class MemoryStore:
-    """The store interface in process memory (nothing survives the process). Thread-safe."""
+    """The store interface in process memory (nothing survives the process). Thread-safe.
+
+    Events are sealed on read: :meth:`commit` keeps the event dicts the engine hands over, and the
+    hash chain (with each event's JSON text) is computed the first time the run's events or row are
+    read (:func:`flowctl.audit.seal`), so a run that nobody reads pays for no encoding or hashing."""
 
     url = "memory"
+    seals_on_read = True
 
     def __init__(self):
         self._lock = threading.Lock()
         self._defs: dict = {}
         self._runs: dict = {}
         self._events: dict = {}
+        self._sealed: dict = {}  # run id -> how many of its events are sealed
         self._steps: dict = {}
         self._gate: list = []
 
@@ -755,7 +784,8 @@ class MemoryStore:
     def create_run(self, run, events, steps=(), *, lease=None):
         with self._lock:
             self._runs[run["id"]] = dict(run)
-            self._events[run["id"]] = [dict(e, run_id=run["id"]) for e in events]
+            self._events[run["id"]] = list(events)  # the engine hands them over; run_id is added on read
+            self._sealed[run["id"]] = 0
             self._steps[run["id"]] = {}
             self._put_steps(run["id"], steps)
 
@@ -765,8 +795,20 @@ class MemoryStore:
             if current["last_seq"] != expect_seq:
                 raise RunConflict(f"run {run_id} was advanced by another process; this one stops")
             current.update(run)
-            self._events[run_id].extend(dict(e, run_id=run_id) for e in events)
+            self._events[run_id].extend(events)
             self._put_steps(run_id, steps)
+
+    def _seal(self, run_id) -> None:
+        """Hash the events committed since the last read (under the lock)."""
+        events = self._events.get(run_id)
+        done = self._sealed.get(run_id, 0)
+        if events is None or done == len(events):
+            return
+        from .audit import seal
+
+        prev = events[done - 1]["hash"] if done else ""
+        self._runs[run_id]["last_hash"] = seal(events[done:], prev)
+        self._sealed[run_id] = len(events)
 
     def _put_steps(self, run_id, steps):
         table = self._steps[run_id]
@@ -783,16 +825,23 @@ class MemoryStore:
                 if len(matches) != 1:
                     raise RunNotFound(f"no run '{run_id}' in memory")
                 found = matches[0]
+            self._seal(found["id"])
             return json.loads(json.dumps(found))
 
     def list_runs(self, status=None, flow=None, limit=50, parent_id=None):
-        rows = [r for r in self._runs.values() if (not status or r["status"] == status)
-                and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)]
-        rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
-        return [dict(r) for r in rows[:limit or None]]
+        with self._lock:
+            rows = [r for r in self._runs.values() if (not status or r["status"] == status)
+                    and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)]
+            rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
+            for r in rows[:limit or None]:
+                self._seal(r["id"])
+            return [dict(r) for r in rows[:limit or None]]
 
     def events(self, run_id):
-        return [dict(e) for e in self._events.get(run_id, ())]
+        with self._lock:
+            self._seal(run_id)
+            # data as stored: parsed from its JSON text, like SqlStore (a snapshot, not the engine's dict)
+            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in self._events.get(run_id, ())]
 
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]

@@ -25,7 +25,8 @@ from .audit import redact
 from .errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, ToolTimeout, error_names
 from .expressions import compile_expr
 from .schemas_runtime import check_instance
-from .scope import build
+from .payload import FIT_STRING, MAX_PAYLOAD, flat_copy
+from .scope import compile_mapping
 from .tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
 
 
@@ -108,10 +109,20 @@ def _key(runner, state, contract, tool_input) -> str:
     return f"{runner.id}:{state.id}:{visit}"
 
 
+def _input_builder(project, state):
+    """``state.input`` compiled once (cached on the project): a function ``scope -> tool input``."""
+    key = ("input", state.id)
+    found = project._resolved.get(key)
+    if found is None:
+        found = project._resolved[key] = (compile_mapping(state.input, state.where("input"))
+                                          if state.input is not None else (lambda scope: {}))
+    return found
+
+
 def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
     c = runner.cursor
     scope = runner.scope()
-    tool_input = build(state.input, scope, state.where("input")) if state.input is not None else {}
+    tool_input = _input_builder(runner.project, state)(scope)
     if not fallback and state.input_schema:
         problem = check_instance(state.input_schema, tool_input)
         if problem:
@@ -120,30 +131,37 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
-    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=attempt > 1)
-    if contract.side_effecting or decision.outcome != "allow":
+    if contract.side_effecting:  # the gate allows a read-only tool without a word (policy.py rule 1)
+        decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=attempt > 1)
         runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
-    if decision.outcome == "deny":
-        raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
-    if decision.outcome == "review":
-        _policy_review(runner, state, contract, decision)
+        if decision.outcome == "deny":
+            raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
+        if decision.outcome == "review":
+            _policy_review(runner, state, contract, decision)
     key = _key(runner, state, contract, tool_input)
     timeout = _timeout(runner, state, contract)
     deadline = runner.clock.time() + timeout
     call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
     shown_input = redact(tool_input, contract.sensitive)
-    runner.emit("tool_invoked", state.id, attempt, tool=contract.ref, input=shown_input, idempotency_key=key,
-                timeout_s=timeout, flow_version=runner.flow.version, digest=runner.row["digest"])
+    given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
+    # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
+    runner.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
+                else (shown_input, key), tool=contract.ref, input=shown_input,
+                idempotency_key=key, timeout_s=timeout)
     if contract.side_effecting:
         c["inflight"] = {"step": c["step"], "attempt": attempt, "state": state.id, "tool": contract.ref,
                          "input": tool_input, "idempotency_key": key}
         runner.step_rows.append(_step_row(c, attempt, state, contract, key, "started", shown_input, None, runner.clock.time()))
         runner.commit()
-    fn = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
+    fn = runner.tool_fns.get(id(contract))
+    if fn is None:  # resolved once per run (the runner lives no longer than its project's contracts)
+        fn = runner.tool_fns[id(contract)] = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
+    if given is None:
+        given = copy.deepcopy(tool_input)
     started = time.perf_counter()
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
-        raw = call_with_timeout(fn, (copy.deepcopy(tool_input), call), timeout, f"tool {contract.ref} in '{state.id}'")
-        output, raw_text = _parse_output(raw, contract)
+        raw = call_with_timeout(fn, (given, call), timeout, f"tool {contract.ref} in '{state.id}'")
+        output, raw_text, owned = _parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
         _tag_tool_error(exc)
         took = (time.perf_counter() - started) * 1000
@@ -157,10 +175,11 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
                 _undo_partial(runner, state, contract, tool_input, call)
         raise
     took = (time.perf_counter() - started) * 1000
-    return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took)
+    return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned)
 
 
-def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False):
+def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
+              owned=False):
     c = runner.cursor
     problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
@@ -182,7 +201,8 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
     if raw_text is not None:
         data["raw"] = raw_text if not contract.sensitive else None
-    runner.emit("tool_succeeded", state.id, attempt, strict=True, **data)
+    # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
+    runner.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, **data)
     if problem:
         raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' does not match its output_schema {problem}")
     return output
@@ -295,22 +315,31 @@ def _policy_review(runner, state, contract, decision) -> None:
 
 
 def _parse_output(raw, contract):
+    """``(output, raw JSON text or None, owned)``. ``owned`` (see :meth:`Runner.emit`): ``True`` for a
+    fresh output known to be small, else a tuple of the values to measure. The output is always a
+    fresh object: a copy of what the tool returned, or parsed from the text it returned."""
     if isinstance(raw, (bytes, bytearray)):
         raw = raw.decode("utf-8")
     if isinstance(raw, str):
         try:
-            return json.loads(raw, parse_constant=_no_constant), raw
+            parsed = json.loads(raw, parse_constant=_no_constant)
+            return parsed, raw, (parsed, raw)  # fresh, size unknown: measured by the event
         except ValueError as exc:
             raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
     if raw is None:
-        return {}, None
+        return {}, None, True
+    flat = flat_copy(raw)
+    if flat is not None:  # JSON by construction, small, and a copy the tool cannot change later
+        return flat, None, True
     if not isinstance(raw, (dict, list, int, float, bool)):
         raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
     try:
-        _STRICT.encode(raw)  # JSON only: no NaN, no objects JSON cannot hold
+        text = _STRICT.encode(raw)  # JSON only: no NaN, no objects JSON cannot hold
     except (TypeError, ValueError) as exc:
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
-    return raw, None
+    # a copy: the tool may keep the object it returned and change it later (the run must not see that)
+    parsed = json.loads(text)
+    return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,)
 
 
 _STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=True)

@@ -1,0 +1,84 @@
+"""Cheap answers about JSON payloads, so a step pays for JSON encoding only when it must.
+
+A step moves small JSON values: a tool input of a few fields, an output of a few more. Encoding
+each of them only to learn that it is JSON and under the 1 MiB payload limit costs more than the
+rest of the step. The two functions here decide the common case by looking at the value:
+
+* :func:`flat_copy` — a copy of a flat JSON object (string keys; values null, booleans, numbers,
+  short strings), or ``None`` when the value is anything else (the caller then encodes it);
+* :func:`fits` — ``True`` when a value is certainly under :data:`MAX_PAYLOAD` bytes as compact
+  UTF-8 JSON without encoding it: at most :data:`FIT_LEAVES` scalars and keys in all, none of them
+  a string longer than :data:`FIT_STRING` characters or an integer beyond 64 bits (containers
+  count as one). A string of n characters encodes to at most 6n bytes (``\\u00XX`` escapes), so
+  the bound is 64 x (6 x 1024 + 32) < 1 MiB. ``False`` means "not known": the caller encodes
+  and measures. Values JSON cannot hold (objects, NaN) are never "known": they go the slow way.
+"""
+from __future__ import annotations
+
+import math
+
+MAX_PAYLOAD = 1 << 20  # bytes of one event's data or of the checkpoint (compact UTF-8 JSON)
+FIT_LEAVES = 64
+FIT_STRING = 1024
+FLAT_KEYS = 32
+_BIG = 1 << 64
+
+
+def flat_copy(value):
+    """A shallow copy of ``value`` if it is a flat JSON object (see the module docstring), else
+    None. Floats must be finite (JSON has no NaN or Infinity)."""
+    if type(value) is not dict or len(value) > FLAT_KEYS:
+        return None
+    for key, item in value.items():
+        if type(key) is not str or len(key) > FIT_STRING:
+            return None
+        kind = type(item)
+        if kind is str:
+            if len(item) > FIT_STRING:
+                return None
+        elif kind is float:
+            if not math.isfinite(item):
+                return None
+        elif kind is int:
+            if not -_BIG < item < _BIG:
+                return None
+        elif item is not None and kind is not bool:
+            return None
+    return dict(value)
+
+
+def fits(value) -> bool:
+    """True when ``value`` is certainly at most :data:`MAX_PAYLOAD` bytes of JSON (no encoding)."""
+    budget = FIT_LEAVES
+    stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        budget -= 1
+        if budget < 0:
+            return False
+        if kind is str:
+            if len(item) > FIT_STRING:
+                return False
+        elif kind is dict:
+            budget -= len(item)  # its keys
+            if budget < 0:
+                return False
+            for key in item:
+                if type(key) is not str or len(key) > FIT_STRING:
+                    return False
+            extend(item.values())
+        elif kind is list or kind is tuple:
+            if len(item) > budget:
+                return False
+            extend(item)
+        elif kind is int:
+            if not -_BIG < item < _BIG:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif item is not None and kind is not bool:
+            return False
+    return True

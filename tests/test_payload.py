@@ -1,0 +1,53 @@
+"""flowctl.payload: the cheap "small and JSON" answers that let a step skip encoding.
+
+The promise users rely on: a value ``fits`` only if its JSON is really under the 1 MiB payload
+limit (so the limit holds without measuring), and ``flat_copy`` only accepts what JSON can hold."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowctl.audit import encode_data
+from flowctl.payload import FIT_LEAVES, FIT_STRING, FLAT_KEYS, MAX_PAYLOAD, fits, flat_copy
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40)),
+    lambda inner: st.one_of(st.lists(inner, max_size=8), st.dictionaries(st.text(max_size=8), inner, max_size=8)),
+    max_leaves=80)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_a_value_that_fits_encodes_under_the_limit(value):
+    if fits(value):
+        assert len(encode_data(value).encode()) <= MAX_PAYLOAD
+
+
+def test_the_worst_case_that_fits_is_still_under_the_limit():
+    # every leaf a longest string of characters JSON escapes as \u00XX (6 bytes each)
+    worst = ["\x01" * FIT_STRING] * (FIT_LEAVES - 1)
+    assert fits(worst)
+    assert len(encode_data(worst).encode()) <= MAX_PAYLOAD
+    assert not fits(worst + ["x"])  # one more leaf is no longer "known small"
+
+
+@pytest.mark.parametrize("value", [
+    "x" * (FIT_STRING + 1), [[]] * FIT_LEAVES, {"k" * (FIT_STRING + 1): 1}, 1 << 64, math.nan, math.inf,
+    object(), {1: "non-string key"}, {"a": {"b": {"c": [0] * FIT_LEAVES}}},
+])
+def test_what_is_not_known_small_is_left_to_encoding(value):
+    assert not fits(value)
+
+
+def test_flat_copy_copies_flat_json_objects_only():
+    source = {"n": 1, "s": "x", "f": 1.5, "b": True, "z": None}
+    copied = flat_copy(source)
+    assert copied == source and copied is not source
+    for value in ({"n": {"nested": 1}}, {"n": [1]}, {"n": math.nan}, {1: 1}, {"n": 1 << 70}, {"s": "x" * (FIT_STRING + 1)},
+                  {f"k{i}": i for i in range(FLAT_KEYS + 1)}, [1, 2], "text", {"o": object()}):
+        assert flat_copy(value) is None, value
+    assert json.loads(encode_data(copied)) == source

@@ -1,0 +1,116 @@
+"""flowctl.store_hot: the per-step commit on a held connection keeps the store's promises —
+all of a step or none of it, a stale writer writes nothing, a database failure is a StoreError
+(never a step error the flow's handlers would swallow), and the audit chain verifies."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from enginekit import Harness, build, contract, sqlite_store, task
+from flowctl.audit import verify_run
+from flowctl.errors import StoreError
+from flowctl.store import MemoryStore, open_store
+from pg import pg_url  # noqa: F401 - fixture
+
+TOOLS = """
+SHARED = {"n": 0}
+NESTED = {"items": [0]}
+
+def bump(input, call):
+    SHARED["n"] += 1          # returns the same dict every time and keeps changing it
+    return SHARED
+
+def grow(input, call):
+    NESTED["items"].append(len(NESTED["items"]))
+    return NESTED
+"""
+
+LOOP = {
+    **contract("bump", "bump"), **contract("grow", "grow"),
+    **task("a", "bump@1.0.0"), **task("b", "grow@1.0.0"),
+    "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n"
+                          "  - {from: a, to: b}\n"
+                          "  - {from: b, to: a, when: 'visits.b < `3`'}\n"
+                          "  - {from: b, to: done}\n",
+}
+
+
+def _outputs(store, run_id, tool):
+    return [e["data"]["output"] for e in store.events(run_id)
+            if e["type"] == "tool_succeeded" and e["data"]["tool"].startswith(tool)]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_events_keep_each_output_as_it_was_returned(tmp_path, kind):
+    store = MemoryStore() if kind == "memory" else sqlite_store(tmp_path)
+    result = Harness(build(tmp_path, LOOP, TOOLS), store=store).run()
+    assert result.status == "succeeded", result.error
+    assert _outputs(store, result.run_id, "bump") == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert _outputs(store, result.run_id, "grow") == [{"items": [0, 1]}, {"items": [0, 1, 2]}, {"items": [0, 1, 2, 3]}]
+    row = store.get_run(result.run_id)
+    assert verify_run(row, store.events(result.run_id)) == []
+
+
+def test_memory_store_seals_the_chain_when_read_and_detects_edits(tmp_path):
+    store = MemoryStore()
+    result = Harness(build(tmp_path, LOOP, TOOLS), store=store).run()
+    events = store.events(result.run_id)
+    assert all(len(e["hash"]) == 64 and e["data_json"] for e in events)
+    assert store.get_run(result.run_id)["last_hash"] == events[-1]["hash"]
+    events[2]["data_json"] = events[2]["data_json"].replace("1", "7")
+    assert any("modified" in p for p in verify_run(store.get_run(result.run_id), events))
+
+
+def _refuse_events_sqlite(path):
+    db = sqlite3.connect(path)
+    db.execute("CREATE TRIGGER no_more BEFORE INSERT ON flowctl_events "
+               "WHEN NEW.type = 'transition_taken' BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    db.commit()
+    db.close()
+
+
+def test_a_failing_sqlite_commit_is_a_store_error_and_writes_nothing(tmp_path):
+    store = sqlite_store(tmp_path)
+    root = build(tmp_path, LOOP, TOOLS)
+    _refuse_events_sqlite(tmp_path / "flowctl.db")
+    with pytest.raises(StoreError, match="cannot commit the step .*disk says no"):
+        Harness(root, store=store).run()
+    (row,) = store.list_runs()
+    assert row["status"] == "running" and row["last_seq"] == 1  # run_started only: the step left no trace
+    assert [e["type"] for e in store.events(row["id"])] == ["run_started"]
+    assert verify_run(row, store.events(row["id"])) == []
+
+
+@pytest.mark.postgres
+def test_a_failing_postgresql_commit_is_a_store_error_and_writes_nothing(tmp_path, pg_url):  # noqa: F811
+    import psycopg
+
+    store = open_store(pg_url)
+    root = build(tmp_path, LOOP, TOOLS)
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("CREATE FUNCTION no_more() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                   "IF NEW.type = 'transition_taken' THEN RAISE EXCEPTION 'disk says no'; END IF; RETURN NEW; END $$")
+        db.execute("CREATE TRIGGER no_more BEFORE INSERT ON flowctl_events FOR EACH ROW EXECUTE FUNCTION no_more()")
+    with pytest.raises(StoreError, match="disk says no"):
+        Harness(root, store=store).run()
+    (row,) = store.list_runs()
+    assert row["status"] == "running" and row["last_seq"] == 1
+    assert [e["type"] for e in store.events(row["id"])] == ["run_started"]  # the run-row update was undone too
+    store.close()
+
+
+@pytest.mark.postgres
+def test_postgresql_runs_commit_each_step_in_one_statement_and_verify(tmp_path, pg_url):  # noqa: F811
+    store = open_store(pg_url)
+    result = Harness(build(tmp_path, LOOP, TOOLS), store=store).run()
+    assert result.status == "succeeded"
+    assert _outputs(store, result.run_id, "bump") == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert verify_run(store.get_run(result.run_id), store.events(result.run_id)) == []
+    stale = store.get_run(result.run_id)
+    from flowctl.errors import RunConflict
+
+    with pytest.raises(RunConflict):
+        store.commit(result.run_id, stale["last_seq"] - 1, {"status": "failed"}, [])
+    assert store.get_run(result.run_id)["status"] == "succeeded"
+    store.close()
