@@ -139,13 +139,21 @@ _KNOWN_FUNCTIONS = frozenset(name[6:] for name in dir(_Functions) if name.starts
 class Expression:
     """A compiled expression. ``text`` is the source; ``where`` is ``file:line`` (may be empty)."""
 
-    __slots__ = ("text", "where", "_tree", "_fn")
+    __slots__ = ("text", "where", "_tree", "_fn", "cannot_fail")
 
     def __init__(self, text: str, where: str = ""):
         self.text = text
         self.where = where
         self._tree = jmespath.compile(text).parsed
         self._fn = compile_tree(self._tree, _INTERPRETER.visit, _OPTIONS.custom_functions)
+        #: a field path or a literal: evaluating it cannot raise, so callers may use :attr:`unchecked`
+        self.cannot_fail = _cannot_fail(self._tree)
+
+    @property
+    def unchecked(self):
+        """The compiled closure itself, ``fn(scope)``, without the error wrapping of :meth:`evaluate`
+        (for expressions that :attr:`cannot_fail`)."""
+        return self._fn
 
     def evaluate(self, scope: dict):
         """Value of the expression on ``scope`` (compiled to closures, same results as jmespath's
@@ -158,6 +166,13 @@ class Expression:
 
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"
+
+
+def _cannot_fail(node) -> bool:
+    kind = node["type"]
+    if kind in ("field", "literal", "current", "identity"):
+        return True
+    return kind == "subexpression" and all(_cannot_fail(c) for c in node["children"])
 
 
 _CACHE: dict = {}

@@ -27,28 +27,34 @@ _BIG = 1 << 64
 def flat_copy(value):
     """A shallow copy of ``value`` if it is a flat JSON object (see the module docstring), else
     None. Floats must be finite (JSON has no NaN or Infinity)."""
+    return dict(value) if _flat(value) else None
+
+
+def _flat(value) -> bool:
     if type(value) is not dict or len(value) > FLAT_KEYS:
-        return None
+        return False
     for key, item in value.items():
         if type(key) is not str or len(key) > FIT_STRING:
-            return None
+            return False
         kind = type(item)
         if kind is str:
             if len(item) > FIT_STRING:
-                return None
+                return False
         elif kind is float:
             if not math.isfinite(item):
-                return None
+                return False
         elif kind is int:
             if not -_BIG < item < _BIG:
-                return None
+                return False
         elif item is not None and kind is not bool:
-            return None
-    return dict(value)
+            return False
+    return True
 
 
 def fits(value) -> bool:
     """True when ``value`` is certainly at most :data:`MAX_PAYLOAD` bytes of JSON (no encoding)."""
+    if _flat(value):  # the common case, without the walk (at most 32 keys and values)
+        return True
     budget = FIT_LEAVES
     stack = [value]
     pop, push, extend = stack.pop, stack.append, stack.extend

@@ -34,7 +34,8 @@ def compile_mapping(mapping, where: str = ""):
     """:func:`build` compiled once: a function ``scope -> value`` (each expression compiled to
     closures by :mod:`flowctl.exprcompile`). Raises jmespath's ParseError on bad syntax."""
     if isinstance(mapping, str):
-        return compile_expr(mapping, where).evaluate
+        expr = compile_expr(mapping, where)
+        return expr.unchecked if expr.cannot_fail else expr.evaluate
     if isinstance(mapping, dict):
         items = [(k, compile_mapping(v, where)) for k, v in mapping.items()]
         return lambda scope: {k: fn(scope) for k, fn in items}

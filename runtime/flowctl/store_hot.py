@@ -79,6 +79,16 @@ class HotPath:
             found = self._sql[key] = (str(compiled), compiled)
         return found
 
+    def _positional(self, compiled) -> tuple:
+        """``(names, constants)`` of a compiled statement's parameters, in SQL order: the values the
+        caller passes by name, and those SQLAlchemy fixed when compiling (``julianday('now')`` …)."""
+        key = ("positional", id(compiled))
+        found = self._sql.get(key)
+        if found is None:
+            constants = {name: bind.value for name, bind in compiled.binds.items() if not bind.callable}
+            found = self._sql[key] = (tuple(compiled.positiontup), constants)
+        return found
+
     def _sqlite_insert(self) -> str:
         if self._insert_sql is None:
             self._insert_sql = (f"INSERT INTO flowctl_events ({', '.join(_EVENT_COLUMNS)}) "
@@ -124,12 +134,13 @@ class HotPath:
 
     def _commit_sqlite(self, stmt, columns, params, event_rows) -> bool:
         sql, compiled = self._update(stmt, columns)
-        values = compiled.construct_params(params)
+        names, constants = self._positional(compiled)
+        values = [params[name] if name in params else constants[name] for name in names]
         conn = self._connection()
         cur = conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
-            cur.execute(sql, [values[name] for name in compiled.positiontup])
+            cur.execute(sql, values)
             if cur.rowcount != 1:
                 cur.execute("ROLLBACK")
                 return False
