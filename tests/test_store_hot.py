@@ -114,3 +114,18 @@ def test_postgresql_runs_commit_each_step_in_one_statement_and_verify(tmp_path, 
         store.commit(result.run_id, stale["last_seq"] - 1, {"status": "failed"}, [])
     assert store.get_run(result.run_id)["status"] == "succeeded"
     store.close()
+
+
+def test_flowctl_run_of_a_long_loop_shows_the_path_tail_and_says_where_the_rest_is(tmp_path):
+    from click.testing import CliRunner
+
+    from flowctl.cli import main
+
+    root = build(tmp_path, {
+        **contract("bump", "bump"), **task("a", "bump@1.0.0"),
+        "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: a, when: 'visits.a < `40`'}\n"
+                              "  - {from: a, to: done}\n"}, TOOLS)
+    out = CliRunner().invoke(main, ["run", "f", "--db", f"sqlite:///{tmp_path}/s.db", "--root", str(root)])
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.output.splitlines() if x.startswith("path: "))
+    assert line.startswith("path: … a ×31 → done") and "(9 earlier states: flowctl trace " in line

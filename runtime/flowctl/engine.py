@@ -39,7 +39,8 @@ class RunResult:
 
     ``status``: succeeded | failed | cancelled | paused | waiting. ``output``: the flow's
     ``output`` (succeeded). ``error``: ``{type, code, message, state}`` (failed). ``path``: state
-    ids entered, in order (the last 100 of a longer run; ``flowctl trace`` shows all).
+    ids entered, in order: the last 32 of a longer run (``steps`` counts them all; ``flowctl
+    trace`` shows all).
     ``residue``: compensations that failed, ``[{state, tool, error}]``.
     ``review``: when paused, ``{state, token, decisions, show, deadline}`` (the token is only
     here, never stored). ``available_at``: when waiting, epoch seconds it is due.

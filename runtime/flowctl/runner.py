@@ -36,7 +36,7 @@ from .store import FINAL
 
 # States of the path kept in the checkpoint. The checkpoint is re-encoded and rewritten on every step,
 # so a longer tail makes each durable step of a long run slower; the audit log keeps all of them.
-PATH_KEPT = 100
+PATH_KEPT = 32
 LIMIT_ERRORS = (MaxStepsExceeded, RunTimeout)
 
 

@@ -151,8 +151,12 @@ class SqlStore:
         base = r.update().where(r.c.id == sa.bindparam("b_id"), r.c.last_seq == sa.bindparam("b_expect"))
         self._update_run = base  # MemoryStore-compatible plain form (kept for callers that use it)
         #: no token: refused while a worker's lease is live; takes over (clears) an expired one
-        self._update_free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr)) \
-            .values(lease_until=None)
+        free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr))
+        self._update_free = free.values(lease_until=None)
+        #: the same, for the steps in between: the status commit that took the run over (resume,
+        #: recover, cancel) cleared the lease already, so it is NULL and stays so (an unchanged
+        #: column is not written, nor its index entry)
+        self._update_free_keep = free
         fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= self.now_expr)
         self._update_fenced_keep = fenced
         #: a worker's token, the run stays running: the lease is extended as a heartbeat would
@@ -250,7 +254,8 @@ class SqlStore:
         if due is not None:
             row["available_at"] = due
         if fence is None:
-            stmt, params = self._update_free, dict(row, b_id=run_id, b_expect=expect_seq)
+            stmt = self._update_free if "status" in run else self._update_free_keep
+            params = dict(row, b_id=run_id, b_expect=expect_seq)
         elif run.get("status") not in (None, "running"):
             stmt, params = self._update_fenced_end, dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence)
         elif not lease:

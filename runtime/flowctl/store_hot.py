@@ -86,7 +86,7 @@ class HotPath:
         found = self._sql.get(key)
         if found is None:
             constants = {name: bind.value for name, bind in compiled.binds.items() if not bind.callable}
-            found = self._sql[key] = (tuple(compiled.positiontup), constants)
+            found = self._sql[key] = (tuple(compiled.positiontup or ()), constants)
         return found
 
     def _sqlite_insert(self) -> str:
@@ -157,7 +157,8 @@ class HotPath:
 
     def _commit_pg(self, stmt, columns, params, event_rows) -> bool:
         sql, compiled = self._pg_statement(stmt, columns, len(event_rows))
-        values = compiled.construct_params(params)
+        values = dict(self._positional(compiled)[1])
+        values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))
         cur = self._connection().cursor()

@@ -162,7 +162,10 @@ def print_result(result, *, fmt="text") -> int:
     colour = {"succeeded": "green", "failed": "red", "cancelled": "red"}.get(result.status, "yellow")
     click.echo(f"run {result.run_id} ({result.flow}): " + click.style(result.status, fg=colour, bold=True))
     if result.path:
-        click.echo("path: " + one_line_path(result.path))
+        earlier = (result.steps or 0) - len(result.path)
+        shown = ("… " if earlier > 0 else "") + one_line_path(result.path)
+        note = f"  ({earlier} earlier states: flowctl trace {result.run_id})" if earlier > 0 else ""
+        click.echo("path: " + shown + note)
     if result.status == "succeeded":
         click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
     if result.error:
