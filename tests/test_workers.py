@@ -346,22 +346,71 @@ def test_the_heartbeat_keeps_a_run_through_a_tool_call_longer_than_the_lease(tmp
     assert out2["stats"]["claimed"] == 0
 
 
-def test_child_runs_of_a_parallel_state_are_leased_and_fenced_too(tmp_path, project, db_url):
+def test_child_runs_are_queued_for_any_worker_and_leased_and_fenced(tmp_path, project, db_url):
     from flowctl.worker import enqueue
 
     engine = _engine(project, db_url)
-    run_id = enqueue(engine, "fanned", {"sleep": 0})
-    worker = _worker(engine, max_runs=1)
-    thread, out = _run_in_thread(worker)
-    thread.join(30)
-    assert engine.store.get_run(run_id)["status"] == "succeeded"
+    run_id = enqueue(engine, "fanned", {"sleep": 0.4})
+    workers = [_worker(engine, concurrency=1, worker_id=name) for name in ("w1", "w2")]
+    threads = [_run_in_thread(w)[0] for w in workers]
+    try:
+        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the parent to finish")
+    finally:
+        for w in workers:
+            w.stop()
+        for t in threads:
+            t.join(30)
     children = engine.store.list_runs(parent_id=run_id, limit=0)
     assert len(children) == 2 and {c["status"] for c in children} == {"succeeded"}
+    # one thread each: the parent parked instead of holding it, and the two children ran side by side
+    assert {c["owner"] for c in children} == {"w1", "w2"}
     for child in children:
-        assert child["owner"] == worker.id and child["fence"] == 1 and child["lease_until"] is None
-        assert {e["fence"] for e in engine.store.events(child["id"])} == {1}
-    assert {e["fence"] for e in engine.store.events(run_id)} == {None, 1}
-    assert len(_ledger(tmp_path)) == 4
+        assert child["fence"] >= 1 and child["lease_until"] is None
+        assert None not in {e["fence"] for e in engine.store.events(child["id"])[1:]}  # all but the queued start
+    parent = engine.store.get_run(run_id)
+    assert parent["output"] is not None and len(_ledger(tmp_path)) == 4
+    kinds = [e["type"] for e in engine.store.events(run_id)]
+    assert kinds.count("child_finished") == 2 and "run_paused" in kinds
+
+
+def test_a_single_worker_thread_runs_a_map_of_many_children_within_max_concurrency(tmp_path, project, db_url):
+    import textwrap
+
+    from flowctl.worker import enqueue
+    from helpers import write_project
+
+    files = dict(FILES)
+    files["states/many.yaml"] = textwrap.dedent("""\
+        id: many
+        type: map
+        items: input.items
+        flow: f
+        item_input: {sleep: "`0`"}
+        max_concurrency: 2
+        tolerated_failures: {count: 0}
+        """)
+    files["transitions/mapped.yaml"] = ("flow: mapped\nstart: many\ntransitions:\n"
+                                        "  - {from: many, to: done, set: {outs: response}}\n")
+    root = write_project(tmp_path / "proj2", files)
+    engine = _engine(root, db_url)
+    run_id = enqueue(engine, "mapped", {"items": list(range(5))})
+    worker = _worker(engine, concurrency=1)
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 90, "the map to finish")
+    finally:
+        worker.stop()
+        thread.join(30)
+    children = engine.store.list_runs(parent_id=run_id, limit=0)
+    assert len(children) == 5 and {c["status"] for c in children} == {"succeeded"}
+    # never more than max_concurrency children queued or running at once: each child was queued
+    # (its run_started) only after all but one of the previously queued had finished
+    starts = sorted((engine.store.events(c["id"])[0]["ts"], c["id"]) for c in children)
+    ends = {c["id"]: engine.store.events(c["id"])[-1]["ts"] for c in children}
+    for i, (started, _) in enumerate(starts):
+        still_open = [cid for ts, cid in starts[:i] if ends[cid] > started]
+        assert len(still_open) < 2, (i, still_open)
+    assert len(engine.store.get_run(run_id)["output"]["outs"]) == 5  # one output per item, in item order
 
 
 # ------------------------------------------------------------------------------------------ processes

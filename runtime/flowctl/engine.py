@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .clock import SystemClock
@@ -93,6 +94,9 @@ class Engine:
         #: ``fn(runner) -> flowctl.expressions.Recorder``: where uuid()/now() values come from
         #: (replay passes recorded ones); None draws fresh values.
         self.recorder_factory = None
+        #: parallel/map/subflow children become queued runs any worker may claim, instead of threads
+        #: of this process (set by :class:`flowctl.worker.Worker`; see :mod:`flowctl.fanout`)
+        self.distribute_children = False
         self._projects: dict = {}
         self._checked: set = set()
 
@@ -176,13 +180,19 @@ class Engine:
         from .checks import validate
 
         files = flow_files(self.project, flow)
-        errors = [d for d in validate(self.project) if d.severity == ERROR and d.file in files]
+        missing = _missing_parts(self.project, flow)
+        errors = [d for d in validate(self.project) if d.severity == ERROR
+                  and (d.file in files or Path(d.file).stem.split(".")[0] in missing)]
+        if missing and not errors:
+            raise ProjectError(f"flow '{flow.id}' uses {missing[0]!r}, which is not defined", hint="run: flowctl validate")
         if errors:
             first = errors[0]
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise ProjectError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
                                hint="run: flowctl validate")
         self._checked.add(flow.id)
+        for child in _child_flows(self.project, flow):  # the flows its parallel/map/subflow states start
+            self._check_flow(self.project.flows[child])
 
     def project_for(self, digest: str):
         """The project a run started with (its stored snapshot); the live one if digests match."""
@@ -195,6 +205,39 @@ class Engine:
             files = self.store.load_definition(digest)
             found = self._projects[digest] = load_files(files, self.project.root)
         return found
+
+
+def _missing_parts(project, flow) -> list:
+    """States and tools the flow names that the project does not have (undefined, or their file did
+    not load): running it would fail on the first one reached."""
+    from .checks import flow_graph
+
+    missing = [f for f in _child_flows(project, flow, known_only=False) if f not in project.flows]
+    for sid in sorted(flow_graph(project, flow)):
+        state = project.states.get(sid)
+        if state is None:
+            missing.append(sid)
+            continue
+        for ref in [state.tool, state.get("notify")] + [h.fallback for h in state.on_error]:
+            if isinstance(ref, str) and ref and project.resolve_tool(ref) is None:
+                missing.append(ref.split("@")[0])
+    return missing
+
+
+def _child_flows(project, flow, known_only: bool = True) -> list:
+    """Ids of the flows started by the parallel, map and subflow states of ``flow``."""
+    from .checks import flow_graph
+
+    found = []
+    for sid in sorted(flow_graph(project, flow)):
+        state = project.states.get(sid)
+        if state is None or state.type not in ("parallel", "map", "subflow"):
+            continue
+        named = state.get("branches") if state.type == "parallel" else [state.get("flow")]
+        for fid in named if isinstance(named, list) else []:
+            if isinstance(fid, str) and fid not in found and (fid in project.flows or not known_only):
+                found.append(fid)
+    return found
 
 
 def flow_files(project, flow) -> set:

@@ -15,6 +15,15 @@ children that did not fail join the parent's saga, ordered by completion time, s
 compensation undoes them newest first. A child that pauses (review) or waits parks the parent
 (``waiting`` on its children); the parent continues when the child ends.
 
+**In a worker** (``flowctl worker``; ``Engine.distribute_children``) children are not threads: they
+are written as ``queued`` runs, at most ``max_concurrency`` unfinished at a time, in the parent's
+queue and priority, and any worker claims them. The parent parks ``waiting`` on its children;
+each child that ends makes the parent due (:meth:`SqlStore.nudge <flowctl.store.SqlStore.nudge>`),
+and whichever worker claims the parent records the finished children, queues the next ones, and
+parks again or goes on. When more children fail than tolerated, no further child is queued; those
+already queued or running finish (there is no cancel request to stop them), their completed side
+effects join the parent's saga, and :class:`~flowctl.errors.BranchFailed` is raised when they have.
+
 ``response`` is the list of child outputs in branch or item order (a tolerated failed item is
 ``{"error": {...}}``); for ``subflow`` it is the child's output. A map with a ``batch`` runs one
 child per batch with input ``{"items": [item inputs]}`` and flattens the outputs.
@@ -123,6 +132,9 @@ def _drive(runner, state, fan) -> None:
     todo = [ch for ch in fan["children"] if ch["status"] not in FINAL]
     if not todo:
         return
+    if runner.engine.distribute_children:
+        _drive_queued(runner, state, fan)
+        return
     stop = threading.Event()
     lock = threading.Lock()
     failures = [sum(ch["status"] == "failed" for ch in fan["children"])]
@@ -133,19 +145,12 @@ def _drive(runner, state, fan) -> None:
             return
         result = _run_child(engine, runner, state, fan, ch, stop)
         with lock:
-            ch["status"] = result.status
-            ch["output"] = result.output
-            ch["error"] = result.error
-            if result.status in ("succeeded", "cancelled"):
-                row = engine.store.get_run(ch["run_id"])
-                ch["saga"] = list((row.get("cursor") or {}).get("saga") or [])
+            _record(runner, state, fan, ch, result)
             if result.status == "failed":
                 failures[0] += 1
                 if failures[0] > fan["tolerated"]:
                     fan["failed"] = True
                     stop.set()
-            runner.emit("child_finished", state.id, None, run_id=ch["run_id"], index=ch["index"], flow=ch["flow"],
-                        status=result.status, error=result.error)
             runner.commit()
 
     if fan["max_concurrency"] == 1 or len(todo) == 1:
@@ -157,6 +162,66 @@ def _drive(runner, state, fan) -> None:
             for future in [pool.submit(one, ch) for ch in todo]:
                 future.result()
     for ch in fan["children"]:  # children never started because a sibling failed
+        if ch["status"] is None:
+            ch["status"] = "cancelled"
+
+
+def _record(runner, state, fan, ch, result) -> None:
+    """A child ended: keep its outcome (and completed side effects) in the plan; say so in the log."""
+    ch["status"], ch["output"], ch["error"] = result.status, result.output, result.error
+    if result.status in ("succeeded", "cancelled"):
+        row = runner.engine.store.get_run(ch["run_id"])
+        ch["saga"] = list((row.get("cursor") or {}).get("saga") or [])
+    runner.emit("child_finished", state.id, None, run_id=ch["run_id"], index=ch["index"], flow=ch["flow"],
+                status=result.status, error=result.error)
+
+
+def _drive_queued(runner, state, fan) -> None:
+    """Worker mode (see the module docstring): record the children that ended, queue the next ones
+    up to ``max_concurrency`` open, and park the parent until a child ends, or return when all did."""
+    from . import runner as runner_mod
+    from .worker import enqueue_child
+
+    engine, project = runner.engine, runner.project
+    children = fan["children"]
+    failures = sum(ch["status"] == "failed" for ch in children)
+    open_ids = []
+    for ch in children:
+        if ch["status"] in FINAL or not ch.get("queued"):
+            continue
+        row = engine.store.get_run(ch["run_id"], exact=True)
+        if row["status"] in FINAL:
+            _record(runner, state, fan, ch, runner_mod.result_from_row(row))
+            failures += ch["status"] == "failed"
+        else:
+            open_ids.append(ch["run_id"])
+    if failures > fan["tolerated"]:
+        fan["failed"] = True
+    for ch in children:
+        if fan.get("failed") or len(open_ids) >= fan["max_concurrency"]:
+            break
+        if ch["status"] is not None or ch.get("queued"):
+            continue
+        try:  # queued already if this parent died between queueing it and its next checkpoint
+            engine.store.get_run(ch["run_id"], exact=True)
+        except FlowctlError:
+            parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"]}
+            try:
+                enqueue_child(engine, project, project.flows[ch["flow"]], ch["input"], ch["run_id"], parent,
+                              queue=runner.row.get("queue"), priority=runner.row.get("priority"))
+            except UsageError as exc:  # e.g. the child flow's input_schema refuses the built input
+                from .engine import RunResult
+
+                _record(runner, state, fan, ch, RunResult(ch["run_id"], ch["flow"], "failed", error={
+                    "type": "UsageError", "code": exc.code, "message": str(exc), "state": None}))
+                failures += 1
+                fan["failed"] = fan.get("failed") or failures > fan["tolerated"]
+                continue
+        ch["queued"] = True
+        open_ids.append(ch["run_id"])
+    if open_ids:
+        runner.park("waiting", {"kind": "children", "state": state.id, "children": open_ids}, None, keep_due=True)
+    for ch in children:  # never queued because too many siblings failed
         if ch["status"] is None:
             ch["status"] = "cancelled"
 

@@ -97,6 +97,12 @@ def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=N
     the parent itself is driving it (``continue_parent=False``)."""
     result = _resume(engine, row, token=token, decision=decision, data=data, by=by, stop=stop)
     if continue_parent and row.get("parent_id") and result.status in FINAL:
+        if engine.distribute_children:  # a worker: make the parent due; whichever worker claims it goes on
+            try:
+                engine.store.nudge(row["parent_id"])
+            except FlowctlError:
+                pass  # the parent still re-checks its children on its next claim
+            return result
         try:
             parent = engine.store.get_run(row["parent_id"])
             if parent["status"] == "waiting" and ((parent.get("cursor") or {}).get("pending") or {}).get("kind") == "children":
@@ -673,11 +679,17 @@ class Runner:
             self.finish_failed(action["fail"])
 
     # ------------------------------------------------------------------ parking
-    def park(self, status: str, pending: dict, available_at: float | None) -> None:
+    def park(self, status: str, pending: dict, available_at: float | None, *, keep_due: bool = False) -> None:
+        """Commit the run as ``status`` (waiting, paused) due at ``available_at`` and stop driving it.
+        ``keep_due``: leave the stored due time as it is instead: a parent waiting on queued
+        children stays due if a child ended (:meth:`SqlStore.nudge`) since it was resumed."""
         self.cursor["pending"] = pending
         self.emit("run_paused", self.cursor["state"], self.cursor["attempt"], status=status, pending=_public(pending),
                   available_at=available_at)
-        self.commit(status=status, available_at=available_at)
+        if keep_due:
+            self.commit(status=status)
+        else:
+            self.commit(status=status, available_at=available_at)
         raise Park()
 
     def wait(self, state):

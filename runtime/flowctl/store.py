@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from .errors import RunConflict, RunNotFound, StoreError
@@ -370,6 +371,19 @@ class SqlStore:
     def _notify(self, conn, payload: str) -> None:
         if self.pg:
             conn.execute(self.sa.text("SELECT pg_notify(:c, :p)"), {"c": self.NOTIFY_CHANNEL, "p": payload})
+
+    def nudge(self, run_id: str) -> None:
+        """A child of ``run_id`` ended: make the parent due now. A parent that is running keeps the
+        due time through its next park (``Runner.park(keep_due=True)`` leaves the column alone), so
+        a child that ends while the parent is re-checking its children is never missed."""
+        sa, t = self.sa, self.t
+        r = t.runs
+        with self.engine.begin() as conn:
+            res = conn.execute(r.update().where(r.c.id == run_id, r.c.status.in_(("waiting", "running")))
+                               .values(available_at=self.now_expr))
+            if res.rowcount and self.pg:  # wakes the idle workers of the parent's queue
+                queue = conn.execute(sa.select(r.c.queue).where(r.c.id == run_id)).scalar_one_or_none()
+                self._notify(conn, queue or "default")
 
     def claim(self, owner: str, n: int, lease: float, queues=None) -> list:
         """Take up to ``n`` runs for ``owner``: due runs (``queued``, ``waiting``, ``paused`` with
@@ -850,6 +864,12 @@ class MemoryStore:
 
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
+
+    def nudge(self, run_id):
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is not None and row["status"] in ("waiting", "running"):
+                row["available_at"] = time.time()
 
     def gate_record(self, entry):
         with self._lock:

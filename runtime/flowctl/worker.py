@@ -111,6 +111,23 @@ def enqueue(engine, flow_id: str, run_input=None, *, params: dict | None = None,
     raise StoreError("the run was driven instead of queued (flowctl bug)")
 
 
+def enqueue_child(engine, project, flow, child_input, run_id: str, parent: dict, *, queue: str = "default",
+                  priority: int = 0) -> None:
+    """Queue the child run ``run_id`` of ``parent`` (``{id, state, index, depth}``) for any worker:
+    written ``queued`` with its first events, as :func:`flowctl.runner.start` would start it.
+    Raises :class:`UsageError` when the child flow refuses ``child_input``."""
+    from . import runner
+
+    shadow = copy.copy(engine)
+    shadow.store = _EnqueueStore(engine.store, queue or "default", int(priority or 0), None)
+    shadow.listener = None
+    try:
+        runner.start(shadow, project, flow, child_input, {}, run_id, parent=parent)
+    except _Enqueued:
+        return
+    raise StoreError("the child run was driven instead of queued (flowctl bug)")
+
+
 # ------------------------------------------------------------------------------------------ fencing
 class LeasedStore:
     """The store as a worker's runners see it. Reads pass through. Writes of a run this worker holds
@@ -197,6 +214,7 @@ class Worker:
         self.log = log or (lambda event, fields: None)
         self.engine = Engine(project, LeasedStore(store, self), max_inline_wait=max_inline_wait, owner=self.id,
                              check=False)
+        self.engine.distribute_children = True  # fan-out children are queued for every worker to claim
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.stats: Counter = Counter()
