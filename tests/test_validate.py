@@ -626,6 +626,7 @@ CATALOGUE = {
     "FC402": {**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'a == "b"'""", "begin>done")},
     "FC403": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?a == `b`", "begin>done")},
     "FC404": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?nope(a)", "begin>done")},
+    "FC406": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?respons.ok", "begin>done")},
     "FC501": {**TASK, "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\nretry:\n  - {errors: [X], interval: 5s, max_delay: 1s}\n"},
     "FC502": {**TASK, "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ntimeout: 5\n"},
     "FC601": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS},

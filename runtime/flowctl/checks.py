@@ -39,43 +39,49 @@ def _expressions_in(value, path):
             yield from _expressions_in(v, path + (i,))
 
 
+#: The names an expression can start with, by where it is written (scope.py, task.py, policy.py).
+RUN_SCOPE = ("input", "params", "context", "response", "error", "review", "visits", "state", "run", "item", "index")
+SCOPES = {"run": RUN_SCOPE, "key": RUN_SCOPE + ("run_input",), "policy": ("input", "run", "flow", "tool")}
+
+
 def iter_expressions(project: Project):
-    """Every expression in the project: ``(doc, path, text)``."""
+    """Every expression in the project: ``(doc, path, text, scope)``; ``scope`` names the
+    :data:`SCOPES` entry it is evaluated against."""
     for state in project.states.values():
         d, doc = state.raw, state.doc
         for key in ("input", "set", "show", "item_input"):
             if key in d:
-                yield from ((doc, p, t) for p, t in _expressions_in(d[key], (key,)))
+                yield from ((doc, p, t, "run") for p, t in _expressions_in(d[key], (key,)))
         for key in ("until", "items"):
             if isinstance(d.get(key), str):
-                yield doc, (key,), d[key]
+                yield doc, (key,), d[key], "run"
         for key in ("timeout", "error", "cause"):
             if isinstance(d.get(key), dict) and isinstance(d[key].get("expr"), str):
-                yield doc, (key, "expr"), d[key]["expr"]
+                yield doc, (key, "expr"), d[key]["expr"], "run"
         for h in state.on_error:
             if h.set:
-                yield from ((doc, p, t) for p, t in _expressions_in(h.set, h.path + ("set",)))
+                yield from ((doc, p, t, "run") for p, t in _expressions_in(h.set, h.path + ("set",)))
     for flow in project.flows.values():
         doc = flow.doc
         if flow.output is not None:
-            yield from ((doc, p, t) for p, t in _expressions_in(flow.output, ("output",)))
+            yield from ((doc, p, t, "run") for p, t in _expressions_in(flow.output, ("output",)))
         for t in flow.transitions:
             if t.when is not None:
-                yield doc, t.path + ("when",), t.when
+                yield doc, t.path + ("when",), t.when, "run"
             if t.set:
-                yield from ((doc, p, x) for p, x in _expressions_in(t.set, t.path + ("set",)))
+                yield from ((doc, p, x, "run") for p, x in _expressions_in(t.set, t.path + ("set",)))
         for h in flow.on_error:
             if h.set:
-                yield from ((doc, p, t) for p, t in _expressions_in(h.set, h.path + ("set",)))
+                yield from ((doc, p, t, "run") for p, t in _expressions_in(h.set, h.path + ("set",)))
     for versions_ in project.contracts.values():
         for c in versions_:
             if c.idempotency_key:
-                yield c.doc, ("idempotency_key",), c.idempotency_key
+                yield c.doc, ("idempotency_key",), c.idempotency_key, "key"
     for policy in project.policies.values():
         for check in policy.allow:
-            yield policy.doc, check.path + ("field",), check.field_expr
+            yield policy.doc, check.path + ("field",), check.field_expr, "policy"
         if policy.review_when:
-            yield policy.doc, ("review_when",), policy.review_when
+            yield policy.doc, ("review_when",), policy.review_when, "policy"
 
 
 def _unknown(project: Project, kind: str, name: str) -> bool:
@@ -307,9 +313,10 @@ def check_order(project: Project):
 
 
 def check_expressions(project: Project):
-    """FC401 syntax, FC402 double-quoted literal, FC403 bare backtick literal, FC404 unknown function."""
-    for doc, path, text in iter_expressions(project):
-        for code, offset, message, hint in lint_expression(text):
+    """FC401 syntax, FC402 double-quoted literal, FC403 bare backtick literal, FC404 unknown function,
+    FC406 a name the expression's scope does not have (always null: a typo)."""
+    for doc, path, text, scope in iter_expressions(project):
+        for code, offset, message, hint in lint_expression(text, SCOPES[scope]):
             style = doc.style(tuple(path))
             line, col = doc.at(tuple(path))
             if style in ('"', "'"):

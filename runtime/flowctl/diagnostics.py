@@ -46,6 +46,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC403": ("bare-backtick-literal", WARNING),
     "FC404": ("unknown-function", ERROR),
     "FC405": ("literal-looks-like-expression", WARNING),
+    "FC406": ("unknown-scope-name", ERROR),
     "FC501": ("retry-value", ERROR),
     "FC502": ("duration", ERROR),
     "FC601": ("side-effect-undeclared-undo", ERROR),

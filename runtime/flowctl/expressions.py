@@ -192,19 +192,72 @@ _LINT_CACHE: dict = {}
 _SYNTAX_HINT = "JMESPath syntax: https://jmespath.org/specification.html"
 
 
-def lint(text: str) -> list[tuple[str, int, str, str]]:
+def lint(text: str, names: tuple | None = None) -> list[tuple[str, int, str, str]]:
     """Problems in one expression's source: ``[(code, offset, message, hint)]``.
 
     ``offset`` is the 0-based character position inside ``text``. Codes: FC401 syntax,
     FC402 a double-quoted "literal" (JMESPath reads it as a field name), FC403 a backtick
-    literal that is not JSON, FC404 an unknown function. Results are cached per text.
+    literal that is not JSON, FC404 an unknown function, FC406 (when ``names`` is given: the
+    fields the scope has) a path starting with another name, which is always null — a typo such
+    as ``respons.total``. Results are cached per text and names.
     """
-    found = _LINT_CACHE.get(text)
+    key = (text, names)
+    found = _LINT_CACHE.get(key)
     if found is None:
         found = _lint(text)
+        if names is not None and not found:
+            found = _unknown_names(text, names)
         if len(_LINT_CACHE) < 100_000:
-            _LINT_CACHE[text] = found
+            _LINT_CACHE[key] = found
     return list(found)
+
+
+def _unknown_names(text: str, names: tuple) -> list:
+    tree = jmespath.compile(text).parsed
+    problems = []
+    for name in _root_fields(tree):
+        if name in names:
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "an expression starts from one of: " + ", ".join(names)
+        offset = _identifier_offset(text, name)
+        problems.append(("FC406", offset, f"'{name}' is not in the scope of this expression, so it is always null",
+                         hint))
+    return problems
+
+
+def _root_fields(node) -> list:
+    """Field names read from the scope itself (not from a value inside it): ``respons`` in
+    ``respons.total``, ``a`` and ``b`` in ``a || b``, not ``x`` in ``items[?x > `1`]``."""
+    found = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, dict):
+            continue
+        kind, children = n.get("type"), n.get("children") or []
+        if kind == "field":
+            found.append(n["value"])
+        elif kind in ("subexpression", "index_expression", "pipe", "projection", "value_projection",
+                      "filter_projection", "flatten"):
+            if children:
+                stack.append(children[0])  # the rest is evaluated on what the first part gives
+        elif kind in ("comparator", "and_expression", "or_expression", "not_expression", "function_expression",
+                      "multi_select_list", "multi_select_dict", "key_val_pair"):
+            stack.extend(children)
+    return sorted(set(found), key=found.index)
+
+
+def _identifier_offset(text: str, name: str) -> int:
+    try:
+        for tok in lexer.Lexer().tokenize(text):
+            if tok["type"] in ("unquoted_identifier", "quoted_identifier") and tok["value"] == name:
+                return tok["start"]
+    except jexc.JMESPathError:
+        pass
+    return 0
 
 
 def _lint(text: str) -> list:
