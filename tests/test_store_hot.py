@@ -128,4 +128,8 @@ def test_flowctl_run_of_a_long_loop_shows_the_path_tail_and_says_where_the_rest_
     out = CliRunner().invoke(main, ["run", "f", "--db", f"sqlite:///{tmp_path}/s.db", "--root", str(root)])
     assert out.exit_code == 0, out.output
     line = next(x for x in out.output.splitlines() if x.startswith("path: "))
-    assert line.startswith("path: … a ×31 → done") and "(9 earlier states: flowctl trace " in line
+    db = f"sqlite:///{tmp_path}/s.db"
+    assert line.startswith("path: … a ×31 → done") and f"(9 earlier states: flowctl trace " in line
+    assert line.endswith(f" --db {db})")  # the suggested command works as printed
+    out = CliRunner().invoke(main, ["run", "f", "--db", "memory", "--root", str(root), "-q"])
+    assert "--db memory keeps no log to trace them" in out.output

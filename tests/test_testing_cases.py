@@ -109,3 +109,19 @@ def test_the_case_schema_ships_with_the_package():
     schema = case_schema()
     assert schema["$schema"].endswith("2020-12/schema")
     assert set(schema["properties"]) >= {"input", "mocks", "reviews", "expect"}
+
+
+def test_a_printed_path_reads_back_as_the_same_path():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from flowctl.commands._common import one_line_path
+
+    assert one_line_path(["bump", "check"] * 50 + ["finished"]) == "(bump → check) ×50 → finished"
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(["a", "b", "c", "d_1"]), max_size=40))
+    def roundtrip(path):
+        assert (parse_path(one_line_path(path)) or []) == path
+
+    roundtrip()

@@ -143,17 +143,41 @@ def parse_params(pairs, params_file):
 
 
 def one_line_path(path) -> str:
-    """``['a', 'b', 'b', 'b', 'c']`` -> ``a → b ×3 → c``."""
+    """States in order, repeats folded: ``['a', 'b', 'b', 'b', 'c']`` -> ``a → b ×3 → c``, and a loop
+    of up to 4 states ``['a', 'b', 'a', 'b', 'c']`` -> ``(a → b) ×2 → c``."""
+    path = list(path)
     parts = []
-    for sid in path:
-        if parts and parts[-1][0] == sid:
-            parts[-1][1] += 1
-        else:
-            parts.append([sid, 1])
-    return " → ".join(s if n == 1 else f"{s} ×{n}" for s, n in parts)
+    i = 0
+    while i < len(path):
+        best_len, best_count = 1, 1
+        for size in range(1, 5):  # the loop that covers the most states from here; shorter on ties
+            unit = path[i:i + size]
+            if len(unit) < size:
+                break
+            count = 1
+            while path[i + count * size:i + (count + 1) * size] == unit:
+                count += 1
+            if count > 1 and count * size > best_count * best_len:
+                best_len, best_count = size, count
+        unit = path[i:i + best_len]
+        text = " → ".join(unit)
+        if best_count > 1:
+            text = f"{text} ×{best_count}" if best_len == 1 else f"({text}) ×{best_count}"
+        parts.append(text)
+        i += best_len * best_count
+    return " → ".join(parts)
 
 
-def print_result(result, *, fmt="text") -> int:
+def _store_flag(db) -> str:
+    """`` --db URL`` for the commands a result suggests (empty for the default store)."""
+    import shlex
+
+    return f" --db {shlex.quote(db)}" if db else ""
+
+
+def print_result(result, *, fmt="text", db=None) -> int:
+    """Print a run's outcome (text or JSON) and what to do next; return its exit code. ``db`` is the
+    ``--db`` the run used: the suggested commands repeat it."""
     if fmt == "json":
         from dataclasses import asdict
 
@@ -164,7 +188,12 @@ def print_result(result, *, fmt="text") -> int:
     if result.path:
         earlier = (result.steps or 0) - len(result.path)
         shown = ("… " if earlier > 0 else "") + one_line_path(result.path)
-        note = f"  ({earlier} earlier states: flowctl trace {result.run_id})" if earlier > 0 else ""
+        if earlier <= 0:
+            note = ""
+        elif db == "memory":
+            note = f"  ({earlier} earlier states; --db memory keeps no log to trace them)"
+        else:
+            note = f"  ({earlier} earlier states: flowctl trace {result.run_id}{_store_flag(db)})"
         click.echo("path: " + shown + note)
     if result.status == "succeeded":
         click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
@@ -178,14 +207,16 @@ def print_result(result, *, fmt="text") -> int:
         rv = result.review
         click.echo(f"paused for review at '{rv['state']}': " + json.dumps(rv.get("show"), ensure_ascii=False))
         if rv.get("token"):
-            click.echo(f"resume with: flowctl resume {result.run_id} --token {rv['token']} --decision "
+            click.echo(f"resume with: flowctl resume {result.run_id}{_store_flag(db)} --token {rv['token']} --decision "
                        + "|".join(rv.get("decisions") or []))
     elif result.status == "paused":
-        click.echo(f"paused; see: flowctl reviews, then flowctl resume {result.run_id} --token T --decision D")
+        click.echo(f"paused; see: flowctl reviews{_store_flag(db)}, then flowctl resume {result.run_id}{_store_flag(db)} "
+                   "--token T --decision D")
     if result.status == "waiting" and result.available_at:
         from ..clock import iso
 
-        click.echo(f"waiting until {iso(result.available_at)}; continue with: flowctl resume {result.run_id} (or flowctl recover)")
+        click.echo(f"waiting until {iso(result.available_at)}; continue with: flowctl resume {result.run_id}{_store_flag(db)} "
+                   f"(or flowctl recover{_store_flag(db)})")
     return result.exit_code
 
 

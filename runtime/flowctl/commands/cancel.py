@@ -10,5 +10,5 @@ def run(run_id, no_compensate, by, root, db) -> int:
         result = engine.cancel(run_id, compensate=not no_compensate, by=by)
     finally:
         engine.store.close()
-    print_result(result)
+    print_result(result, db=db)
     return 0 if result.status == "cancelled" else 1

@@ -15,4 +15,4 @@ def run(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, fmt
             result = engine.resume(run_id, token=token, decision=decision, data=parse_json_arg(data, "--data"), by=by)
     finally:
         engine.store.close()
-    return print_result(result, fmt=fmt)
+    return print_result(result, fmt=fmt, db=db)

@@ -13,4 +13,4 @@ def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt)
             result = engine.run(flow, run_input, params=parse_params(params, params_file))
     finally:
         engine.store.close()
-    return print_result(result, fmt=fmt)
+    return print_result(result, fmt=fmt, db=db)

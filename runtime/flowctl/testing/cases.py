@@ -323,11 +323,14 @@ def _lint(doc: Document, path, text: str, problems: list) -> None:
 
 
 _STEP = re.compile(r"^(?P<id>[^\s×]+)(?:\s*[×x*]\s*(?P<n>[0-9]+))?$")
+_LOOP = re.compile(r"\(([^()]*)\)\s*[×x]\s*(\d+)")
 
 
 def parse_path(text: str) -> list | None:
-    """``"a → b ×3 → c"`` (or ``->``, ``x3``) -> ``[a, b, b, b, c]``; None if unreadable."""
+    """``"a → b ×3 → c"`` (or ``->``, ``x3``) -> ``[a, b, b, b, c]``, and a loop as ``flowctl trace``
+    prints it, ``"(a → b) ×2 → c"`` -> ``[a, b, a, b, c]``; None if unreadable."""
     out = []
+    text = _LOOP.sub(lambda m: " → ".join([m.group(1)] * int(m.group(2))), text)
     for part in re.split(r"\s*(?:→|->)\s*", text.strip()):
         m = _STEP.match(part.strip())
         if not m:
