@@ -636,6 +636,7 @@ CATALOGUE = {
     "FC701": {**TASK, "policies/p.yaml": "policy: p\napplies_to: [pay]\nallow:\n  - {field: input.n, range: [2, 1]}\n"},
     "FC702": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nverify: m:v\n"
                                                    "compensate: m:u\nside_effects: [{type: db, target: t}]\n"},
+    "FC703": {**TASK, "policies/p.yaml": "policy: p\napplies_to: [pay]\n"},
     "FC605": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\n"
                                                    "input_schema: {type: object, required: [a]}\n",
               "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ninput: {b: input.b}\n"},
@@ -657,3 +658,10 @@ def test_every_published_code_has_an_example_that_produces_it(make_project, code
     assert found, [(d.code, d.location) for d in diags]
     assert all(d.severity == CODES[code][1] for d in found)
     assert all(d.file.startswith("orchestration/") and d.line >= 1 and d.column >= 1 for d in found)
+
+
+def test_import_check_finds_a_tool_that_cannot_be_called_as_the_engine_calls_it(make_project):
+    root = make_project({**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: sigcheck_tk:pay\n",
+                         "tools/sigcheck_tk.py": "def pay(input):\n    return {}\n"})
+    found = of(problems(root, import_check=True), "FC603")
+    assert found and "cannot be called as pay(input, call)" in found[0].message

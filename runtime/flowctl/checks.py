@@ -367,7 +367,8 @@ def check_contracts(project: Project):
 
 
 def check_policies(project: Project):
-    """FC701 policy values that cannot work (a bad regex, a reversed range)."""
+    """FC701 policy values that cannot work (a bad regex, a reversed range); FC703 a policy that
+    limits nothing and does not say so (no ``allow`` key, rate, dedupe or review_when)."""
     import re
 
     for policy in project.policies.values():
@@ -381,9 +382,17 @@ def check_policies(project: Project):
                 lo, hi = check.value
                 if lo is not None and hi is not None and lo > hi:
                     yield policy.doc.diag("FC701", f"range [{lo}, {hi}] is empty", check.path + ("range",))
+        data = policy.doc.data if isinstance(policy.doc.data, dict) else {}
+        if "allow" not in data and not (policy.rate or policy.dedupe_window or policy.review_when):
+            yield policy.doc.diag("FC703", f"policy '{policy.name}' sets no checks, rate, dedupe or review_when: "
+                                  f"it allows every call of {', '.join(policy.applies_to) or 'its tools'}",
+                                  ("policy",), severity="warning",
+                                  hint="add allow checks (field + equals|in|range|regex), a rate, or review_when; "
+                                       "or say allow: [] to allow everything on purpose")
 
 
-def _child_flows(state) -> list:
+def child_flows(state) -> list:
+    """Ids of the flows a parallel (its branches), map or subflow state starts."""
     if state.type == "parallel":
         return list(state.get("branches") or ())
     if state.type in ("map", "subflow") and isinstance(state.get("flow"), str):
@@ -400,7 +409,7 @@ def check_children(project: Project):
             state = project.states.get(sid)
             if state is None:
                 continue
-            for child in _child_flows(state):
+            for child in child_flows(state):
                 calls.setdefault(flow.id, []).append((child, state))
     for flow_id in calls:
         seen, stack = set(), [flow_id]
@@ -418,7 +427,7 @@ def check_children(project: Project):
         mapping = state.get("item_input") if state.type == "map" else state.input
         if not isinstance(mapping, dict) or state.get("batch"):
             continue
-        for child in _child_flows(state):
+        for child in child_flows(state):
             schema = project.flows[child].input_schema if child in project.flows else None
             required = (schema or {}).get("required") if isinstance(schema, dict) else None
             for name in required or ():
@@ -587,7 +596,7 @@ def import_check(project: Project):
                     ref = getattr(c, key)
                     if not ref or ref == "none":
                         continue
-                    problem = resolve_callable_problem(ref)
+                    problem = resolve_callable_problem(ref, _CALLED_WITH[key])
                     if problem:
                         yield c.doc.diag("FC603", f"{key} {ref}: {problem}", (key,),
                                          hint=f"tool code is imported from {project.orchestration / 'tools'}")
@@ -596,7 +605,13 @@ def import_check(project: Project):
             sys.path.remove(tools)
 
 
-def resolve_callable_problem(ref: str):
+#: How the engine calls each kind of tool function (tools.py, task.py, saga.py).
+_CALLED_WITH = {"entrypoint": ("input", "call"), "verify": ("input", "output", "call"),
+                "compensate": ("input", "output", "call")}
+
+
+def resolve_callable_problem(ref: str, called_with: tuple = ()):
+    """Why ``module:attr`` cannot be called as ``fn(*called_with)``, or None."""
     module_name, _, attr = ref.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -611,6 +626,15 @@ def resolve_callable_problem(ref: str):
             return f"module '{module_name}' has no '{attr}'"
     if not callable(obj):
         return f"'{attr}' is not callable"
+    if called_with:
+        import inspect
+
+        try:
+            inspect.signature(obj).bind(*called_with)
+        except TypeError as exc:
+            return f"'{attr}' cannot be called as {attr}({', '.join(called_with)}): {exc}"
+        except ValueError:
+            pass  # no signature to read (some builtins): calling it will tell
     return None
 
 

@@ -21,6 +21,16 @@ from .commands import EXIT_FAILED, EXIT_USAGE
 SCHEMA_KINDS = ("state", "flow", "contract", "policy")
 
 
+def _login():
+    """Who is at the keyboard, for the audit log when --by is not given (None if unknown)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name in this environment
+        return None
+
+
 def _call(command: str, **kwargs) -> None:
     from .errors import FlowctlError, ProjectError, RunConflict, StoreError, UsageError
 
@@ -135,7 +145,7 @@ def _wait_opt(f):
 
 @main.command(name="run")
 @click.argument("flow")
-@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml.")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml (default: {}).")
 @click.option("--param", "params", multiple=True, metavar="K=V", help="Set a flow param (repeatable); V is JSON or text.")
 @click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
 @_root_db
@@ -165,7 +175,7 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
 @click.option("--token", help="The review's one-time token (printed when the run paused, or sent by notify).")
 @click.option("--decision", help="One of the review's decisions, e.g. approve or reject.")
 @click.option("--data", metavar="JSON|@FILE", help="Extra data for the flow, visible as review.data.")
-@click.option("--by", metavar="NAME", help="Who decided (recorded in the audit log).")
+@click.option("--by", metavar="NAME", help="Who decided (recorded in the audit log; default: your login name).")
 @_root_db
 @_wait_opt
 @click.option("-q", "--quiet", is_flag=True, help="No live progress on stderr.")
@@ -179,7 +189,7 @@ def resume(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, 
       flowctl resume 01a2b3 --token T0k3n --decision approve --by alice
       flowctl resume 01a2b3            # a due wait or an orphaned run
     """
-    _call("resume", run_id=run_id, token=token, decision=decision, data=data, by=by, root=root, db=db,
+    _call("resume", run_id=run_id, token=token, decision=decision, data=data, by=by or _login(), root=root, db=db,
           max_inline_wait=max_inline_wait, quiet=quiet, fmt=fmt)
 
 
@@ -195,11 +205,11 @@ def recover(root, db, max_inline_wait, quiet):
 @main.command()
 @click.argument("run_id", metavar="RUN")
 @click.option("--no-compensate", is_flag=True, help="Do not undo completed side effects.")
-@click.option("--by", metavar="NAME", help="Who cancelled (recorded).")
+@click.option("--by", metavar="NAME", help="Who cancelled (recorded; default: your login name).")
 @_root_db
 def cancel(run_id, no_compensate, by, root, db):
     """Stop RUN and undo its completed side effects, newest first."""
-    _call("cancel", run_id=run_id, no_compensate=no_compensate, by=by, root=root, db=db)
+    _call("cancel", run_id=run_id, no_compensate=no_compensate, by=by or _login(), root=root, db=db)
 
 
 @main.command()
@@ -237,14 +247,14 @@ def stats(root, db, limit, since, fmt):
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--reissue", metavar="RUN", help="Issue a new one-time token for RUN's pending review (the old one stops working).")
-@click.option("--by", metavar="NAME", help="Who asked for the new token (recorded).")
+@click.option("--by", metavar="NAME", help="Who asked for the new token (recorded; default: your login name).")
 def reviews(root, db, fmt, reissue, by):
     """List runs paused for review, with what the reviewer sees and the deadline.
 
     Tokens are stored only as hashes, so a lost token cannot be shown again: --reissue RUN
     prints a new one and records who asked.
     """
-    _call("reviews", root=root, db=db, fmt=fmt, reissue=reissue, by=by)
+    _call("reviews", root=root, db=db, fmt=fmt, reissue=reissue, by=by or _login())
 
 
 @main.group()
@@ -392,7 +402,7 @@ def replay(run_id, definition, root, db, fmt):
 # ------------------------------------------------------------------------------------ scale-out
 @main.command()
 @click.argument("flow")
-@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml.")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml (default: {}).")
 @click.option("--param", "params", multiple=True, metavar="K=V", help="Set a flow param (repeatable); V is JSON or text.")
 @click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
 @_root_db

@@ -57,6 +57,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC609": ("invalid-json-schema", ERROR),
     "FC701": ("policy-value", ERROR),
     "FC702": ("no-policy-allows", WARNING),
+    "FC703": ("policy-limits-nothing", WARNING),
 }
 
 

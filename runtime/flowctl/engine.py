@@ -226,15 +226,12 @@ def _missing_parts(project, flow) -> list:
 
 def _child_flows(project, flow, known_only: bool = True) -> list:
     """Ids of the flows started by the parallel, map and subflow states of ``flow``."""
-    from .checks import flow_graph
+    from .checks import child_flows, flow_graph
 
     found = []
     for sid in sorted(flow_graph(project, flow)):
         state = project.states.get(sid)
-        if state is None or state.type not in ("parallel", "map", "subflow"):
-            continue
-        named = state.get("branches") if state.type == "parallel" else [state.get("flow")]
-        for fid in named if isinstance(named, list) else []:
+        for fid in child_flows(state) if state is not None else ():
             if isinstance(fid, str) and fid not in found and (fid in project.flows or not known_only):
                 found.append(fid)
     return found

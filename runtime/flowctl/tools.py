@@ -81,11 +81,13 @@ def _resolve(ref: str, tools_folder: str, key):
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import time included
         raise UsageError(f"cannot import tool module '{module_name}' for {ref}: {type(exc).__name__}: {exc}",
-                         hint=f"tool code is imported from {tools_folder}") from None
+                         hint=f"tool code is imported from {tools_folder}; "
+                              "flowctl validate --import-check finds this before a run") from None
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
-            raise UsageError(f"'{module_name}' has no '{attr}' (named by {ref})")
+            raise UsageError(f"'{module_name}' has no '{attr}' (named by {ref})",
+                             hint="flowctl validate --import-check finds this before a run")
     _cache[key] = obj
     return obj
 
