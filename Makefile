@@ -46,7 +46,7 @@ CHAOS_RUNS ?= 1000
 chaos: install
 	FLOWCTL_CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m pytest -q -s -rs tests/test_chaos.py
 
-# The comparative benchmarks (about 10 minutes on 2 cores): installs the peers (transitions,
+# The comparative benchmarks (about 12 minutes on 2 cores): installs the peers (transitions,
 # python-statemachine, DBOS) as the `bench` extra, then writes benchmarks/results/latest.json and
 # BENCHMARKS.md. BENCH_ARGS=--quick for a smoke test.
 bench: install

@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from common import PG, fresh_pg_database, interleaved, loadavg, pg_available, stats, write  # noqa: E402
-from loop_flow import CONDITIONS, NEXT, expected_steps, make_project, tool  # noqa: E402
+from loop_flow import CONDITIONS, NEXT, drive, expected_steps, make_project, tool  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- floors
@@ -143,17 +143,7 @@ def dbos_child(url: str, transitions: int, pragmas: bool) -> dict:
 
     @DBOS.workflow()
     def loop(n):
-        visits = {"a": 0, "b": 0, "c": 0}
-        context = {"n": 0}
-        state = "a"
-        for _ in range(n):
-            visits[state] += 1
-            response = call_tool({"n": context["n"]})
-            if not CONDITIONS[state].search({"visits": visits, "response": response, "context": context}):
-                raise AssertionError("condition false")
-            context = {"n": response["n"]}
-            state = NEXT[state]
-        return context
+        return drive(n, call_tool)
 
     DBOS.launch()
     logging.getLogger("dbos").setLevel(logging.WARNING)

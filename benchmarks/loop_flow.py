@@ -66,21 +66,29 @@ def expected_steps(transitions: int) -> int:
     return transitions + 1
 
 
-def bare_loop(transitions: int) -> float:
-    """The floor: the same tool calls, the same compiled conditions, the same context update —
-    nothing else. Returns wall seconds."""
+def drive(transitions: int, call=tool) -> dict:
+    """The loop itself: ``transitions`` tool calls (``call``), each followed by its compiled
+    condition and the context update. The floor times it with the plain tool; DBOS runs it as a
+    workflow whose ``call`` is a ``@DBOS.step``. Returns the final context."""
     conditions, nxt = CONDITIONS, NEXT
     visits = {"a": 0, "b": 0, "c": 0}
     context = {"n": 0}
     state = "a"
-    started = time.perf_counter()
     for _ in range(transitions):
         visits[state] += 1
-        response = tool({"n": context["n"]})
+        response = call({"n": context["n"]})
         if not conditions[state].search({"visits": visits, "response": response, "context": context}):
             raise AssertionError("condition false")
         context = {"n": response["n"]}
         state = nxt[state]
+    return context
+
+
+def bare_loop(transitions: int) -> float:
+    """The floor: the same tool calls, the same compiled conditions, the same context update —
+    nothing else. Returns wall seconds."""
+    started = time.perf_counter()
+    context = drive(transitions)
     took = time.perf_counter() - started
     assert context["n"] == transitions
     return took

@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark of issue 8 in one run on this machine; results to
+"""`make bench`: every benchmark of issues 8 and 9 in one run on this machine; results to
 benchmarks/results/latest.json and the tables in BENCHMARKS.md.
 
 Each number is a median over repeated trials taken in the same run, the trials of the things
@@ -7,7 +7,7 @@ before and after each part). PostgreSQL numbers are included when the server at
 FLOWCTL_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test) answers; every trial gets a
 fresh database, dropped after it.
 
-    python benchmarks/run.py [--quick] [--only memory,durable,validate,cold,policy,diff]
+    python benchmarks/run.py [--quick] [--only memory,durable,validate,cold,policy,diff,workers]
 """
 from __future__ import annotations
 
@@ -25,19 +25,23 @@ import bench_durable  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_policy  # noqa: E402
 import bench_validate  # noqa: E402
+import bench_workers  # noqa: E402
 from common import PG, ROOT, loadavg, machine, write  # noqa: E402
 
-# Sizes of the full run (`make bench`, about 10 minutes on 2 cores) and of --quick (a smoke test).
+# Sizes of the full run (`make bench`, about 12 minutes on 2 cores) and of --quick (a smoke test).
 FULL = {"memory": {"transitions": 99_999, "trials": 3}, "durable": {"transitions": 1_200, "trials": 3},
-        "validate": {"repeat": 3}, "cold": {"trials": 15}, "policy": {"n": 2000}, "diff": {"states": 1000, "repeat": 5}}
+        "validate": {"repeat": 3}, "cold": {"trials": 15}, "policy": {"n": 2000}, "diff": {"states": 1000, "repeat": 5},
+        "workers": {"runs": 400, "trials": 3}}
 QUICK = {"memory": {"transitions": 3_000, "trials": 3}, "durable": {"transitions": 150, "trials": 1},
-         "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 3}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1}}
+         "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 3}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1},
+         "workers": {"runs": 60, "trials": 1}}
 PARTS = {"memory": bench_memory.run, "durable": bench_durable.run, "validate": bench_validate.run,
-         "cold": bench_cold.run, "policy": bench_policy.run, "diff": bench_diff.run}
+         "cold": bench_cold.run, "policy": bench_policy.run, "diff": bench_diff.run, "workers": bench_workers.run}
 TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachine vs the bare loop",
           "durable": "durable step: flowctl vs DBOS vs raw sqlite3 / psycopg, SQLite and PostgreSQL",
           "validate": "validate: 10,000 states / 1,000 flows vs PyYAML's C loader",
-          "cold": "CLI cold start", "policy": "policy decision latency", "diff": "diff of two 1,000-state projects"}
+          "cold": "CLI cold start", "policy": "policy decision latency", "diff": "diff of two 1,000-state projects",
+          "workers": "1, 2 and 4 worker processes on PostgreSQL: flowctl worker vs DBOS queues"}
 
 
 def main(argv=None) -> int:
@@ -65,7 +69,8 @@ def main(argv=None) -> int:
         print(f"  {time.time() - t:.0f} s, load average {loadavg()}", flush=True)
     results["loadavg_end"] = loadavg()
     results["seconds"] = time.time() - started
-    path = write("latest" if not args.quick else "quick", results)
+    full = not args.quick and set(parts) == set(PARTS)
+    path = write("latest" if full else ("quick" if args.quick else "partial"), results)  # latest = a full run only
     if not args.quick and set(parts) == set(PARTS):
         (ROOT / "BENCHMARKS.md").write_text(render(results))
         print(f"wrote {path} and BENCHMARKS.md ({results['seconds']:.0f} s)")
@@ -95,6 +100,7 @@ def commands() -> dict:
         "cold": "python benchmarks/bench_cold.py --trials 15",
         "policy": "python benchmarks/bench_policy.py",
         "diff": "python benchmarks/bench_diff.py --states 1000 --repeat 5",
+        "workers": "python benchmarks/bench_workers.py --runs 400 --trials 3   # needs PostgreSQL",
         "profile": "python benchmarks/profile_steps.py --pg   # cProfile of flowctl's step: memory, SQLite, PostgreSQL",
         "whatif": "python benchmarks/whatif_steps.py memory; python benchmarks/whatif_steps.py sqlite   # one cost patched at a time",
     }
@@ -258,6 +264,9 @@ def render(r: dict) -> str:
         lines += [f"| {k.replace('_', ' ')} | {val:.4f} |" for k, val in parts.items()]
         lines += ["", "Targets (issue 4):", *_targets(d)]
 
+    if "workers" in r:
+        lines += _render_workers(r["workers"])
+
     lines += ["", "## Reproduce", "", "```sh"]
     lines += list({**r.get("commands", {}), **commands()}.values())
     lines += ["```", "",
@@ -266,6 +275,35 @@ def render(r: dict) -> str:
               "`FLOWCTL_BENCH_PG` (default `postgresql://postgres@127.0.0.1:5432/test`); each trial creates a "
               "database there and drops it. Profile findings: `benchmarks/PROFILE.md`.", ""]
     return "\n".join(lines)
+
+
+def _render_workers(w: dict) -> list:
+    lines = ["", "## 6. Workers on PostgreSQL (issue 9)", ""]
+    if "skipped" in w:
+        return lines + [f"Skipped: {w['skipped']}"]
+    pg = w.get("postgresql", {})
+    lines += [f"{w['runs']:,} queued runs of a 3-step flow (the trivial tool of section 1 in three task states) "
+              f"drained by K worker processes, each driving up to {w['concurrency']} runs at once; flowctl "
+              f"`flowctl worker --concurrency {w['concurrency']}` vs DBOS {w['versions']['dbos']} queue workers "
+              f"(`worker_concurrency={w['concurrency']}`, polling every {w['dbos_polling_interval_s']:g} s), a fresh "
+              f"database per trial on PostgreSQL {pg.get('server_version', '?')} (synchronous_commit="
+              f"{pg.get('synchronous_commit', '?')}), {w['trials']} interleaved trials; {_load(w)}. "
+              "Runs/s = runs / drain; the drain runs from the start signal given to workers that are already up "
+              "(runs queued, processes started and initialised beforehand, not timed) to the last run's final commit. "
+              "Step commit: wall time of the transaction that makes one step durable, timed inside the workers "
+              "(flowctl `SqlStore.commit` ending a task state; DBOS `record_operation_result`); p50/p99 over every "
+              "step of a trial, median over trials.", "",
+              "| system | workers | runs / s | drain s | scaling vs 1 worker | step commit p50 ms | p99 ms |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, x in w["results"].items():
+        lines.append(f"| {x['system']} | {x['workers']} | {x['runs_per_s']:,.0f} | {x['drain_s']:.2f} | "
+                     f"{w['scaling_vs_1_worker'].get(name, float('nan')):.2f} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} |")
+    ratio = w.get("flowctl_over_dbos_runs_per_s", {})
+    if ratio:
+        lines += ["", "flowctl runs/s over DBOS's, same workers: "
+                  + ", ".join(f"{k} worker{'s' if int(k) > 1 else ''} {v:.2f}x" for k, v in ratio.items()) + "."]
+    lines += ["", *[f"- {n}" for n in w.get("notes", [])]]
+    return lines
 
 
 if __name__ == "__main__":

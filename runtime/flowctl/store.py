@@ -127,6 +127,7 @@ class SqlStore:
 
         self.url = url
         self.safe_url = _safe(url)
+        self._saved: set = set()  # definition digests known to be in the store
         self.sa = sa
         self.t = t = store_schema
         kwargs = {}
@@ -207,11 +208,15 @@ class SqlStore:
 
     # --------------------------------------------------------------------- definitions
     def save_definition(self, digest: str, files: dict) -> None:
+        """Keep the definition snapshot ``digest`` (content-addressed: written once, never changed)."""
+        if digest in self._saved:  # this store saved or found it already: snapshots are immutable
+            return
         sa, t = self.sa, self.t
         blob = json.dumps({k: v.decode("utf-8", "surrogateescape") for k, v in files.items()}, sort_keys=True)
         with self.engine.begin() as conn:
             if conn.execute(sa.select(t.definitions.c.digest).where(t.definitions.c.digest == digest)).first() is None:
                 conn.execute(t.definitions.insert().values(digest=digest, files=blob))
+        self._saved.add(digest)
 
     def load_definition(self, digest: str) -> dict:
         sa, t = self.sa, self.t
