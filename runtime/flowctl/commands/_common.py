@@ -78,6 +78,8 @@ def parse_json_arg(value, what: str):
     if value is None:
         return None
     if value.startswith("@"):
+        if not value[1:]:
+            raise UsageError(f"{what}: @ needs a file name", hint=f"{what} @input.json, or JSON text")
         path = Path(value[1:])
         if not path.is_file():
             raise UsageError(f"{what}: no such file {path}")
