@@ -91,3 +91,13 @@ def test_jmespath_rules_users_rely_on(text, scope, expected):
 def test_number_against_string_is_a_located_expression_error():
     with pytest.raises(ExpressionError, match=r"'n < `5`' at states/a.yaml:3 failed"):
         Expression("n < `5`", "states/a.yaml:3").evaluate({"n": "4"})
+
+
+def test_a_very_long_expression_still_evaluates_as_jmespath_does():
+    text = " || ".join(f"code == 'C{i}'" for i in range(250))  # 250 levels of ||: deeper than compiling allows
+    expected = jmespath.search(text, {"code": "C249"}, options=_OPTIONS)
+
+    def from_deep_in_the_stack(depth):  # the engine compiles and evaluates well inside its own call stack
+        return from_deep_in_the_stack(depth - 1) if depth else Expression(text).evaluate({"code": "C249"})
+
+    assert from_deep_in_the_stack(300) is expected is True

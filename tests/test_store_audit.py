@@ -155,6 +155,15 @@ def test_sensitive_fields_are_redacted_in_every_event(tmp_path):
     # engine fields named like a sensitive field ("to", the next state) stay readable
     taken = [e for e in events if e["type"] == "transition_taken"]
     assert taken and taken[0]["data"]["to"] == "done"
+    # the log's redacted run input still vouches for the row's real one
+    from flowctl.audit import verify_run
+
+    assert verify_run(h.store.get_run(result.run_id), events) == []
+    row = h.store.get_run(result.run_id)
+    row["input"] = {"name": "Someone Else"}
+    assert verify_run(row, events) == []  # a redacted value cannot be compared, but its shape can
+    row["input"] = {"name": "x", "extra": 1}
+    assert any("input differs" in p for p in verify_run(row, events))
 
 
 def test_read_only_commands_never_create_a_store(tmp_path):

@@ -133,3 +133,124 @@ def test_flowctl_run_of_a_long_loop_shows_the_path_tail_and_says_where_the_rest_
     assert line.endswith(f" --db {db})")  # the suggested command works as printed
     out = CliRunner().invoke(main, ["run", "f", "--db", "memory", "--root", str(root), "-q"])
     assert "--db memory keeps no log to trace them" in out.output
+
+
+def _waiting_run(tmp_path, store):
+    files = {"states/w.yaml": "id: w\ntype: wait\nduration: 1h\n",
+             "transitions/f.yaml": "flow: f\nstart: w\ntransitions:\n  - {from: w, to: done}\n"}
+    return Harness(build(tmp_path, files, TOOLS, name="w"), store=store).run().run_id
+
+
+def _probe_events(first_seq, n):
+    return [{"seq": first_seq + i, "ts": 1.0, "type": "probe", "state": None, "attempt": None, "data": {"i": i},
+             "data_json": '{"i":%d}' % i, "prev_hash": "p", "hash": "h"} for i in range(n)]
+
+
+def test_a_takeover_commit_clears_an_expired_lease_so_no_worker_claims_the_run_meanwhile(tmp_path):
+    store = sqlite_store(tmp_path)
+    run_id = _waiting_run(tmp_path, store)
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute("UPDATE flowctl_runs SET status = 'running', lease_until = 1.0 WHERE id = ?", (run_id,))  # long expired
+    db.commit()
+    seq = store.get_run(run_id)["last_seq"]
+    store.commit(run_id, seq, {"steps": 1, "last_seq": seq + 1}, _probe_events(seq + 1, 1))  # e.g. cancel's first undo
+    assert store.get_run(run_id)["lease_until"] is None
+    assert store.claim("w1", 5, 30.0) == []  # nothing for a worker to take over any more
+    db.execute("UPDATE flowctl_runs SET lease_until = 1.0 WHERE id = ?", (run_id,))
+    db.commit()
+    store.commit(run_id, seq + 1, {"steps": 2, "last_seq": seq + 2}, _probe_events(seq + 2, 1), unleased=True)
+    assert store.get_run(run_id)["lease_until"] == 1.0  # the writer's later commits leave the column alone
+
+
+def test_a_failing_step_record_write_is_a_store_error_not_a_step_error(tmp_path):
+    from enginekit import allow_all, effect_contract
+
+    tools = TOOLS + "\ndef pay(input, call):\n    return {'ok': True}\n\ndef verify_pay(input, output, call):\n" \
+                    "    return True\n\ndef undo_pay(input, output, call):\n    return None\n"
+    root = build(tmp_path, {**effect_contract("pay", "pay"), **allow_all("pay"), **task("a", "pay@1.0.0"),
+                            "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: done}\n"}, tools)
+    store = sqlite_store(tmp_path)
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute("CREATE TRIGGER full BEFORE INSERT ON flowctl_steps BEGIN SELECT RAISE(ABORT, 'disk is full'); END")
+    db.commit()
+    with pytest.raises(StoreError, match="disk is full"):
+        Harness(root, store=store).run()
+    (row,) = store.list_runs()
+    assert row["status"] == "running" and row["error"] is None  # resumable, not failed by its own layers
+
+
+@pytest.mark.postgres
+def test_postgresql_takes_a_commit_of_thousands_of_events(tmp_path, pg_url):  # noqa: F811
+    store = open_store(pg_url)
+    run_id = _waiting_run(tmp_path, store)
+    seq = store.get_run(run_id)["last_seq"]
+    store.commit(run_id, seq, {"steps": 1, "last_seq": seq + 7000}, _probe_events(seq + 1, 7000))  # > 65,535 parameters
+    assert store.get_run(run_id)["last_seq"] == seq + 7000 and len(store.events(run_id)) == seq + 7000
+    store.close()
+
+
+@pytest.mark.postgres
+def test_postgresql_connections_stay_bounded_when_many_threads_commit(tmp_path, pg_url):  # noqa: F811
+    import threading
+
+    import psycopg
+
+    from flowctl.store_hot import MAX_IDLE
+
+    store = open_store(pg_url)
+    run_ids = [_waiting_run(tmp_path / str(i), store) for i in range(24)]
+
+    def step(run_id):
+        seq = store.get_run(run_id)["last_seq"]
+        store.commit(run_id, seq, {"steps": 1, "last_seq": seq + 2}, _probe_events(seq + 1, 2))
+
+    threads = [threading.Thread(target=step, args=(r,)) for r in run_ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    name = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        held = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()[0] - 1
+    assert held <= MAX_IDLE + 5 + 10  # idle hot-path connections + SQLAlchemy's pool (5, overflow 10)
+    assert len(store.hot._idle) <= MAX_IDLE
+    store.close()
+
+
+SURROGATES = """
+def lone(input, call):
+    return {"a": "\\ud800"}
+
+def lone_text(input, call):
+    return '{"a": "\\\\ud800"}'
+
+def lone_nested(input, call):
+    return {"a": ["\\udfff"]}
+"""
+
+
+@pytest.mark.parametrize("fn", ["lone", "lone_text", "lone_nested"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_tool_output_unicode_cannot_hold_fails_the_step_and_the_run_stays_readable(tmp_path, kind, fn):
+    store = MemoryStore() if kind == "memory" else sqlite_store(tmp_path)
+    root = build(tmp_path, {**contract("t", fn), **task("a", "t@1.0.0"),
+                            "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: done}\n"},
+                 SURROGATES)
+    result = Harness(root, store=store).run()
+    assert result.status == "failed" and result.error["code"] == "SCHEMA_MISMATCH"
+    assert verify_run(store.get_run(result.run_id), store.events(result.run_id)) == []
+
+
+def test_a_run_input_unicode_cannot_hold_is_refused_up_front(tmp_path):
+    from flowctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="not valid Unicode"):
+        Harness(build(tmp_path, LOOP, TOOLS)).run(input={"x": "\ud800"})
+
+
+@pytest.mark.parametrize("run_id", ["x" * 41, "has space", "ünï", ""])
+def test_a_run_id_the_store_cannot_hold_or_find_is_refused(tmp_path, run_id):
+    from flowctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="cannot be used"):
+        Harness(build(tmp_path, LOOP, TOOLS)).run(run_id=run_id)

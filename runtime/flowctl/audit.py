@@ -45,13 +45,22 @@ _C_ENCODER = _c_encoder()
 
 
 def encode_data(data) -> str:
-    """The stored form of an event's data: compact JSON, UTF-8, non-JSON values as text."""
+    """The stored form of an event's data: compact JSON, UTF-8, non-JSON values as text. Text that
+    UTF-8 cannot hold (a lone surrogate, say from an exception message) is kept as ``\\udXXX``."""
+    text = None
     if _C_ENCODER is not None:
         try:
-            return "".join(_C_ENCODER(data, 0))
+            text = "".join(_C_ENCODER(data, 0))
         except RecursionError:
             pass  # a circular structure: the plain encoder names it (ValueError)
-    return _ENCODER.encode(data)
+    if text is None:
+        text = _ENCODER.encode(data)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def event_hash(prev_hash: str, event: dict) -> str:
@@ -118,16 +127,28 @@ def verify_run(row: dict, events: list[dict]) -> list[str]:
         data = first.get("data") or {}
         if data.get("flow") != row.get("flow"):
             problems.append(f"the run row says flow {row.get('flow')!r}, run_started says {data.get('flow')!r}")
-        if canonical(data.get("input")) != canonical(row.get("input")):
+        if not _same_but_redacted(data.get("input"), row.get("input")):
             problems.append("the run row's input differs from the input recorded in run_started")
     expected = FINAL_EVENTS.get(row.get("status"))
     if expected:
         finals = [e for e in events if e["type"] in FINAL_EVENTS.values()]
         if not finals or finals[-1]["type"] != expected:
             problems.append(f"the run row says {row.get('status')}, but the log does not end that way")
-        elif expected == "run_succeeded" and canonical((finals[-1].get("data") or {}).get("output")) != canonical(row.get("output")):
+        elif (expected == "run_succeeded" and not (finals[-1].get("data") or {}).get("truncated")  # too big to log
+              and canonical((finals[-1].get("data") or {}).get("output")) != canonical(row.get("output"))):
             problems.append("the run row's output differs from the output recorded in run_succeeded")
     return problems
+
+
+def _same_but_redacted(recorded, actual) -> bool:
+    """``recorded`` (from the log, sensitive fields redacted) is ``actual`` with some values redacted."""
+    if recorded == REDACTED:
+        return True
+    if isinstance(recorded, dict) and isinstance(actual, dict):
+        return recorded.keys() == actual.keys() and all(_same_but_redacted(recorded[k], actual[k]) for k in recorded)
+    if isinstance(recorded, list) and isinstance(actual, list):
+        return len(recorded) == len(actual) and all(_same_but_redacted(r, a) for r, a in zip(recorded, actual))
+    return canonical(recorded) == canonical(actual)
 
 
 def redact(value, fields):

@@ -144,8 +144,11 @@ class Expression:
     def __init__(self, text: str, where: str = ""):
         self.text = text
         self.where = where
-        self._tree = jmespath.compile(text).parsed
-        self._fn = compile_tree(self._tree, _INTERPRETER.visit, _OPTIONS.custom_functions)
+        self._tree = tree = jmespath.compile(text).parsed
+        try:
+            self._fn = compile_tree(tree, _INTERPRETER.visit, _OPTIONS.custom_functions)
+        except RecursionError:  # nested too deeply to compile here: jmespath's own tree walk
+            self._fn = lambda scope: _INTERPRETER.visit(tree, scope)
         #: a field path or a literal: evaluating it cannot raise, so callers may use :attr:`unchecked`
         self.cannot_fail = _cannot_fail(self._tree)
 

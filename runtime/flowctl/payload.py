@@ -34,11 +34,11 @@ def _flat(value) -> bool:
     if type(value) is not dict or len(value) > FLAT_KEYS:
         return False
     for key, item in value.items():
-        if type(key) is not str or len(key) > FIT_STRING:
+        if type(key) is not str or len(key) > FIT_STRING or not (key.isascii() or _utf8(key)):
             return False
         kind = type(item)
         if kind is str:
-            if len(item) > FIT_STRING:
+            if len(item) > FIT_STRING or not (item.isascii() or _utf8(item)):
                 return False
         elif kind is float:
             if not math.isfinite(item):
@@ -48,6 +48,15 @@ def _flat(value) -> bool:
                 return False
         elif item is not None and kind is not bool:
             return False
+    return True
+
+
+def _utf8(text: str) -> bool:
+    """False for text UTF-8 cannot hold (lone surrogates): it is not JSON that can be stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
     return True
 
 
@@ -65,7 +74,7 @@ def fits(value) -> bool:
         if budget < 0:
             return False
         if kind is str:
-            if len(item) > FIT_STRING:
+            if len(item) > FIT_STRING or not (item.isascii() or _utf8(item)):
                 return False
         elif kind is dict:
             budget -= len(item)  # its keys

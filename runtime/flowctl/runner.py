@@ -15,6 +15,7 @@ Task execution lives in :mod:`flowctl.task`, compensation in :mod:`flowctl.saga`
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import os
@@ -32,7 +33,7 @@ from .payload import FIT_STRING, MAX_PAYLOAD, fits
 from .policy import Gate
 from .schemas_runtime import check_instance
 from .scope import apply_set, build, compile_set
-from .store import FINAL
+from .store import FINAL, RUN_ID_CHARS
 
 # States of the path kept in the checkpoint. The checkpoint is re-encoded and rewritten on every step,
 # so a longer tail makes each durable step of a long run slower; the audit log keeps all of them.
@@ -48,7 +49,14 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
           stop=None) -> RunResult:
     """Create a run and drive it. ``parent`` (``{id, state, index, depth}``) makes it a child run of
     a parallel/map/subflow state; ``stop`` (a ``threading.Event``) cancels it between steps."""
-    size = len(canonical(run_input).encode())
+    if run_id is not None and not (isinstance(run_id, str) and 0 < len(run_id) <= 40 and set(run_id) <= RUN_ID_CHARS):
+        raise UsageError(f"run id {str(run_id)[:50]!r} cannot be used",
+                         hint="1 to 40 letters, digits, '.', '_' or '-' (or leave it out: flowctl makes one)")
+    try:
+        size = len(canonical(run_input).encode())
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"run input holds text that is not valid Unicode ({exc.reason} at {exc.start})",
+                         hint="pass UTF-8 text; a lone surrogate such as \\ud800 cannot be stored") from None
     if size > MAX_PAYLOAD:
         raise UsageError(f"run input is {size} bytes; the limit is {MAX_PAYLOAD}", hint="pass a reference, not the data")
     if flow.input_schema:
@@ -351,6 +359,7 @@ class Runner:
         self.events: list = []
         self.step_rows: list = []
         self.tool_fns: dict = {}  # id(contract) -> its entrypoint callable
+        self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
         self.gate = Gate(project, engine.store, engine.clock)
@@ -378,8 +387,8 @@ class Runner:
         if owned is not False and self.lazy and (owned is True or fits(owned)):
             ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
             self.events.append(ev)
-            if self.engine.listener is not None:
-                self.engine.listener(dict(ev, run_id=self.id))
+            if self.engine.listener is not None:  # its own copy: a listener cannot change the record
+                self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(data)))
             return ev
         data_json = encode_data(data)
         if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
@@ -391,8 +400,8 @@ class Runner:
         ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data,
               "data_json": data_json}
         self.events.append(ev)
-        if self.engine.listener is not None:
-            self.engine.listener(dict(ev, run_id=self.id))
+        if self.engine.listener is not None:  # its own copy: a listener cannot change the record
+            self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(data)))
         return ev
 
     def take_events(self) -> list:
@@ -410,7 +419,11 @@ class Runner:
             if not self.lazy:
                 run["last_hash"] = seal(events, self.last_hash)
         steps, self.step_rows = self.step_rows, []
-        self.store.commit(self.id, self.last_seq, run, events, steps)
+        if self.unleased:
+            self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)
+        else:  # the first commit of this writer clears a lease that expired (the run is taken over)
+            self.store.commit(self.id, self.last_seq, run, events, steps)
+            self.unleased = True
         if events:
             self.last_seq = run["last_seq"]
             self.last_hash = run.get("last_hash", self.last_hash)

@@ -10,6 +10,8 @@ A compensation that still fails is recorded as residue (``compensation_failed`` 
 """
 from __future__ import annotations
 
+import copy
+
 from .durations import parse_duration
 from .errors import CompensationFailed
 from .tools import ToolCall, call_with_timeout
@@ -49,8 +51,9 @@ def undo_once(runner, contract, entry, call) -> None:
     cap = parse_duration(policy["max_delay"]) if policy.get("max_delay") else None
     for attempt in range(1, attempts + 1):
         try:
-            call_with_timeout(fn, (entry["input"], entry["output"], call), contract.timeout or 30.0,
-                              f"compensate of {contract.ref}")
+            # copies: what the tool does to them cannot change the saga, the audit log or a literal
+            call_with_timeout(fn, (copy.deepcopy(entry["input"]), copy.deepcopy(entry["output"]), call),
+                              contract.timeout or 30.0, f"compensate of {contract.ref}")
             return
         except Exception:
             if attempt == attempts:

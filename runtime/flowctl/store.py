@@ -34,6 +34,7 @@ PostgreSQL, ``julianday('now')`` on SQLite.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -155,9 +156,8 @@ class SqlStore:
         #: no token: refused while a worker's lease is live; takes over (clears) an expired one
         free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr))
         self._update_free = free.values(lease_until=None)
-        #: the same, for the steps in between: the status commit that took the run over (resume,
-        #: recover, cancel) cleared the lease already, so it is NULL and stays so (an unchanged
-        #: column is not written, nor its index entry)
+        #: the same, for a writer whose previous commit cleared the lease (``unleased``): it is NULL
+        #: and stays so (a column not in SET is not written, nor its index entry)
         self._update_free_keep = free
         fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= self.now_expr)
         self._update_fenced_keep = fenced
@@ -176,6 +176,18 @@ class SqlStore:
             raise
         except Exception as exc:  # noqa: BLE001 - connection refused and the like
             raise StoreError(f"cannot open store {_safe(url)}: {_first_line(exc)}") from None
+
+    @contextlib.contextmanager
+    def _begin(self):
+        """``engine.begin()``, with the database's own failures (locked, full, disconnected, a
+        trigger refusing) raised as :class:`StoreError`: the transaction rolled back, nothing kept."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except self.sa.exc.DBAPIError as exc:
+            cause = getattr(exc, "orig", None) or exc
+            raise StoreError(f"cannot write to {self.safe_url}: {type(cause).__name__}: {_first_line(cause)}",
+                             hint="nothing of this write was kept; resume the run when the store is back") from None
 
     # --------------------------------------------------------------------- schema
     def _migrate(self) -> None:
@@ -213,7 +225,7 @@ class SqlStore:
             return
         sa, t = self.sa, self.t
         blob = json.dumps({k: v.decode("utf-8", "surrogateescape") for k, v in files.items()}, sort_keys=True)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if conn.execute(sa.select(t.definitions.c.digest).where(t.definitions.c.digest == digest)).first() is None:
                 conn.execute(t.definitions.insert().values(digest=digest, files=blob))
         self._saved.add(digest)
@@ -240,7 +252,7 @@ class SqlStore:
             row["lease_until"] = self.now_expr + sa.literal(float(lease), sa.Float)
         if row.get("status") == "queued" and row.get("available_at") is None:
             row["available_at"] = self.now_expr
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(t.runs.insert().values(**row))
             self._insert(conn, run["id"], events, steps, fence or None)
             if row.get("status") == "queued":
@@ -248,19 +260,21 @@ class SqlStore:
         return fence
 
     def commit(self, run_id: str, expect_seq: int, run: dict, events: list = (), steps: list = (), *,
-               fence: int | None = None, lease: float | None = None) -> None:
+               fence: int | None = None, lease: float | None = None, unleased: bool = False) -> None:
         """Append ``events``, upsert ``steps``, update the run row — one transaction, or nothing.
 
         Always conditioned on ``last_seq == expect_seq``. With ``fence`` (a worker's token) also on
         ``fence`` and a live lease (database clock); the lease is extended by ``lease`` seconds
         while the run stays running and released when it parks or ends. Without ``fence`` the run
-        must not be leased by a live worker. Raises :class:`LeaseLost` / :class:`RunConflict`."""
+        must not be leased by a live worker, and an expired lease is cleared (the run is taken over)
+        unless the caller knows there is none (``unleased``: its previous commit cleared it).
+        Raises :class:`LeaseLost` / :class:`RunConflict`, :class:`StoreError` when the database fails."""
         row = {k: (_dump_run_field(k, v) if k in _JSON_RUN else v) for k, v in run.items()}
         due = _review_due(run)
         if due is not None:
             row["available_at"] = due
         if fence is None:
-            stmt = self._update_free if "status" in run else self._update_free_keep
+            stmt = self._update_free_keep if unleased and "status" not in run else self._update_free
             params = dict(row, b_id=run_id, b_expect=expect_seq)
         elif run.get("status") not in (None, "running"):
             stmt, params = self._update_fenced_end, dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence)
@@ -269,13 +283,13 @@ class SqlStore:
         else:
             stmt = self._update_fenced
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
-        if not steps and self.hot is not None:  # the common step: run row + events (store_hot.py)
+        if not steps and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
             if not self.hot.commit(stmt, params, [(run_id, e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"),
                                                    e["data_json"], e["prev_hash"], e["hash"], fence) for e in events]):
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
             return
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             res = conn.execute(stmt, params)
             if res.rowcount != 1:
                 raise self._conflict(conn, run_id, fence)
@@ -383,7 +397,7 @@ class SqlStore:
         a child that ends while the parent is re-checking its children is never missed."""
         sa, t = self.sa, self.t
         r = t.runs
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             res = conn.execute(r.update().where(r.c.id == run_id, r.c.status.in_(("waiting", "running")))
                                .values(available_at=self.now_expr))
             if res.rowcount and self.pg:  # wakes the idle workers of the parent's queue
@@ -403,7 +417,7 @@ class SqlStore:
         if n <= 0:
             return []
         queues = list(queues) if queues else None
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if self.pg:
                 return self._claim_pg(conn, owner, n, float(lease), queues)
             return self._claim_sqlite(conn, owner, n, float(lease), queues)
@@ -469,7 +483,7 @@ class SqlStore:
                                  sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr))
                 .values(owner=owner, lease_until=self.now_expr + float(lease), fence=r.c.fence + 1)
                 .returning(r.c.fence, r.c.parent_id))
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             found = conn.execute(stmt).first()
             if found is None:
                 raise self._conflict(conn, run_id, None)
@@ -485,7 +499,7 @@ class SqlStore:
         stmt = (r.update().where(r.c.owner == owner, r.c.status == "running", r.c.lease_until >= self.now_expr,
                                  sa.tuple_(r.c.id, r.c.fence).in_(pairs))
                 .values(lease_until=self.now_expr + float(lease)).returning(r.c.id))
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             return {row[0] for row in conn.execute(stmt)}
 
     def release(self, run_id: str, fence: int, *, status: str | None = None, delay: float = 0.0,
@@ -505,7 +519,7 @@ class SqlStore:
                 values["available_at"] = self.now_expr + float(delay)
         stmt = r.update().where(r.c.id == run_id, r.c.fence == fence, r.c.status == "running").values(**values) \
             .returning(r.c.queue)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             found = conn.execute(stmt).first()
             if found is not None and not delay:
                 self._notify(conn, found[0] or "default")
@@ -530,7 +544,7 @@ class SqlStore:
         values = {"host": host, "pid": pid, "queues": _dumps(list(queues)) if queues else None,
                   "concurrency": concurrency, "lease_s": float(lease), "status": "running",
                   "started_at": self.now_expr, "heartbeat_at": self.now_expr, "runs_done": 0}
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             # forget workers silent for a day (their rows only explain history)
             conn.execute(w.delete().where(w.c.heartbeat_at < self.now_expr - 86400.0))
             if conn.execute(w.update().where(w.c.id == worker_id).values(**values)).rowcount == 0:
@@ -543,7 +557,7 @@ class SqlStore:
             values["status"] = status
         if runs_done is not None:
             values["runs_done"] = runs_done
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(w.update().where(w.c.id == worker_id).values(**values))
 
     def list_workers(self, *, live_only: bool = True) -> list:
@@ -576,7 +590,7 @@ class SqlStore:
         key = (lim.c.scope == scope, lim.c.name == name)
         if self.limits().get((scope, name)) == max_running:
             return  # unchanged: no lock taken (workers starting with the same --limit)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if max_running is None:
                 conn.execute(lim.delete().where(*key))
                 return
@@ -602,7 +616,7 @@ class SqlStore:
 
     # --------------------------------------------------------------------- policy gate counters
     def gate_record(self, entry: dict) -> None:
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(self.t.gate_log.insert().values(**entry))
 
     def gate_count(self, column: str, value: str, tool: str, since: float) -> int:
@@ -737,11 +751,11 @@ def _run_dict(row) -> dict:
     return out
 
 
-_RUN_ID_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-")
+RUN_ID_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-")
 
 
 def _check_run_id(run_id: str) -> None:
-    if not run_id or len(run_id) > 64 or not set(run_id) <= _RUN_ID_CHARS:
+    if not run_id or len(run_id) > 64 or not set(run_id) <= RUN_ID_CHARS:
         raise RunNotFound(f"'{run_id[:70]}' is not a run id", hint="run ids are letters, digits, '.', '_' and '-'; "
                           "list runs with: flowctl runs")
 
@@ -813,7 +827,7 @@ class MemoryStore:
             self._steps[run["id"]] = {}
             self._put_steps(run["id"], steps)
 
-    def commit(self, run_id, expect_seq, run, events=(), steps=(), *, fence=None, lease=None):
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), *, fence=None, lease=None, unleased=False):
         with self._lock:
             current = self._runs[run_id]
             if current["last_seq"] != expect_seq:

@@ -29,6 +29,10 @@ import threading
 
 from .errors import StoreError
 
+MAX_IDLE = 4  # idle connections kept between commits
+#: More events than this in one commit (a task retried inline thousands of times) take the
+#: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
+MAX_EVENTS = 1000
 _EVENT_COLUMNS = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_hash", "hash", "fence")
 # PostgreSQL types of the event columns: VALUES rows carry no column types of their own
 _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer")
@@ -38,36 +42,40 @@ class HotPath:
     def __init__(self, store):
         self.store = store
         self.pg = store.pg
-        self._local = threading.local()
-        self._held: list = []  # every connection made, closed by close()
+        self.max_events = MAX_EVENTS
+        self._idle: list = []  # connections not in use, most recently used last
         self._lock = threading.Lock()
         self._sql: dict = {}
         self._insert_sql = None
 
     # ------------------------------------------------------------------ connections
-    def _connection(self):
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            proxied = self.store.engine.raw_connection()  # runs the pool's connect hooks (SQLite pragmas)
-            proxied.detach()  # ours until close(): never handed to another pool user
-            conn = proxied.dbapi_connection
-            if self.pg:
-                conn.rollback()
-                conn.autocommit = True  # each commit is one atomic statement
-            with self._lock:
-                self._held.append(conn)
-            self._local.conn = conn
+    def _checkout(self):
+        """A connection of our own: an idle one, or a new one (as many as commits run at once)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        proxied = self.store.engine.raw_connection()  # runs the pool's connect hooks (SQLite pragmas)
+        proxied.detach()  # ours: never handed to another pool user
+        conn = proxied.dbapi_connection
+        if self.pg:
+            conn.rollback()
+            conn.autocommit = True  # each commit is one atomic statement
         return conn
+
+    def _checkin(self, conn) -> None:
+        """Keep at most :data:`MAX_IDLE` idle connections; close the others (a burst of fan-out
+        threads must not leave a connection per thread open on the server)."""
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        _close(conn)
 
     def close(self) -> None:
         with self._lock:
-            held, self._held = self._held, []
-        for conn in held:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection
-                pass
-        self._local = threading.local()
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close(conn)
 
     # ------------------------------------------------------------------ statements
     def _update(self, stmt, columns: tuple):
@@ -120,23 +128,28 @@ class HotPath:
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written."""
         columns = tuple(k for k in params if not k.startswith("b_"))
+        conn = None
         try:
+            conn = self._checkout()
             if self.pg:
-                return self._commit_pg(stmt, columns, params, event_rows)
-            return self._commit_sqlite(stmt, columns, params, event_rows)
+                done = self._commit_pg(conn, stmt, columns, params, event_rows)
+            else:
+                done = self._commit_sqlite(conn, stmt, columns, params, event_rows)
+            self._checkin(conn)
+            return done
         except StoreError:
             raise
         except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
-            self._discard()
+            if conn is not None:
+                _close(conn)  # it may be broken: the next commit makes a new one
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first}",
                              hint="nothing of this step was written; resume the run when the store is back") from None
 
-    def _commit_sqlite(self, stmt, columns, params, event_rows) -> bool:
+    def _commit_sqlite(self, conn, stmt, columns, params, event_rows) -> bool:
         sql, compiled = self._update(stmt, columns)
         names, constants = self._positional(compiled)
         values = [params[name] if name in params else constants[name] for name in names]
-        conn = self._connection()
         cur = conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
@@ -155,13 +168,13 @@ class HotPath:
             raise
         return True
 
-    def _commit_pg(self, stmt, columns, params, event_rows) -> bool:
+    def _commit_pg(self, conn, stmt, columns, params, event_rows) -> bool:
         sql, compiled = self._pg_statement(stmt, columns, len(event_rows))
         values = dict(self._positional(compiled)[1])
         values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))
-        cur = self._connection().cursor()
+        cur = conn.cursor()
         cur.execute(sql, values)
         return cur.rowcount == (len(event_rows) or 1)
 
@@ -172,16 +185,10 @@ class HotPath:
             found = self._sql[key] = tuple(f"e{i}_{c}" for c in _EVENT_COLUMNS)
         return found
 
-    def _discard(self) -> None:
-        """Drop this thread's connection after a driver error (it may be broken)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            return
-        self._local.conn = None
-        with self._lock:
-            if conn in self._held:
-                self._held.remove(conn)
-        try:
-            conn.close()
-        except Exception:  # noqa: BLE001
-            pass
+
+
+def _close(conn) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection
+        pass

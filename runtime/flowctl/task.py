@@ -323,6 +323,8 @@ def _parse_output(raw, contract):
     if isinstance(raw, str):
         try:
             parsed = json.loads(raw, parse_constant=_no_constant)
+            if "\\u" in raw or not raw.isascii():  # a lone surrogate (escaped or not): UTF-8 cannot hold it
+                _STRICT.encode(parsed).encode("utf-8")
             return parsed, raw, (parsed, raw)  # fresh, size unknown: measured by the event
         except ValueError as exc:
             raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
@@ -335,7 +337,8 @@ def _parse_output(raw, contract):
         raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
     try:
         text = _STRICT.encode(raw)  # JSON only: no NaN, no objects JSON cannot hold
-    except (TypeError, ValueError) as exc:
+        text.encode("utf-8")  # ... and no text UTF-8 cannot hold (lone surrogates)
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
     # a copy: the tool may keep the object it returned and change it later (the run must not see that)
     parsed = json.loads(text)

@@ -170,6 +170,11 @@ def one_line_path(path) -> str:
     return " → ".join(parts)
 
 
+def result_path(result) -> str:
+    """A run result's path in one line, ``… `` first when the checkpoint kept only its tail."""
+    return ("… " if (result.steps or 0) > len(result.path) else "") + one_line_path(result.path)
+
+
 def _store_flag(db) -> str:
     """`` --db URL`` for the commands a result suggests (empty for the default store)."""
     import shlex
@@ -189,14 +194,14 @@ def print_result(result, *, fmt="text", db=None) -> int:
     click.echo(f"run {result.run_id} ({result.flow}): " + click.style(result.status, fg=colour, bold=True))
     if result.path:
         earlier = (result.steps or 0) - len(result.path)
-        shown = ("… " if earlier > 0 else "") + one_line_path(result.path)
+        states = "state" if earlier == 1 else "states"
         if earlier <= 0:
             note = ""
         elif db == "memory":
-            note = f"  ({earlier} earlier states; --db memory keeps no log to trace them)"
+            note = f"  ({earlier} earlier {states}; --db memory keeps no log to trace them)"
         else:
-            note = f"  ({earlier} earlier states: flowctl trace {result.run_id}{_store_flag(db)})"
-        click.echo("path: " + shown + note)
+            note = f"  ({earlier} earlier {states}: flowctl trace {result.run_id}{_store_flag(db)})"
+        click.echo("path: " + result_path(result) + note)
     if result.status == "succeeded":
         click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
     if result.error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from . import EXIT_FAILED, EXIT_OK, EXIT_PAUSED
-from ._common import open_engine, one_line_path
+from ._common import open_engine, result_path
 
 
 def run(root, db, max_inline_wait, quiet) -> int:
@@ -17,7 +17,7 @@ def run(root, db, max_inline_wait, quiet) -> int:
         click.echo("nothing to recover: no orphaned or due runs")
         return EXIT_OK
     for r in results:
-        click.echo(f"{r.run_id} {r.flow}: {r.status}  {one_line_path(r.path)}")
+        click.echo(f"{r.run_id} {r.flow}: {r.status}  {result_path(r)}")
         if r.review and r.review.get("token"):
             click.echo(f"    paused for review at '{r.review['state']}'; resume with: flowctl resume {r.run_id} "
                        f"--token {r.review['token']} --decision {'|'.join(r.review.get('decisions') or [])}")

@@ -132,7 +132,8 @@ def run_case(project, case: Case) -> CaseResult:
     result.path = [e["state"] for e in own_events(seen) if e["type"] == "state_entered"]
     if run is not None:
         row = store.get_run(run.run_id)
-        result.path = list(run.path)
+        if not result.path:  # the events give the whole path; the checkpoint keeps only its tail
+            result.path = list(run.path)
         result.run_status = run.status
         result.run_error = run.error
         result.output = run.output
