@@ -135,7 +135,7 @@ def verify_run(row: dict, events: list[dict]) -> list[str]:
         if not finals or finals[-1]["type"] != expected:
             problems.append(f"the run row says {row.get('status')}, but the log does not end that way")
         elif (expected == "run_succeeded" and not (finals[-1].get("data") or {}).get("truncated")  # too big to log
-              and canonical((finals[-1].get("data") or {}).get("output")) != canonical(row.get("output"))):
+              and not _same_but_redacted((finals[-1].get("data") or {}).get("output"), row.get("output"))):
             problems.append("the run row's output differs from the output recorded in run_succeeded")
     return problems
 
