@@ -2,7 +2,9 @@
 (and PostgreSQL with --pg). Prints, and writes to ``benchmarks/results/profile_<store>.txt``,
 the wall time per step with and without the profiler, the time per source file (self time summed
 over its functions), the top functions by self time and by cumulative time, and the SQL
-statements per step (counted with an SQLAlchemy ``before_cursor_execute`` listener).
+statements per step that go through SQLAlchemy (counted with a ``before_cursor_execute`` listener;
+the per-step commit itself runs on the DBAPI connection of ``flowctl.store_hot`` and is not among
+them: its share is the ``_commit_sqlite`` / ``_commit_pg`` row).
 
     python benchmarks/profile_steps.py [--memory 6000] [--sqlite 1200] [--pg]
 """
@@ -43,12 +45,13 @@ COMPONENTS = [
     ("deepcopy", "copy.py", "copy of the tool input"),
     ("call_with_timeout", "flowctl/tools.py", "timeout guard around the tool"),
     ("step", "loop_tools.py", "the tool itself"),
-    ("_parse_output", "flowctl/task.py", "output JSON round trip"),
+    ("_parse_output", "flowctl/task.py", "output: JSON check and a copy (flat outputs without encoding)"),
+    ("flat_copy", "flowctl/payload.py", "flat tool input/output copied instead of encoded"),
     ("_complete", "flowctl/task.py", "output check + tool_succeeded event"),
     ("advance", "flowctl/runner.py", "choose the transition, set, event, checkpoint"),
     ("evaluate", "flowctl/expressions.py", "every JMESPath evaluation (input, when, set)"),
     ("apply_set", "flowctl/scope.py", "set: values + payload-size check"),
-    ("check_size", "flowctl/runner.py", "payload-size check (JSON encode)"),
+    ("check_size", "flowctl/runner.py", "payload-size check (a bounded walk; encodes only big values)"),
     ("where", "flowctl/model.py", "file:line:col strings built per step"),
     ("emit", "flowctl/runner.py", "all audit events"),
     ("encode_data", "flowctl/audit.py", "event data -> JSON"),
@@ -57,7 +60,10 @@ COMPONENTS = [
     ("dumps", "json/__init__.py", "every json.dumps"),
     ("commit", "flowctl/runner.py", "checkpoint (runner side)"),
     ("commit", "flowctl/store.py", "checkpoint (store: one transaction)"),
-    ("_dumps", "flowctl/store.py", "run row JSON (cursor incl. path)"),
+    ("_dumps", "flowctl/store.py", "run row JSON other than the cursor"),
+    ("_kept", "flowctl/store.py", "MemoryStore keeps the events flat (data as marshal bytes)"),
+    ("_commit_sqlite", "flowctl/store_hot.py", "per-step commit on SQLite: BEGIN IMMEDIATE, UPDATE, INSERTs, COMMIT"),
+    ("_commit_pg", "flowctl/store_hot.py", "per-step commit on PostgreSQL: one statement"),
     ("begin", "sqlalchemy/engine/base.py", "SQLAlchemy `with engine.begin()` enter+exit: pool checkout, BEGIN, COMMIT, check-in"),
     ("_execute_clauseelement", "sqlalchemy/engine/base.py", "SQLAlchemy Core execute (UPDATE, INSERT)"),
     ("_do_commit", "sqlalchemy/engine/base.py", "COMMIT"),

@@ -102,7 +102,6 @@ def commands() -> dict:
         "diff": "python benchmarks/bench_diff.py --states 1000 --repeat 5",
         "workers": "python benchmarks/bench_workers.py --runs 400 --trials 3   # needs PostgreSQL",
         "profile": "python benchmarks/profile_steps.py --pg   # cProfile of flowctl's step: memory, SQLite, PostgreSQL",
-        "whatif": "python benchmarks/whatif_steps.py memory; python benchmarks/whatif_steps.py sqlite   # one cost patched at a time",
     }
 
 
