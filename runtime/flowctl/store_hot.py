@@ -3,7 +3,8 @@
 :meth:`flowctl.store.SqlStore.commit` runs once per step of every durable run. Through
 SQLAlchemy Core each commit paid for a pool checkout, a ``begin`` event, statement cache keys and
 result set-up: several times the cost of the SQL itself. :class:`HotPath` does the same writes with
-the same conditions on one DBAPI connection per thread, detached from the pool:
+the same conditions on DBAPI connections of its own (detached from SQLAlchemy's pool; one per
+commit in flight, at most :data:`MAX_IDLE` kept idle):
 
 * the run-row UPDATE (optimistic ``last_seq`` fence, worker fencing token and lease, database
   clock) is the very statement :class:`~flowctl.store.SqlStore` builds, compiled once per set of
@@ -20,8 +21,8 @@ the same conditions on one DBAPI connection per thread, detached from the pool:
 
 :meth:`HotPath.commit` returns ``False`` when the conditioned UPDATE matched no row (nothing was
 written; the caller explains why), raises :class:`~flowctl.errors.StoreError` when the database
-fails, and is used only for commits without step records (side-effecting steps keep the
-SQLAlchemy path, where the step-row upserts live).
+fails, and is used only for commits without step records and with at most :data:`MAX_EVENTS`
+events (the others keep the SQLAlchemy path, where the step-row upserts live).
 """
 from __future__ import annotations
 
