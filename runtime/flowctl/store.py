@@ -19,7 +19,8 @@ Shapes (all JSON columns hold text written by :func:`flowctl.audit.canonical`):
   effecting step's ``started`` row is committed before the tool is invoked.
 
 :meth:`SqlStore.commit` is the one write path of a running run: it inserts events and step rows
-and updates the run row in one transaction, conditioned on the run's ``last_seq`` (optimistic
+and updates the run row in one transaction (for a step without step rows, one statement on the
+DBAPI connection: :mod:`flowctl.store_hot`), conditioned on the run's ``last_seq`` (optimistic
 fencing): if another process advanced the run, nothing is written and :class:`RunConflict` is
 raised. A worker (:mod:`flowctl.worker`) also passes its fencing token: the update then also
 requires ``fence = token AND lease_until >= now`` (database clock), so a worker whose lease
