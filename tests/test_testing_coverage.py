@@ -139,3 +139,23 @@ def test_sample_values_fit_their_schema():
     value = coverage.sample(schema)
     assert value == {"a": "x", "b": 3, "c": [False], "d": {"e": 1}}
     assert check_instance(schema, value) is None
+
+
+def test_suggest_says_so_when_an_earlier_rule_reads_what_the_skeleton_cannot_model(tmp_path):
+    from helpers import write_project
+
+    root = write_project(tmp_path / "c", {
+        "contracts/inc.v1.0.0.yaml": "id: inc\nversion: 1.0.0\nentrypoint: t:inc\n"
+                                     "output_schema: {type: object, properties: {count: {type: integer}}}\n",
+        "tools/t.py": "def inc(input, call):\n    return {'count': 1}\n",
+        "states/bump.yaml": "id: bump\ntype: task\ntool: inc@^1\ninput: {count: context.count}\n",
+        "states/check.yaml": "id: check\ntype: choice\n",
+        "states/finished.yaml": "id: finished\ntype: succeed\n",
+        "transitions/counter.yaml": "flow: counter\nstart: bump\ntransitions:\n"
+                                    "  - {from: bump, to: check, set: {count: response.count}}\n"
+                                    "  - {from: check, to: finished, when: 'context.count >= input.target'}\n"
+                                    "  - {from: check, to: bump}\n"})
+    proj = flowctl.load_project(root)
+    cov = coverage.compute(proj, ["counter"], [])["counter"]
+    back = next(s for s in coverage.suggest(proj, proj.flows["counter"], cov) if s.item.label == "check → bump (default)")
+    assert any("context.count >= input.target" in n and "does not model" in n for n in back.notes)

@@ -604,8 +604,29 @@ def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, n
         if best is not None:
             best[1](best[2])
     for t in earlier:
-        if t.when is not None and holds(t.when):
+        if t.when is None:
+            continue
+        if holds(t.when):
             notes.append(f"make \"{t.when}\" false when the run leaves '{sid}': it is checked first (line {t.line()})")
+            continue
+        unmodelled = [name for name in _scope_names(t.when) if name not in _MODELLED]
+        if unmodelled:  # the skeleton cannot evaluate it as the run will: say so rather than guess
+            notes.append(f"check that \"{t.when}\" is false when the run leaves '{sid}' (it is checked first, "
+                         f"line {t.line()}; it reads {', '.join(unmodelled)}, which this suggestion does not model)")
+
+
+_MODELLED = frozenset({"response", "review", "visits", "input", "params"})
+
+
+def _scope_names(expr: str) -> list:
+    import jmespath
+
+    from ..expressions import _root_fields
+
+    try:
+        return _root_fields(jmespath.compile(expr).parsed)
+    except Exception:  # noqa: BLE001 - validate reports what does not parse
+        return []
 
 
 def _get(obj, names):
