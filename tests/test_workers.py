@@ -606,19 +606,20 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     from flowctl.audit import verify_chain
     from flowctl.store import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
         row = store.get_run(run_id)
         assert (row["status"], row["queue"], row["priority"], row["fence"], row["lease_until"]) == \
             (status, "default", 0, 0, None)
+        assert row["cancel_requested"] is None  # version 3
         events = store.events(run_id)
         assert verify_chain(events, row["last_seq"], row["last_hash"]) == []
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "2"
+    assert version == "3"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
@@ -637,3 +638,47 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     assert row["status"] == "succeeded" and row["fence"] == 1
     assert verify_chain(store.events(waiting), row["last_seq"], row["last_hash"]) == []
     assert [e["type"] for e in store.events(waiting)][-3:] == ["transition_taken", "state_entered", "run_succeeded"]
+
+
+def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_url):
+    from flowctl.store import open_store
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"sleep": 0})
+    with engine.store.engine.begin() as conn:  # back to what a version-2 flowctl wrote
+        conn.exec_driver_sql("ALTER TABLE flowctl_runs DROP COLUMN cancel_requested")
+        conn.exec_driver_sql("UPDATE flowctl_meta SET value = '2' WHERE key = 'schema_version'")
+    engine.store.close()
+    store = open_store(db_url)
+    assert store.get_run(run_id)["cancel_requested"] is None and store.get_run(run_id)["status"] == "queued"
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "3"
+    store.close()
+
+
+def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(tmp_path, project, db_url):
+    from click.testing import CliRunner
+
+    from flowctl.cli import main
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"sleep": 1.5})
+    worker = _worker(engine, lease=6.0, heartbeat=0.2)
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+        out = CliRunner().invoke(main, ["cancel", run_id, "--db", db_url, "--root", str(project), "--by", "ops"])
+        assert out.exit_code == 3, out.output
+        assert "cancel requested" in out.output
+        _until(lambda: engine.store.get_run(run_id)["status"] == "cancelled", 60, "the worker to cancel the run")
+    finally:
+        worker.stop()
+        thread.join(30)
+    row = engine.store.get_run(run_id)
+    assert row["cancel_requested"]["by"] == "ops" and row["lease_until"] is None
+    types = [e["type"] for e in engine.store.events(run_id)]
+    # step one finished (never cut inside its side effect), then was undone; step two never ran
+    assert types.count("tool_succeeded") == 1 and "run_cancelled" in types and "compensation_succeeded" in types
+    assert _ledger(tmp_path, "calls") == [f"{run_id}-one"] and _ledger(tmp_path) == []  # its effect undone

@@ -57,6 +57,8 @@ class RunResult:
     review: dict | None = None
     available_at: float | None = None
     steps: int = 0
+    #: ``cancel`` of a run a live worker holds: the request is recorded; that worker cancels it
+    cancel_requested: bool = False
 
     @property
     def exit_code(self) -> int:

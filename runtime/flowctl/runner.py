@@ -185,10 +185,17 @@ def recover(engine) -> list:
     return results
 
 
-def cancel(engine, row, *, compensate=True, by=None) -> RunResult:
+def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> RunResult:
+    """Cancel the run of ``row`` (see Engine.cancel). A run a live worker holds is not touched here:
+    the request is recorded and that worker cancels it at its next checkpoint (the result is then
+    still ``running``, with ``cancel_requested`` set). ``holder``: the caller is that worker."""
     if row["status"] in FINAL:
         raise UsageError(f"run {row['id']} already ended ({row['status']}); there is nothing to cancel")
-    if row["status"] == "running":
+    if (not holder and row["status"] == "running" and row.get("lease_until") is not None
+            and engine.store.request_cancel(row["id"], {"by": by, "compensate": compensate})):
+        return RunResult(row["id"], row["flow"], "running", None, None, list((row.get("cursor") or {}).get("path", [])),
+                         steps=(row.get("cursor") or {}).get("step", 0), cancel_requested=True)
+    if row["status"] == "running" and not holder:
         holder = _live_owner(row.get("owner"), engine.owner)
         if holder:
             raise UsageError(f"run {row['id']} is being executed by {holder}",

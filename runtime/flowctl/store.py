@@ -50,11 +50,11 @@ class LeaseLost(RunConflict):
     """A worker's fencing token is no longer the run's (its lease expired or another worker
     claimed the run): the commit wrote nothing and the worker must stop driving the run."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "cancelled")
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 DEFAULT_URL = "sqlite:///.flowctl/flowctl.db"
-_JSON_RUN = ("input", "params", "output", "error", "cursor")
+_JSON_RUN = ("input", "params", "output", "error", "cursor", "cancel_requested")
 _KEEP = object()
 _JSON_STEP = ("input", "output")
 
@@ -392,6 +392,27 @@ class SqlStore:
     def _notify(self, conn, payload: str) -> None:
         if self.pg:
             conn.execute(self.sa.text("SELECT pg_notify(:c, :p)"), {"c": self.NOTIFY_CHANNEL, "p": payload})
+
+    def request_cancel(self, run_id: str, request: dict) -> bool:
+        """Ask the worker holding ``run_id`` to cancel it: ``request`` is ``{by, compensate}``, kept
+        with the time (database clock) in ``cancel_requested``. True if a live worker lease holds the
+        run (that worker cancels it at its next checkpoint); False if none does (cancel it here)."""
+        sa, r = self.sa, self.t.runs
+        with self._begin() as conn:
+            now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
+            res = conn.execute(r.update().where(r.c.id == run_id, r.c.status == "running", r.c.lease_until >= now)
+                               .values(cancel_requested=_dumps(dict(request, at=now))))
+            return res.rowcount == 1
+
+    def cancel_requests(self, run_ids) -> dict:
+        """``{run_id: request}`` for those of ``run_ids`` someone asked to cancel (a worker's heartbeat)."""
+        if not run_ids:
+            return {}
+        sa, r = self.sa, self.t.runs
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(r.c.id, r.c.cancel_requested)
+                                .where(r.c.id.in_(list(run_ids)), r.c.cancel_requested.is_not(None)))
+            return {rid: _loads(text) for rid, text in rows}
 
     def nudge(self, run_id: str) -> None:
         """A child of ``run_id`` ended: make the parent due now. A parent that is running keeps the
@@ -915,6 +936,12 @@ class MemoryStore:
 
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
+
+    def request_cancel(self, run_id, request):
+        return False  # no worker leases in memory: the caller cancels the run itself
+
+    def cancel_requests(self, run_ids):
+        return {}
 
     def nudge(self, run_id):
         with self._lock:

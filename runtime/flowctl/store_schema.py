@@ -8,7 +8,10 @@ Version 2 (workers, see :mod:`flowctl.worker`): runs gain ``queue``, ``priority`
 fencing token: +1 on every claim); events gain ``fence`` (the token of the commit that wrote
 them, NULL for writers without a lease); new tables ``flowctl_workers`` (live workers and their
 heartbeats) and ``flowctl_limits`` (store-wide concurrency limits per flow and per queue).
-:func:`upgrade` adds these to a version-1 store in place.
+
+Version 3: runs gain ``cancel_requested`` (JSON ``{by, compensate, at}``): ``flowctl cancel`` of a
+run a live worker holds records the request there, and that worker cancels the run at its next
+checkpoint. :func:`upgrade` adds what is missing to a version-1 or version-2 store in place.
 """
 from __future__ import annotations
 
@@ -49,6 +52,8 @@ runs = sa.Table(
     sa.Column("priority", sa.Integer, nullable=False, default=0, server_default="0"),
     sa.Column("lease_until", sa.Float),
     sa.Column("fence", sa.Integer, nullable=False, default=0, server_default="0"),
+    # version 3: cancel requests
+    sa.Column("cancel_requested", sa.Text),
 )
 
 #: The two branches of a claim: due runs (queued, waiting, paused with a review deadline) and
@@ -142,16 +147,20 @@ _V2_COLUMNS = (
     ("flowctl_runs", "fence", "INTEGER NOT NULL DEFAULT 0"),
     ("flowctl_events", "fence", "INTEGER"),
 )
+_V3_COLUMNS = (
+    ("flowctl_runs", "cancel_requested", "TEXT"),
+)
 
 
 def upgrade(conn, from_version: int) -> None:
     """Bring a store at ``from_version`` up to the current schema, in place, inside the caller's
     transaction (new tables were already created by ``create_all``). Safe to repeat."""
+    present = {(t, c["name"]) for t in ("flowctl_runs", "flowctl_events")
+               for c in sa.inspect(conn).get_columns(t)}
+    added = (_V2_COLUMNS if from_version < 2 else ()) + (_V3_COLUMNS if from_version < 3 else ())
+    for table, column, ddl in added:
+        if (table, column) not in present:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
     if from_version < 2:
-        present = {(t, c["name"]) for t in ("flowctl_runs", "flowctl_events")
-                   for c in sa.inspect(conn).get_columns(t)}
-        for table, column, ddl in _V2_COLUMNS:
-            if (table, column) not in present:
-                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
         for index in RUN_INDEXES:
             index.create(conn, checkfirst=True)

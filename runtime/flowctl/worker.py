@@ -63,6 +63,15 @@ class _Stop(BaseException):
     is committed). A BaseException, so no ``except Exception`` in the engine swallows it."""
 
 
+class _CancelRequested(BaseException):
+    """Raised at a checkpoint of a run someone asked to cancel (``flowctl cancel`` while this worker
+    held it): the worker stops driving it and cancels it under its own lease."""
+
+    def __init__(self, run_id):
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
 class _Enqueued(BaseException):
     def __init__(self, run_id):
         super().__init__(run_id)
@@ -177,8 +186,11 @@ class LeasedStore:
         w.touched(run_id)
         if run.get("status") not in (None, "running"):
             w.drop(run_id)  # parked or ended: the store released the lease with this commit
-        if w.stopping.is_set() and not (run.get("cursor") or {}).get("inflight"):
-            raise _Stop(run_id)
+        if not (run.get("cursor") or {}).get("inflight"):  # never inside a side effect
+            if run_id in w.cancel_wanted and run.get("status") in (None, "running"):
+                raise _CancelRequested(run_id)
+            if w.stopping.is_set():
+                raise _Stop(run_id)
 
 
 # ------------------------------------------------------------------------------------------ worker
@@ -222,6 +234,7 @@ class Worker:
         self._held: dict = {}      # run id -> [fence, root id]
         self._lost: dict = {}      # run id -> [stale fence, root id]
         self._touched: set = set()  # run ids committed since claimed
+        self.cancel_wanted: dict = {}  # run id -> {by, compensate}: cancel requests the heartbeat saw
         self._active: dict = {}    # root run id -> future
         self._local = threading.local()
         self._signalled = 0
@@ -380,11 +393,21 @@ class Worker:
             row["status"] = "waiting" if prev == "queued" else prev
             if prev == "running":
                 row["owner"] = claim.get("prev_owner")
-            if prev == "paused" and self._remind(row, fence):
+            if row.get("cancel_requested") and row["status"] not in FINAL:
+                outcome = self._cancel(row)  # asked while its previous worker held it
+            elif prev == "paused" and self._remind(row, fence):
                 outcome = "reminded"
             else:
                 result = runner.resume(self.engine, row)
                 outcome = result.status
+        except _CancelRequested as asked:
+            try:
+                outcome = self._cancel(self.store.get_run(asked.run_id))
+            except LeaseLost as exc:
+                outcome, detail = "lost", str(exc)
+                self.mark_lost(run_id, fence, "commit refused")
+            except Exception as exc:  # noqa: BLE001 - e.g. a store error while compensating: retried on the next claim
+                outcome, detail, delay = "error", f"{type(exc).__name__}: {_first_line(exc)}", 10.0
         except _Stop:
             outcome = "stopped"
         except LeaseLost as exc:
@@ -399,6 +422,18 @@ class Worker:
         finally:
             self._local.root = None
         self._finish(run_id, claim, outcome, detail, delay)
+
+    def _cancel(self, row) -> str:
+        """Cancel a run this worker holds as its ``cancel_requested`` says (compensating by default)."""
+        from . import runner
+
+        request = row.get("cancel_requested") or {}
+        self.log("cancelling", {"run": row["id"], "by": request.get("by")})
+        with self._lock:
+            self.cancel_wanted.pop(row["id"], None)
+        result = runner.cancel(self.engine, row, compensate=request.get("compensate", True),
+                               by=request.get("by"), holder=True)
+        return result.status
 
     def _remind(self, row, fence) -> bool:
         """A paused review whose reminder (not its deadline) came due: notify again with a new token
@@ -479,6 +514,10 @@ class Worker:
                 for rid, fence in held.items():
                     if rid not in renewed and self.fence_of(rid) == fence:
                         self.mark_lost(rid, fence, "heartbeat found the lease gone")
+                wanted = self.store.cancel_requests(renewed)
+                if wanted:
+                    with self._lock:
+                        self.cancel_wanted.update(wanted)
                 self.store.worker_heartbeat(self.id, status="stopping" if self.stopping.is_set() else "running",
                                             runs_done=self.stats["done"])
             except Exception as exc:  # noqa: BLE001 - leases may lapse; the commits then refuse
