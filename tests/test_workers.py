@@ -682,3 +682,68 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
     # step one finished (never cut inside its side effect), then was undone; step two never ran
     assert types.count("tool_succeeded") == 1 and "run_cancelled" in types and "compensation_succeeded" in types
     assert _ledger(tmp_path, "calls") == [f"{run_id}-one"] and _ledger(tmp_path) == []  # its effect undone
+
+
+def _fan_project(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEDGER_DB", str(tmp_path / "ledger.db"))
+    files = dict(FILES)
+    files["states/hold.yaml"] = "id: hold\ntype: review\ndecisions: [approve]\ntimeout: 1h\non_timeout: {goto: done}\n"
+    files["transitions/holder.yaml"] = "flow: holder\nstart: hold\ntransitions:\n  - {from: hold, to: done}\n"
+    files["states/fan2.yaml"] = "id: fan2\ntype: parallel\nbranches: [holder, f]\ninput: {sleep: input.sleep}\n"
+    files["transitions/fanned2.yaml"] = "flow: fanned2\nstart: fan2\ntransitions:\n  - {from: fan2, to: done}\n"
+    files["states/many2.yaml"] = ("id: many2\ntype: map\nitems: input.items\nflow: f\nitem_input: {sleep: \"`0`\"}\n"
+                                  "max_concurrency: 2\n")
+    files["transitions/mapped2.yaml"] = "flow: mapped2\nstart: many2\ntransitions:\n  - {from: many2, to: done}\n"
+    return write_project(tmp_path / "proj3", files)
+
+
+def test_a_child_resumed_from_the_cli_hands_its_queued_parent_back_to_the_workers(tmp_path, db_url, monkeypatch):
+    from flowctl import runner
+    from flowctl.worker import enqueue
+
+    root = _fan_project(tmp_path, monkeypatch)
+    engine = _engine(root, db_url)  # as `flowctl resume` has it: no workers in this process
+    run_id = enqueue(engine, "fanned2", {"sleep": 0})
+    worker = _worker(_engine(root, db_url), concurrency=2)
+    thread, _ = _run_in_thread(worker)
+    try:
+        def paused_child():
+            kids = engine.store.list_runs(parent_id=run_id, limit=0)
+            return next((k for k in kids if k["status"] == "paused"), None)
+
+        _until(lambda: paused_child() is not None and engine.store.get_run(run_id)["status"] == "waiting", 60,
+               "the review child to pause and the parent to wait")
+        child = paused_child()
+        token = runner.reissue_token(engine, child)
+        assert engine.resume(child["id"], token=token, decision="approve").status == "succeeded"
+        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "a worker to finish the parent")
+    finally:
+        worker.stop()
+        thread.join(30)
+    parent = engine.store.get_run(run_id)
+    assert parent["lease_until"] is None and parent["owner"] == worker.id  # finished by the worker, not the CLI
+
+
+def test_recover_from_the_cli_re_checks_a_queued_fan_out_without_running_its_children(tmp_path, db_url, monkeypatch):
+    from flowctl.worker import enqueue
+
+    root = _fan_project(tmp_path, monkeypatch)
+    engine = _engine(root, db_url)
+    run_id = enqueue(engine, "mapped2", {"items": [1, 2, 3, 4]})
+    first = _worker(_engine(root, db_url), max_runs=1)  # takes the parent only: queues 2 children, parks
+    thread, _ = _run_in_thread(first)
+    thread.join(30)
+    kids = engine.store.list_runs(parent_id=run_id, limit=0)
+    assert [k["status"] for k in kids] == ["queued", "queued"]
+    engine.recover()  # `flowctl recover` while no worker runs: re-checks, queues nothing more, runs nothing
+    kids = engine.store.list_runs(parent_id=run_id, limit=0)
+    assert [k["status"] for k in kids] == ["queued", "queued"]
+    assert engine.store.get_run(run_id)["status"] == "waiting"
+    worker = _worker(_engine(root, db_url), concurrency=2)
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the workers to finish the map")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert len(engine.store.list_runs(parent_id=run_id, limit=0)) == 4

@@ -23,6 +23,9 @@ and whichever worker claims the parent records the finished children, queues the
 parks again or goes on. When more children fail than tolerated, no further child is queued; those
 already queued or running finish (there is no cancel request to stop them), their completed side
 effects join the parent's saga, and :class:`~flowctl.errors.BranchFailed` is raised when they have.
+A fan-out that began in a worker stays queued (``plan["queued"]``) whoever continues the parent:
+``flowctl resume``/``recover`` re-check and queue children as a worker would, never run them on
+threads beside the workers, and a child that ends outside a worker makes its parent due too.
 
 ``response`` is the list of child outputs in branch or item order (a tolerated failed item is
 ``{"error": {...}}``); for ``subflow`` it is the child's output. A map with a ``batch`` runs one
@@ -132,7 +135,8 @@ def _drive(runner, state, fan) -> None:
     todo = [ch for ch in fan["children"] if ch["status"] not in FINAL]
     if not todo:
         return
-    if runner.engine.distribute_children:
+    if fan.get("queued") or runner.engine.distribute_children:  # once queued for workers, always
+        fan["queued"] = True
         _drive_queued(runner, state, fan)
         return
     stop = threading.Event()

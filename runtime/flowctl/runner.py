@@ -105,18 +105,16 @@ def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=N
     the parent itself is driving it (``continue_parent=False``)."""
     result = _resume(engine, row, token=token, decision=decision, data=data, by=by, stop=stop)
     if continue_parent and row.get("parent_id") and result.status in FINAL:
-        if engine.distribute_children:  # a worker: make the parent due; whichever worker claims it goes on
-            try:
-                engine.store.nudge(row["parent_id"])
-            except FlowctlError:
-                pass  # the parent still re-checks its children on its next claim
-            return result
         try:
             parent = engine.store.get_run(row["parent_id"])
-            if parent["status"] == "waiting" and ((parent.get("cursor") or {}).get("pending") or {}).get("kind") == "children":
+            queued = ((parent.get("cursor") or {}).get("fanout") or {}).get("queued")
+            if engine.distribute_children or queued:
+                # its children are queued for workers: make it due, and whichever worker claims it goes on
+                engine.store.nudge(row["parent_id"])
+            elif parent["status"] == "waiting" and ((parent.get("cursor") or {}).get("pending") or {}).get("kind") == "children":
                 resume(engine, parent)
         except FlowctlError:
-            pass  # the parent continues on its next resume or recover
+            pass  # the parent continues on its next resume or recover (or a worker's next claim)
     return result
 
 

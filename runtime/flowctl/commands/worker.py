@@ -27,9 +27,21 @@ def parse_limit(text: str):
 def run(root, db, concurrency, queues, lease, poll, max_inline_wait, limits, max_runs, quiet, log_format) -> int:
     from ..durations import parse_duration
     from ..errors import UsageError
+    import signal
+
     from ..store import open_store
     from ..worker import Worker, json_logger, text_logger
 
+    # SIGTERM/Ctrl-C while still starting (loading, connecting): nothing is held yet, so stop with 0
+    stopped, built = [], []
+
+    def _early_stop(signum, _frame):
+        stopped.append(signum)
+        if built:
+            built[0].stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _early_stop)
     durations = {}
     for flag, value in (("--lease", lease), ("--poll", poll), ("--max-inline-wait", max_inline_wait)):
         try:
@@ -50,7 +62,9 @@ def run(root, db, concurrency, queues, lease, poll, max_inline_wait, limits, max
         worker = Worker(project, store, concurrency=concurrency, queues=wanted, lease=durations["--lease"],
                         poll=durations["--poll"], max_inline_wait=durations["--max-inline-wait"], max_runs=max_runs,
                         log=log)
-        worker.run()
+        built.append(worker)
+        if not stopped:
+            worker.run()
     finally:
         store.close()
     return EXIT_OK
