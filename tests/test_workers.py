@@ -150,6 +150,18 @@ def _run_in_thread(worker):
     return thread, out
 
 
+def _with_workers(workers, predicate, timeout, what):
+    """Run ``workers`` on threads until ``predicate()`` holds (or fail after ``timeout`` s), then stop them."""
+    threads = [_run_in_thread(w)[0] for w in workers]
+    try:
+        _until(predicate, timeout, what)
+    finally:
+        for w in workers:
+            w.stop()
+        for t in threads:
+            t.join(30)
+
+
 def _until(predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -352,14 +364,7 @@ def test_child_runs_are_queued_for_any_worker_and_leased_and_fenced(tmp_path, pr
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "fanned", {"sleep": 0.4})
     workers = [_worker(engine, concurrency=1, worker_id=name) for name in ("w1", "w2")]
-    threads = [_run_in_thread(w)[0] for w in workers]
-    try:
-        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the parent to finish")
-    finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(30)
+    _with_workers(workers, lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the parent to finish")
     children = engine.store.list_runs(parent_id=run_id, limit=0)
     assert len(children) == 2 and {c["status"] for c in children} == {"succeeded"}
     # one thread each: the parent parked instead of holding it, and the two children ran side by side
@@ -394,13 +399,8 @@ def test_a_single_worker_thread_runs_a_map_of_many_children_within_max_concurren
     root = write_project(tmp_path / "proj2", files)
     engine = _engine(root, db_url)
     run_id = enqueue(engine, "mapped", {"items": list(range(5))})
-    worker = _worker(engine, concurrency=1)
-    thread, _ = _run_in_thread(worker)
-    try:
-        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 90, "the map to finish")
-    finally:
-        worker.stop()
-        thread.join(30)
+    _with_workers([_worker(engine, concurrency=1)], lambda: engine.store.get_run(run_id)["status"] == "succeeded",
+                  90, "the map to finish")
     children = engine.store.list_runs(parent_id=run_id, limit=0)
     assert len(children) == 5 and {c["status"] for c in children} == {"succeeded"}
     # never more than max_concurrency children queued or running at once: each child was queued
@@ -739,11 +739,6 @@ def test_recover_from_the_cli_re_checks_a_queued_fan_out_without_running_its_chi
     kids = engine.store.list_runs(parent_id=run_id, limit=0)
     assert [k["status"] for k in kids] == ["queued", "queued"]
     assert engine.store.get_run(run_id)["status"] == "waiting"
-    worker = _worker(_engine(root, db_url), concurrency=2)
-    thread, _ = _run_in_thread(worker)
-    try:
-        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the workers to finish the map")
-    finally:
-        worker.stop()
-        thread.join(30)
+    _with_workers([_worker(_engine(root, db_url), concurrency=2)],
+                  lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the workers to finish the map")
     assert len(engine.store.list_runs(parent_id=run_id, limit=0)) == 4

@@ -389,24 +389,19 @@ class Runner:
         if self.sensitive:  # payloads only: engine fields such as "to" (the next state) stay readable
             for key in _PAYLOAD_KEYS.intersection(data):
                 data[key] = None if key == "raw" else redact(data[key], self.sensitive)
-        if owned is not False and self.lazy and (owned is True or fits(owned)):
-            ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
-            self.events.append(ev)
-            if self.engine.listener is not None:  # its own copy: a listener cannot change the record
-                self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(data)))
-            return ev
-        data_json = encode_data(data)
-        if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
-            size = len(data_json.encode())
-            if strict:
-                raise PayloadTooLarge(f"{type_} payload is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
-            data = {"truncated": True, "bytes": size}
+        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
+        if not (owned is not False and self.lazy and (owned is True or fits(owned))):
             data_json = encode_data(data)
-        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data,
-              "data_json": data_json}
+            if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
+                size = len(data_json.encode())
+                if strict:
+                    raise PayloadTooLarge(f"{type_} payload is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
+                ev["data"] = {"truncated": True, "bytes": size}
+                data_json = encode_data(ev["data"])
+            ev["data_json"] = data_json
         self.events.append(ev)
         if self.engine.listener is not None:  # its own copy: a listener cannot change the record
-            self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(data)))
+            self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(ev["data"])))
         return ev
 
     def take_events(self) -> list:
