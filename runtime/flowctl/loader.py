@@ -242,13 +242,14 @@ def _policy(doc: Document) -> Policy:
     d = doc.data
     checks = []
     for i, c in enumerate(d.get("allow") or ()):
-        ops = [k for k in ("equals", "in", "range", "regex") if k in c]
+        ops = [k for k in ("equals", "in", "all_in", "range", "regex") if k in c]
         if len(ops) != 1:
-            raise ValueError(f"allow[{i}] needs exactly one of equals, in, range, regex")
+            raise ValueError(f"allow[{i}] needs exactly one of equals, in, all_in, range, regex")
         checks.append(Check(doc, ("allow", i), c["field"], ops[0], c[ops[0]]))
     rate = d.get("rate")
     if rate:
         rate = {"max": rate["max"], "window": parse_duration(rate["window"]), "per": rate.get("per", "flow")}
     dedupe = d.get("dedupe")
     return Policy(doc, (), d["policy"], d.get("version", 1), d.get("description", ""), tuple(d["applies_to"]),
-                  tuple(checks), rate, parse_duration(dedupe["window"]) if dedupe else None, d.get("review_when"))
+                  tuple(checks), rate, parse_duration(dedupe["window"]) if dedupe else None, d.get("review_when"),
+                  _seconds(d.get("review_timeout")))

@@ -205,6 +205,8 @@ class Policy(Located):
     rate: Mapping | None = None
     dedupe_window: float | None = None
     review_when: str | None = None
+    #: seconds a review_when review waits for a decision (None: the gate's default, 24 h)
+    review_timeout: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,20 @@ and rule that decided and why (a :class:`Decision`). Rules, in order:
 1. A read-only tool (no ``side_effects`` in its contract) is allowed: ``rule="read-only"``.
 2. A side-effecting tool that no policy ``applies_to`` is denied: ``rule="default-deny"``.
 3. Each applying policy, in file-name order: every ``allow`` check must hold (``equals``, ``in``,
-   ``range`` [lo, hi] inclusive with ``null`` as open, ``regex`` full match) on the JMESPath
-   ``field`` evaluated on ``{input, run, flow, tool}``; then ``rate`` (at most ``max`` allowed
+   ``all_in`` (every element of a list is one of), ``range`` [lo, hi] inclusive with ``null`` as
+   open, ``regex`` matching the *whole* value) on the JMESPath ``field`` evaluated on ``{input (the
+   tool input), run, flow, tool, run_input, params, context}``; an operand may be ``{expr: …}`` on
+   the same scope (``range: [0, {expr: context.order_total}]``), and one that does not evaluate to
+   what the check needs (a null bound, a list that is not a list) denies; then ``rate`` (at most ``max`` allowed
    calls per ``window`` seconds, counted per ``flow``, ``run`` or ``tool`` in the store, so it holds
    across processes); then ``dedupe`` (the same run, tool and input digest inside the window is
    refused). The first failing rule denies.
 4. If all hold and some policy's ``review_when`` is true, the answer is ``review``: the run pauses
    for a human before the tool is invoked.
 
-Allowed calls are recorded in the store (``gate_log``) for rate and dedupe.
+The gate follows the function: a contract's policies are its own plus those of every contract with
+the same ``entrypoint``, and a function declared side-effecting by any contract is gated under all
+of them. Allowed calls are recorded in the store (``gate_log``) for rate and dedupe.
 """
 from __future__ import annotations
 
@@ -44,30 +49,57 @@ def input_digest(tool_input) -> str:
     return hashlib.sha256(canonical(tool_input).encode()).hexdigest()
 
 
+#: How long a gate-triggered review (``review_when``) waits for a decision when the policy does not
+#: say (``review_timeout``), in seconds; then the call is denied (default deny).
+DEFAULT_REVIEW_TIMEOUT = 24 * 3600.0
+
+
 class Gate:
+    """The gate of one project. It follows the *function*: the policies of every contract whose
+    ``entrypoint`` is the same apply to each of them, and a function any contract declares
+    side-effecting is gated under every contract that names it (validate reports FC704 where such
+    contracts disagree)."""
+
     def __init__(self, project, store, clock):
         self.project = project
         self.store = store
         self.clock = clock
-        self._by_tool: dict = {}
-        for name in sorted(project.policies):
-            p = project.policies[name]
-            for tool in p.applies_to:
-                self._by_tool.setdefault(tool, []).append(p)
+        found = project._resolved.get(("gate", "by-function"))
+        if found is None:  # built once per project: a runner makes a Gate per run
+            found = project._resolved[("gate", "by-function")] = _by_function(project)
+        self._by_tool, self._shared, self._gated = found
+
+    def guards(self, contract) -> bool:
+        """Whether calls of ``contract`` go through the checks: it, or another contract on the same
+        function, declares side effects."""
+        return contract.side_effecting or contract.entrypoint in self._gated
 
     def decide(self, contract, tool_input, *, run_id: str = "", flow: str = "", record: bool = True,
-               retry: bool = False) -> Decision:
-        """The gate's answer for one call. ``retry``: a retry of a call the gate already allowed in
-        this step — the checks still apply, but it is not a new call for ``rate`` and ``dedupe``."""
-        if not contract.side_effecting:
+               retry: bool = False, digest: str | None = None, run_input=None, params=None,
+               context=None) -> Decision:
+        """The gate's answer for one call.
+
+        ``retry``: the caller knows this repeats the very call the gate allowed earlier in the same
+        step (same tool, same input: a technical retry) — the checks still apply, but it is not a
+        new call for ``rate`` and ``dedupe``. A retry after a denied call is a new call.
+        ``run_input``/``params``/``context``: the run the call belongs to, visible to ``allow``
+        checks and ``review_when`` as ``run_input``, ``params`` and ``context``. ``digest``: the
+        input's :func:`input_digest` when the caller has it."""
+        if not self.guards(contract):
             return Decision("allow", rule="read-only", reason=f"{contract.id} declares no side effects")
-        policies = self._by_tool.get(contract.id, [])
+        policies = self._shared.get(contract.entrypoint) or self._by_tool.get(contract.id, ())
         if not policies:
-            return Decision("deny", rule="default-deny",
-                            reason=f"no policy applies to side-effecting tool '{contract.id}'")
-        scope = {"input": tool_input, "run": {"id": run_id, "flow": flow}, "flow": flow, "tool": contract.id}
+            why = f"no policy applies to side-effecting tool '{contract.id}'"
+            if not contract.side_effecting:
+                why = (f"'{contract.id}' declares no side effects, but its function {contract.entrypoint} has them "
+                       "under another contract, and no policy applies")
+            return Decision("deny", rule="default-deny", reason=why)
+        scope = {"input": tool_input, "run": {"id": run_id, "flow": flow}, "flow": flow, "tool": contract.id,
+                 "run_input": run_input, "params": params if params is not None else {},
+                 "context": context if context is not None else {}}
         now = self.clock.time()
-        digest = input_digest(tool_input)
+        if digest is None:
+            digest = input_digest(tool_input)
         review = None
         for p in policies:
             for i, check in enumerate(p.allow):
@@ -95,8 +127,36 @@ class Gate:
         names = ", ".join(p.name for p in policies)
         return Decision("allow", names, "allow", f"every check of {names} holds")
 
+    def review_timeout(self, policy_name: str) -> float:
+        """Seconds a gate-triggered review by ``policy_name`` waits (``review_timeout``, default 24h)."""
+        p = self.project.policies.get(policy_name)
+        return (p.review_timeout if p is not None and p.review_timeout else None) or DEFAULT_REVIEW_TIMEOUT
+
     def record(self, tool: str, flow: str, run_id: str, digest: str) -> None:
         self.store.gate_record({"at": self.clock.time(), "tool": tool, "flow": flow, "run_id": run_id, "digest": digest})
+
+
+def _by_function(project):
+    """``({contract id: policies}, {entrypoint: policies}, gated entrypoints)``: an entrypoint named
+    by several contract ids gets the policies of all of them, whichever id a state names."""
+    by_tool: dict = {}
+    for name in sorted(project.policies):
+        p = project.policies[name]
+        for tool in p.applies_to:
+            by_tool.setdefault(tool, []).append(p)
+    ids_by_entry: dict = {}
+    gated = set()
+    for versions_ in project.contracts.values():
+        for c in versions_:
+            ids_by_entry.setdefault(c.entrypoint, set()).add(c.id)
+            if c.side_effecting:
+                gated.add(c.entrypoint)
+    shared: dict = {}
+    for entry, ids in ids_by_entry.items():
+        if len(ids) > 1:
+            found = {p.name: p for tool in sorted(ids) for p in by_tool.get(tool, ())}
+            shared[entry] = [found[name] for name in sorted(found)]
+    return by_tool, shared, frozenset(gated)
 
 
 def _same(a, b) -> bool:
@@ -122,19 +182,44 @@ def _truthy(value) -> bool:
     return not (value is None or value is False or value in ("", [], {}))
 
 
+def _operand(value, scope, check):
+    """``(value, how it reads)`` of a check's operand: a literal, or ``{expr: JMESPath}`` evaluated on
+    the same scope (the run's input, params, context) — shown as ``expr = value`` in the reason."""
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("expr"), str):
+        found = compile_expr(value["expr"], check.where("field")).evaluate(scope)
+        return found, f"{value['expr']} = {_json(found)}", True
+    return value, _json(value), False
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _check(check, scope):
     value = compile_expr(check.field_expr, check.where("field")).evaluate(scope)
     op, want = check.op, check.value
     shown = _json(value)
     if op == "equals":
-        return _same(value, want), f"{check.field_expr} is {shown}, not {_json(want)}"
-    if op == "in":
-        return any(_same(value, w) for w in want), f"{check.field_expr} is {shown}, not one of {_json(want)}"
+        want, label, _ = _operand(want, scope, check)
+        return _same(value, want), f"{check.field_expr} is {shown}, not {label}"
+    if op in ("in", "all_in"):
+        want, label, _ = _operand(want, scope, check)
+        if not isinstance(want, list):
+            return False, f"{label} is not a list, so nothing is in it (denied)"
+        if op == "in":
+            return any(_same(value, w) for w in want), f"{check.field_expr} is {shown}, not one of {label}"
+        if not isinstance(value, list):
+            return False, f"{check.field_expr} is {shown}, not a list"
+        outside = [v for v in value if not any(_same(v, w) for w in want)]
+        return not outside, f"{check.field_expr} has {_json(outside)}, not in {label}"
     if op == "range":
-        lo, hi = want
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (lo is None or value >= lo) and (hi is None or value <= hi)
-        return ok, f"{check.field_expr} is {shown}, outside [{_json(lo)}, {_json(hi)}]"
+        (lo, lo_label, lo_expr), (hi, hi_label, hi_expr) = (_operand(b, scope, check) for b in want)
+        for bound, label, computed in ((lo, lo_label, lo_expr), (hi, hi_label, hi_expr)):
+            if computed and not _number(bound):  # an expression bound must be a number: null is not "open"
+                return False, f"{label} is not a number, so {check.field_expr} cannot be checked against it (denied)"
+        ok = _number(value) and (lo is None or value >= lo) and (hi is None or value <= hi)
+        return ok, f"{check.field_expr} is {shown}, outside [{lo_label}, {hi_label}]"
     if op == "regex":
         ok = isinstance(value, str) and re.fullmatch(want, value) is not None
-        return ok, f"{check.field_expr} is {shown}, which does not match /{want}/"
+        return ok, f"{check.field_expr} is {shown}, which does not match /{want}/ as a whole (regex matches the whole value)"
     return False, f"unknown check {op}"

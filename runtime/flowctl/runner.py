@@ -35,6 +35,11 @@ from .schemas_runtime import check_instance
 from .scope import apply_set, build, compile_set
 from .store import FINAL, RUN_ID_CHARS
 
+#: Review tokens: after TOKEN_ATTEMPTS wrong tokens within TOKEN_WINDOW seconds a run refuses every
+#: token (the right one too) until the oldest of them leaves the window; a reissued token resets it.
+TOKEN_ATTEMPTS = 5
+TOKEN_WINDOW = 900.0
+
 # States of the path kept in the checkpoint. The checkpoint is re-encoded and rewritten on every step,
 # so a longer tail makes each durable step of a long run slower; the audit log keeps all of them.
 PATH_KEPT = 32
@@ -124,10 +129,13 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
             raise UsageError(f"run {row['id']} has already ended ({row['status']}); the token cannot be used",
                              hint="a review token works once, while its run is paused")
         return result_from_row(row)
+    status = row["status"]
+    if token is not None and status != "paused":  # a token decides a paused review, and only that
+        raise UsageError(f"run {row['id']} is not paused for review (it is {status}); the token cannot be used",
+                         hint=f"continue it without a token: flowctl resume {row['id']} (or flowctl recover)")
     project = engine.project_for(row["digest"])
     flow = project.flows[row["flow"]]
     runner = Runner(engine, project, flow, row, stop=stop)
-    status = row["status"]
     if status == "running":
         # a worker's lease, not a process id, says who holds a leased run (the store refuses a live one)
         holder = None if row.get("lease_until") else _live_owner(row.get("owner"), engine.owner)
@@ -246,9 +254,14 @@ def remind(engine, row) -> None:
     runner.cursor["pending"] = dict(pending, token_hash=_hash_token(token), reminded=True)
     runner.emit("review_reminded", state.id)
     if state.get("notify"):
-        task.notify(runner, state, state.get("notify"), {
-            "token": token, "run_id": runner.id, "show": pending.get("show"), "decisions": pending.get("decisions"),
-            "deadline": iso(pending["deadline"]) if pending.get("deadline") else None, "reminder": True})
+        try:
+            task.notify(runner, state, state.get("notify"), {
+                "token": token, "run_id": runner.id, "show": pending.get("show"), "decisions": pending.get("decisions"),
+                "deadline": iso(pending["deadline"]) if pending.get("deadline") else None, "reminder": True},
+                reminder=True)
+        except Exception as exc:  # noqa: BLE001 - denied or failed: the old token stays the one that works
+            runner.cursor["pending"] = dict(pending, reminded=True)
+            runner.emit("review_reminder_failed", state.id, error=error_names(exc)[0], message=str(exc))
     runner.commit()
 
 
@@ -259,7 +272,7 @@ def reissue_token(engine, row, by=None) -> str:
     project = engine.project_for(row["digest"])
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     token = secrets.token_urlsafe(24)
-    runner.cursor["pending"] = dict(runner.cursor["pending"], token_hash=_hash_token(token))
+    runner.cursor["pending"] = dict(runner.cursor["pending"], token_hash=_hash_token(token), refused_at=[])
     runner.emit("review_token_reissued", runner.cursor["pending"].get("state"), by=by)
     runner.commit()
     return token
@@ -363,7 +376,7 @@ class Runner:
         self.last_hash = row["last_hash"]
         self.events: list = []
         self.step_rows: list = []
-        self.tool_fns: dict = {}  # id(contract) -> its entrypoint callable
+        self.tool_fns: dict = {}  # (contract ref, entrypoint) -> its entrypoint callable
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
@@ -738,6 +751,8 @@ class Runner:
             return c["response"]
         if pending.get("kind") == "review" and self.review_expired():
             return self.review_timeout(state)
+        if c.get("inflight") and c["inflight"].get("state") == state.id:  # its notify call was cut short
+            task.recover_notify(self, state)
         token = secrets.token_urlsafe(24)  # 192 bits
         self.issued_token = token
         scope = self.scope()
@@ -788,8 +803,19 @@ class Runner:
             self.emit("review_refused", self.cursor["state"], reason="no review pending")
             self.commit()
             raise UsageError(f"run {self.id} has no pending review (the token may already have been used)")
+        now = self.clock.time()
+        recent = [t for t in pending.get("refused_at") or () if t > now - TOKEN_WINDOW]
+        if len(recent) >= TOKEN_ATTEMPTS:  # guessing is throttled per run: even the right token waits
+            until = recent[-TOKEN_ATTEMPTS] + TOKEN_WINDOW
+            self.emit("review_refused", pending["state"], reason="throttled", until=iso(until))
+            self.commit()
+            raise UsageError(f"run {self.id} refuses review tokens until {iso(until)}: {len(recent)} wrong tokens "
+                             f"in the last {TOKEN_WINDOW / 60:g} minutes",
+                             hint=f"wait, or issue a new token: flowctl reviews --reissue {self.id}")
         if not hmac.compare_digest(_hash_token(token), pending["token_hash"]):
-            self.emit("review_refused", pending["state"], reason="wrong token")
+            self.cursor["pending"] = dict(pending, refused_at=recent[-(TOKEN_ATTEMPTS - 1):] + [now])
+            self.emit("review_refused", pending["state"], reason="wrong token",
+                      attempts_left=max(0, TOKEN_ATTEMPTS - len(recent) - 1))
             self.commit()
             raise UsageError(f"wrong token for run {self.id}", hint="use the token printed when the run paused")
         if self.review_expired():

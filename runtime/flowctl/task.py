@@ -22,10 +22,12 @@ import random
 import time
 
 from .audit import redact
+from .clock import iso
 from .errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, ToolTimeout, error_names
 from .expressions import compile_expr
 from .schemas_runtime import check_instance
 from .payload import FIT_STRING, MAX_PAYLOAD, flat_copy
+from .policy import input_digest
 from .scope import compile_mapping
 from .tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
 
@@ -65,14 +67,41 @@ def run_fallback(runner, state, ref):
     return call_tool(runner, state, contract, runner.cursor["attempt"], fallback=True)
 
 
-def notify(runner, state, ref, payload) -> None:
-    """Call a review's ``notify`` tool once with ``{token, run_id, show, decisions, deadline}``."""
-    contract = runner.project.resolve_tool(ref)
-    fn = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
-    call = ToolCall(runner.id, runner.cursor["step"], state.id, 1, f"{runner.id}:{state.id}:notify", None, contract.ref)
-    runner.emit("tool_invoked", state.id, 1, tool=contract.ref, input=redact(payload, ("token",)), purpose="notify")
-    call_with_timeout(fn, (payload, call), contract.timeout or DEFAULT_TIMEOUT, f"notify tool {contract.ref}")
-    runner.emit("tool_succeeded", state.id, 1, tool=contract.ref, purpose="notify")
+def notify(runner, state, ref, payload, *, reminder: bool = False):
+    """Call a review's ``notify`` tool with ``{token, run_id, show, decisions, deadline}`` through the
+    same path as a task's tool: the contract's input schema, the gate, the ``started`` record, verify
+    and the saga. The token is never stored: it is redacted from every event, step row and the
+    checkpoint. Its idempotency key is ``RUN:STATE:VISIT:notify:TOKEN-HASH-PREFIX`` (one per token
+    issued, so a reminder or a re-notify after a crash is a new call)."""
+    import dataclasses
+
+    from .runner import _hash_token
+
+    found = runner.project.resolve_tool(ref)
+    contract = dataclasses.replace(found, sensitive=tuple(found.sensitive) + ("token",))
+    visit = runner.cursor["visits"].get(state.id, 1)
+    key = f"{runner.id}:{state.id}:{visit}:notify:{_hash_token(payload['token'])[:12]}"
+    return call_tool(runner, state, contract, 1, tool_input=payload, stored_input=redact(payload, ("token",)),
+                     purpose="reminder" if reminder else "notify", key=key,
+                     timeout=found.timeout or DEFAULT_TIMEOUT)
+
+
+def recover_notify(runner, state) -> None:
+    """A review's notify call was started and its outcome never recorded (the process died): ask its
+    verify whether it happened (then it joins the saga), and forget it; the review then issues a new
+    token and notifies again (the old token was never stored, so it cannot be honoured)."""
+    c = runner.cursor
+    inflight = c["inflight"]
+    contract = runner.project.resolve_tool(inflight["tool"])
+    call = ToolCall(runner.id, inflight["step"], state.id, inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    answer = _verify(runner, contract, inflight["input"], None, call) if contract and contract.verify else False
+    runner.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"],
+                idempotency_key=inflight["idempotency_key"], happened=bool(answer), action="notify again with a new token")
+    if answer and contract is not None:
+        _complete(runner, state, contract, inflight["attempt"], inflight["input"],
+                  answer if isinstance(answer, dict) else {}, None, call, 0.0, recovered=True)
+    c["inflight"] = None
 
 
 def _names(exc) -> list:
@@ -119,43 +148,71 @@ def _input_builder(project, state):
     return found
 
 
-def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
+def _gate(runner, state, contract, attempt, tool_input, *, purpose=None) -> None:
+    """The policy gate for one call (raises PolicyDenied, or parks for a gate-triggered review).
+
+    The gate follows the function (:meth:`Gate.guards`): a read-only contract on a function another
+    contract declares side-effecting is gated too. Only a repeat of the call the gate allowed in this
+    step (same tool, same input digest: a technical retry) is exempt from ``rate`` and ``dedupe``;
+    a retry after a *denied* call, or with another input, is a new call and counted as one."""
+    if not runner.gate.guards(contract):  # read-only everywhere: allowed without a word (policy.py rule 1)
+        return
     c = runner.cursor
-    scope = runner.scope()
-    tool_input = _input_builder(runner.project, state)(scope)
-    if not fallback and state.input_schema:
-        problem = check_instance(state.input_schema, tool_input)
-        if problem:
-            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
+    digest = input_digest(tool_input)
+    granted = [c["step"], contract.id, digest]
+    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id,
+                                  retry=c.get("gate_granted") == granted, digest=digest,
+                                  run_input=runner.row["input"], params=runner.row.get("params") or {},
+                                  context=c["context"])
+    runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
+    if decision.outcome == "deny":
+        raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
+    if decision.outcome == "review":
+        if purpose == "notify":  # a review cannot pause for another review: the gate's answer is no
+            raise PolicyDenied(f"{contract.id} denied by {decision.policy} ({decision.rule}): {decision.reason}; "
+                               "a review's notify tool cannot wait for a gate review")
+        _policy_review(runner, state, contract, decision, tool_input, digest)
+    c["gate_granted"] = granted
+
+
+def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, tool_input=None,
+              stored_input=None, purpose: str | None = None, key: str | None = None, timeout: float | None = None):
+    """One call of ``contract`` from ``state``: input schema(s), gate, ``started`` record, invoke,
+    output schema, verify, saga. ``tool_input`` given (a review's notify payload) replaces the
+    state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
+    without its token); ``purpose`` is recorded on the events (notify, reminder)."""
+    c = runner.cursor
+    if tool_input is None:
+        tool_input = _input_builder(runner.project, state)(runner.scope())
+        if not fallback and state.input_schema:
+            problem = check_instance(state.input_schema, tool_input)
+            if problem:
+                raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
     if contract.input_schema:
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
-    if contract.side_effecting:  # the gate allows a read-only tool without a word (policy.py rule 1)
-        decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=attempt > 1)
-        runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
-        if decision.outcome == "deny":
-            raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
-        if decision.outcome == "review":
-            _policy_review(runner, state, contract, decision)
-    key = _key(runner, state, contract, tool_input)
-    timeout = _timeout(runner, state, contract)
+    _gate(runner, state, contract, attempt, tool_input, purpose=purpose)
+    fn = runner.tool_fns.get((contract.ref, contract.entrypoint))
+    if fn is None:  # resolved once per run, before anything is recorded as started
+        fn = runner.tool_fns[(contract.ref, contract.entrypoint)] = runner.engine.tool_function(
+            contract, "entrypoint", runner.tools_folder)
+    key = key or _key(runner, state, contract, tool_input)
+    timeout = timeout or _timeout(runner, state, contract)
     deadline = runner.clock.time() + timeout
     call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
     shown_input = redact(tool_input, contract.sensitive)
     given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
+    extra = {"purpose": purpose} if purpose else {}
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
     runner.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
                 else (shown_input, key), tool=contract.ref, input=shown_input,
-                idempotency_key=key, timeout_s=timeout)
+                idempotency_key=key, timeout_s=timeout, **extra)
     if contract.side_effecting:
         c["inflight"] = {"step": c["step"], "attempt": attempt, "state": state.id, "tool": contract.ref,
-                         "input": tool_input, "idempotency_key": key}
+                         "input": tool_input if stored_input is None else stored_input, "idempotency_key": key}
         runner.step_rows.append(_step_row(c, attempt, state, contract, key, "started", shown_input, None, runner.clock.time()))
         runner.commit()
-    fn = runner.tool_fns.get(id(contract))
-    if fn is None:  # resolved once per run (the runner lives no longer than its project's contracts)
-        fn = runner.tool_fns[id(contract)] = runner.engine.tool_function(contract, "entrypoint", runner.tools_folder)
     if given is None:
         given = copy.deepcopy(tool_input)
     started = time.perf_counter()
@@ -175,11 +232,12 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
                 _undo_partial(runner, state, contract, tool_input, call)
         raise
     took = (time.perf_counter() - started) * 1000
-    return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned)
+    return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
+                     stored_input=stored_input)
 
 
 def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
-              owned=False):
+              owned=False, stored_input=None):
     c = runner.cursor
     problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
@@ -196,7 +254,8 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
         runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
                                           redact(tool_input, contract.sensitive), shown, None, runner.clock.time()))
         if contract.compensate and contract.compensate != "none":
-            c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref, "input": tool_input,
+            c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref,
+                              "input": tool_input if stored_input is None else stored_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
     if raw_text is not None:
@@ -291,26 +350,43 @@ def _undo_partial(runner, state, contract, tool_input, call, *, output=None, che
         runner.emit("compensation_succeeded", state.id, call.attempt, tool=contract.ref)
 
 
-def _policy_review(runner, state, contract, decision) -> None:
-    """``review_when`` held: pause before the tool (an implicit review) unless already approved."""
+def _policy_review(runner, state, contract, decision, tool_input, digest) -> None:
+    """``review_when`` held: pause before the tool (an implicit review) unless already decided.
+
+    The reviewer is shown the tool, the tool input (redacted per the contract's ``sensitive``), the
+    policy, the rule and why it fired. The review has a deadline (the policy's ``review_timeout``,
+    default 24 h): undecided by then, the call is denied (``PolicyDenied``, rule review_timeout)."""
     from .errors import PolicyDenied as Denied
 
-    review = runner.cursor.get("review") or {}
-    if review.get("policy") and review.get("state") == state.id and review.get("step") == runner.cursor["step"]:
+    c = runner.cursor
+    review = c.get("review") or {}
+    if review.get("policy") and review.get("state") == state.id and review.get("step") == c["step"]:
         if review.get("decision") == "approve":
-            runner.gate.record(contract.id, runner.flow.id, runner.id, "")
+            runner.gate.record(contract.id, runner.flow.id, runner.id, digest)
             return
         raise Denied(f"{contract.id} was rejected in review ({decision.policy}: {decision.reason})")
+    pending = c.get("pending") or {}
+    if pending.get("policy") and pending.get("state") == state.id and pending.get("step") == c["step"] \
+            and runner.review_expired():
+        c["pending"] = None
+        runner.emit("review_timed_out", state.id, c["attempt"], policy=decision.policy, rule="review_timeout")
+        raise Denied(f"{contract.id} denied by {decision.policy} (review_timeout): the review was not decided by "
+                     f"{iso(pending['deadline'])} (default deny)")
     import secrets
 
     from .runner import _hash_token
 
     token = secrets.token_urlsafe(24)
     runner.issued_token = token
+    policy = runner.project.policies.get(decision.policy)
+    deadline = runner.clock.time() + runner.gate.review_timeout(decision.policy)
+    show = {"tool": contract.ref, "input": redact(tool_input, contract.sensitive), "policy": decision.policy,
+            "rule": decision.rule, "when": policy.review_when if policy is not None else None,
+            "reason": decision.reason}
     pending = {"kind": "review", "state": state.id, "token_hash": _hash_token(token), "decisions": ["approve", "reject"],
-               "show": {"tool": contract.ref, "policy": decision.policy, "reason": decision.reason}, "deadline": None,
-               "policy": True, "step": runner.cursor["step"]}
-    runner.emit("review_requested", state.id, show=pending["show"], decisions=pending["decisions"], policy=decision.policy)
+               "show": show, "deadline": deadline, "policy": True, "step": c["step"]}
+    runner.emit("review_requested", state.id, show=show, decisions=pending["decisions"], policy=decision.policy,
+                deadline=iso(deadline))
     runner.park("paused", pending, None)
 
 
