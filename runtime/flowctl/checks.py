@@ -22,6 +22,7 @@ from . import versions
 from .diagnostics import Diagnostic, sort_key
 from .durations import parse_duration
 from .expressions import lint as lint_expression
+from .gatechecks import check_gate, check_same_function, check_tool_code
 from .model import Project
 from .schema import did_you_mean
 
@@ -41,7 +42,8 @@ def _expressions_in(value, path):
 
 #: The names an expression can start with, by where it is written (scope.py, task.py, policy.py).
 RUN_SCOPE = ("input", "params", "context", "response", "error", "review", "visits", "state", "run", "item", "index")
-SCOPES = {"run": RUN_SCOPE, "key": RUN_SCOPE + ("run_input",), "policy": ("input", "run", "flow", "tool")}
+SCOPES = {"run": RUN_SCOPE, "key": RUN_SCOPE + ("run_input",),
+          "policy": ("input", "run", "flow", "tool", "run_input", "params", "context")}
 
 
 def iter_expressions(project: Project):
@@ -80,6 +82,11 @@ def iter_expressions(project: Project):
     for policy in project.policies.values():
         for check in policy.allow:
             yield policy.doc, check.path + ("field",), check.field_expr, "policy"
+            operands = check.value if check.op == "range" and isinstance(check.value, list) else [check.value]
+            for i, operand in enumerate(operands):
+                if isinstance(operand, dict) and isinstance(operand.get("expr"), str):
+                    sub = (check.op, i, "expr") if check.op == "range" else (check.op, "expr")
+                    yield policy.doc, check.path + sub, operand["expr"], "policy"
         if policy.review_when:
             yield policy.doc, ("review_when",), policy.review_when, "policy"
 
@@ -380,7 +387,7 @@ def check_policies(project: Project):
                     yield policy.doc.diag("FC701", f"regex {check.value!r} does not compile: {exc}", check.path + ("regex",))
             if check.op == "range":
                 lo, hi = check.value
-                if lo is not None and hi is not None and lo > hi:
+                if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
                     yield policy.doc.diag("FC701", f"range [{lo}, {hi}] is empty", check.path + ("range",))
         data = policy.doc.data if isinstance(policy.doc.data, dict) else {}
         if "allow" not in data and not (policy.rate or policy.dedupe_window or policy.review_when):
@@ -525,23 +532,6 @@ def _embedded_schemas(project: Project):
                     yield c.doc, (key,), getattr(c, key)
 
 
-def check_gate(project: Project):
-    """FC702: a side-effecting tool used by a state that no policy allows is denied on every call."""
-    covered = {tool for p in project.policies.values() for tool in p.applies_to}
-    seen = set()
-    for state in project.states.values():
-        for ref, path in [(state.tool, ("tool",))] + [(h.fallback, h.path + ("fallback",)) for h in state.on_error]:
-            contract = project.resolve_tool(ref) if ref else None
-            if contract is None or not contract.side_effecting or contract.id in covered:
-                continue
-            if (state.id, contract.id) in seen:
-                continue
-            seen.add((state.id, contract.id))
-            yield state.doc.diag("FC702", f"'{contract.id}' has side effects and no policy allows it: every call "
-                                 "is denied (default deny)", path,
-                                 hint=f"add orchestration/policies/<name>.yaml with applies_to: [{contract.id}]")
-
-
 def check_tool_inputs(project: Project):
     """FC605: a task's input mapping against its contract's input_schema — required fields it never
     sets, and fields the schema forbids (additionalProperties: false)."""
@@ -579,7 +569,8 @@ def check_fail_states(project: Project):
 
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
-          check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states)
+          check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
+          check_same_function, check_tool_code)
 
 
 def import_check(project: Project):

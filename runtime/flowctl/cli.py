@@ -18,7 +18,7 @@ import click
 
 from .commands import EXIT_FAILED, EXIT_USAGE
 
-SCHEMA_KINDS = ("state", "flow", "contract", "policy")
+SCHEMA_KINDS = ("state", "flow", "contract", "policy", "project")
 
 
 def _login():

@@ -54,10 +54,12 @@ CODES: dict[str, tuple[str, str]] = {
     "FC603": ("import-failed", ERROR),
     "FC604": ("version-mismatch", ERROR),
     "FC605": ("tool-input-mismatch", ERROR),
+    "FC606": ("tool-code-outside-project", ERROR),
     "FC609": ("invalid-json-schema", ERROR),
     "FC701": ("policy-value", ERROR),
     "FC702": ("no-policy-allows", WARNING),
     "FC703": ("policy-limits-nothing", WARNING),
+    "FC704": ("same-function-disagrees", ERROR),
 }
 
 

@@ -161,7 +161,7 @@ class Engine:
                 return found
         from .tools import resolve
 
-        return resolve(getattr(contract, kind), tools_folder)
+        return resolve(getattr(contract, kind), tools_folder, self.project.tool_packages)
 
     def _flow(self, flow_id: str):
         flow = self.project.flows.get(flow_id)

@@ -24,6 +24,8 @@ from .yamlio import Document, read_document
 #: folder -> kind of file it holds
 FOLDERS = {"states": "state", "transitions": "flow", "contracts": "contract", "policies": "policy"}
 EXTENSIONS = (".yaml", ".yml", ".json")
+#: the optional project file (settings such as ``tool_packages``), directly in ``orchestration/``
+PROJECT_FILES = tuple(f"orchestration/project{ext}" for ext in EXTENSIONS)
 
 
 def find_root(start: str | os.PathLike | None = None) -> Path:
@@ -58,6 +60,9 @@ def read_tree(root: Path) -> dict[str, bytes]:
             if entry.name.endswith(EXTENSIONS) and entry.is_file():
                 with open(entry.path, "rb") as fh:
                     files[f"orchestration/{folder}/{entry.name}"] = fh.read()
+    for rel in PROJECT_FILES:
+        if (root / rel).is_file():
+            files[rel] = (root / rel).read_bytes()
     return files
 
 
@@ -94,7 +99,15 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
     broken: set = set()
     docs: list[Document] = []
     diags: list[Diagnostic] = []
+    tool_packages: tuple = ()
     for rel in sorted(files):
+        if rel in PROJECT_FILES:
+            found, problems, doc = _project_file(rel, files[rel])
+            docs.append(doc)
+            diags.extend(problems)
+            if found is not None:
+                tool_packages = found
+            continue
         parts = rel.split("/")
         if len(parts) != 3 or parts[1] not in FOLDERS or not rel.endswith(EXTENSIONS):
             continue
@@ -159,7 +172,22 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         diagnostics=tuple(diags),
         broken=frozenset(broken),
         files=MappingProxyType(dict(files)),
+        tool_packages=tool_packages,
     )
+
+
+def _project_file(rel: str, data: bytes):
+    """``(tool_packages or None, diagnostics, document)`` of ``orchestration/project.yaml``."""
+    doc = read_document(rel, data)
+    problems = list(doc.diagnostics)
+    if doc.data is None or not isinstance(doc.data, dict):
+        if not any(d.severity == ERROR for d in problems):
+            problems.append(doc.diag("FC010", "the project file holds one mapping"))
+        return None, problems, doc
+    problems.extend(schemas.check("project", doc))
+    if any(p.severity == ERROR for p in problems):
+        return None, problems, doc
+    return tuple(doc.data.get("tool_packages") or ()), problems, doc
 
 
 def _element_id(kind: str, data: dict):

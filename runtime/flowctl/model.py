@@ -228,6 +228,9 @@ class Project:
     broken: frozenset = frozenset()
     files: Mapping = field(default_factory=dict, repr=False, compare=False)
     _resolved: dict = field(default_factory=dict, repr=False, compare=False)
+    #: installed packages whose functions contracts may name besides orchestration/tools/
+    #: (``tool_packages`` of orchestration/project.yaml)
+    tool_packages: tuple = ()
 
     @property
     def orchestration(self) -> Path:

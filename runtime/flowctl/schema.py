@@ -1,4 +1,5 @@
-"""The JSON Schemas (Draft 2020-12) of the four kinds of file, and schema errors as diagnostics.
+"""The JSON Schemas (Draft 2020-12) of the kinds of file (four definition kinds and the optional
+``orchestration/project.yaml``), and schema errors as diagnostics.
 
 Schemas ship as ``flowctl/schemas/<kind>.json``; ``flowctl schema KIND`` prints one. Validation
 uses ``jsonschema`` with validators built once per kind. Each schema error becomes a located
@@ -13,7 +14,7 @@ from functools import lru_cache
 from .diagnostics import Diagnostic
 from .yamlio import Document
 
-KINDS = ("state", "flow", "contract", "policy")
+KINDS = ("state", "flow", "contract", "policy", "project")
 DURATION_FIELDS = frozenset({"timeout", "interval", "max_delay", "duration", "remind_after", "window"})
 
 

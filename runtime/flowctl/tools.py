@@ -55,9 +55,11 @@ def add_tools_path(folder: str) -> None:
             sys.path.insert(0, folder)
 
 
-def resolve(ref: str, tools_folder: str):
-    """The callable named ``module:attr``. Raises :class:`UsageError` naming what is missing."""
-    key = (ref, tools_folder)
+def resolve(ref: str, tools_folder: str, packages: tuple = ()):
+    """The callable named ``module:attr``, from ``tools_folder`` or one of ``packages`` (the
+    project's ``tool_packages``) only (see :mod:`flowctl.toolpath`). Raises :class:`UsageError`
+    naming what is missing or why the code may not run (``os:system`` and the like)."""
+    key = (ref, tools_folder, packages)
     fn = _cache.get(key)
     if fn is not None:
         return fn
@@ -65,13 +67,20 @@ def resolve(ref: str, tools_folder: str):
         fn = _cache.get(key)
         if fn is not None:
             return fn
-        return _resolve(ref, tools_folder, key)
+        return _resolve(ref, tools_folder, key, packages)
 
 
 _import_lock = threading.RLock()
 
 
-def _resolve(ref: str, tools_folder: str, key):
+def _resolve(ref: str, tools_folder: str, key, packages=()):
+    from pathlib import Path
+
+    from .toolpath import HINT, origin_problem, ref_problem
+
+    problem = ref_problem(ref, Path(tools_folder), packages)
+    if problem:  # refused before anything is imported
+        raise UsageError(f"refused to run {ref}: {problem}", hint=HINT)
     add_tools_path(tools_folder)
     module_name, _, attr = ref.partition(":")
     _evict_foreign(module_name, tools_folder)
@@ -83,11 +92,15 @@ def _resolve(ref: str, tools_folder: str, key):
         raise UsageError(f"cannot import tool module '{module_name}' for {ref}: {type(exc).__name__}: {exc}",
                          hint=f"tool code is imported from {tools_folder}; "
                               "flowctl validate --import-check finds this before a run") from None
+    module = obj
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
             raise UsageError(f"'{module_name}' has no '{attr}' (named by {ref})",
                              hint="flowctl validate --import-check finds this before a run")
+    problem = origin_problem(ref, module, obj, tools_folder, packages)
+    if problem:
+        raise UsageError(f"refused to run {ref}: {problem}", hint=HINT)
     _cache[key] = obj
     return obj
 

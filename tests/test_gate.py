@@ -1,0 +1,319 @@
+"""The gate has no side doors, and policies see the run they guard (issue 13, items 1 and 6).
+
+Each test is named for the attack class it closes; each failed on the main before the fix."""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from enginekit import Harness, allow_all, build, contract, effect_contract, task
+from flowctl.audit import REDACTED
+from flowctl.errors import UsageError
+
+TOOLS = """
+LEDGER = []
+FAIL = {"pay": 0}
+
+def pay(input, call):
+    if FAIL["pay"]:
+        FAIL["pay"] -= 1
+        from flowctl import ToolUnavailable
+        raise ToolUnavailable("try again")
+    LEDGER.append(("pay", input.get("amount")))
+    return {"ok": True}
+
+def verify_pay(input, output, call):
+    return True
+
+def undo_pay(input, output, call):
+    LEDGER.append(("undo", input.get("amount")))
+
+def boom(input, call):
+    raise RuntimeError("after the notify")
+
+def page(input, call):
+    LEDGER.append(("page", input["run_id"]))
+    return {"paged": True}
+
+def verify_page(input, output, call):
+    LEDGER.append(("verify_page", "token" in input))
+    return True
+
+def undo_page(input, output, call):
+    LEDGER.append(("unpage", input.get("token")))
+
+def mail(input, call):
+    LEDGER.append(("mail", tuple(input["to"])))
+    return {}
+
+def verify_mail(input, output, call):
+    return True
+
+def undo_mail(input, output, call):
+    pass
+
+def interrupt(input, call):
+    if not LEDGER:
+        LEDGER.append(("interrupted",))
+        raise KeyboardInterrupt
+    LEDGER.append(("resumed",))
+    return {}
+"""
+
+RETRY_ON_DENIAL = """\
+    input: {amount: input.amount}
+    retry:
+      - {errors: ["*"], max_attempts: 3, interval: 1s}
+"""
+
+
+def _flow(start, *moves):
+    lines = [f"flow: f\nstart: {start}\ntransitions:"]
+    lines += [f"  - {{from: {a}, to: {b}{', when: ' + json.dumps(w) if w else ''}}}" for a, b, w in moves]
+    return {"transitions/f.yaml": "\n".join(lines) + "\n"}
+
+
+def _charge_project(tmp_path, policy: str, *, state_extra=RETRY_ON_DENIAL, moves=None, more=None):
+    files = {**effect_contract("pay", "pay"), **task("charge", "pay@^1", extra=state_extra),
+             "policies/cap.yaml": "policy: cap\napplies_to: [pay]\n" + textwrap.dedent(policy),
+             **_flow("charge", *(moves or [("charge", "done", None)])), **(more or {})}
+    return Harness(build(tmp_path, files, TOOLS))
+
+
+# ----------------------------------------------------------------------------- retries are new calls
+def test_retry_after_a_denied_call_is_a_new_call_for_rate(tmp_path):
+    h = _charge_project(tmp_path, "allow: []\nrate: {max: 1, window: 1h, per: flow}\n")
+    assert h.run(input={"amount": 1}).status == "succeeded"
+    second = h.run(input={"amount": 2})
+    assert second.status == "failed" and second.error["type"] == "PolicyDenied"
+    assert h.ledger() == [("pay", 1)]  # the retries were refused by the rate too
+    decisions = [e["data"]["rule"] for e in h.events if e["type"] == "policy_decided" and e["run_id"] == second.run_id]
+    assert decisions == ["rate", "rate", "rate"]
+
+
+def test_retry_after_a_denied_call_is_a_new_call_for_dedupe(tmp_path):
+    moves = [("charge", "charge", "visits.charge < `2`"), ("charge", "done", None)]
+    h = _charge_project(tmp_path, "allow: []\ndedupe: {window: 1h}\n", moves=moves)
+    result = h.run(input={"amount": 7})
+    assert result.status == "failed" and result.error["type"] == "PolicyDenied"
+    assert [e for e in h.ledger() if e[0] == "pay"] == [("pay", 7)]  # the second visit is refused on every attempt
+
+
+def test_technical_retry_of_an_allowed_call_is_not_counted_twice(tmp_path):
+    h = _charge_project(tmp_path, "allow: []\nrate: {max: 1, window: 1h, per: flow}\n")
+    from flowctl.tools import resolve
+
+    resolve("tk:FAIL", str(h.root / "orchestration" / "tools"))["pay"] = 1
+    assert h.run(input={"amount": 3}).status == "succeeded"
+    assert h.ledger() == [("pay", 3)]
+
+
+# ----------------------------------------------------------------------------- notify is a tool call
+NOTIFY_REVIEW = {
+    **contract("page", "page", extra="""\
+        verify: tk:verify_page
+        compensate: tk:undo_page
+        input_schema: {type: object, required: [token, run_id]}
+        side_effects: [{type: external_api_call, target: pager/page}]
+        """),
+    "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\nnotify: page@^1\ntimeout: 1h\n"
+                       "on_timeout: {goto: done}\n",
+    **contract("boom", "boom"), **task("fails", "boom@^1"),
+    **_flow("ask", ("ask", "fails", None), ("fails", "done", None)),
+}
+
+
+def test_notify_tool_goes_through_the_gate(tmp_path):
+    h = Harness(build(tmp_path, NOTIFY_REVIEW, TOOLS))
+    result = h.run()
+    assert result.status == "failed" and result.error["type"] == "PolicyDenied"
+    assert "page" in result.error["message"] and h.ledger() == []  # default deny: never paged
+
+
+def test_notify_tool_is_recorded_verified_and_compensated_like_a_task_tool(tmp_path):
+    h = Harness(build(tmp_path, {**NOTIFY_REVIEW, **allow_all("page")}, TOOLS))
+    paused = h.run()
+    assert paused.status == "paused"
+    token = paused.review["token"]
+    done = h.engine.resume(paused.run_id, token=token, decision="approve", by="t")
+    assert done.status == "failed"  # boom fails the run: the saga undoes the page
+    assert h.ledger() == [("page", paused.run_id), ("verify_page", True), ("unpage", REDACTED)]
+    types = h.types(paused.run_id)
+    assert types.index("policy_decided") < types.index("tool_invoked") < types.index("tool_succeeded")
+    stored = json.dumps(h.store.events(paused.run_id)) + json.dumps(h.store.get_run(paused.run_id), default=str)
+    assert token not in stored  # the token is never stored, not in events, steps or the checkpoint
+
+
+def test_notify_input_is_checked_against_its_contract_schema(tmp_path):
+    files = {**NOTIFY_REVIEW, **allow_all("page")}
+    files["contracts/page.v1.0.0.yaml"] = files["contracts/page.v1.0.0.yaml"].replace(
+        "required: [token, run_id]", "required: [token, pager_id]")
+    h = Harness(build(tmp_path, files, TOOLS))
+    result = h.run()
+    assert result.status == "failed" and result.error["type"] == "SchemaMismatch" and h.ledger() == []
+
+
+# ----------------------------------------------------------------------------- the gate follows the function
+def test_read_only_alias_of_a_side_effecting_function_is_gated(tmp_path):
+    files = {**effect_contract("pay", "pay"), **contract("peek", "pay"),  # peek: same function, "read-only"
+             **task("charge", "peek@^1", extra="input: {amount: input.amount}\n"), **_flow("charge", ("charge", "done", None))}
+    h = Harness(build(tmp_path, files, TOOLS), check=False)  # validate says FC704; the gate holds anyway
+    result = h.run(input={"amount": 5})
+    assert result.status == "failed" and result.error["type"] == "PolicyDenied" and h.ledger() == []
+    assert "its function tk:pay has them under another contract" in result.error["message"]
+
+
+def test_alias_contract_with_a_looser_policy_is_held_to_the_functions_policies(tmp_path):
+    files = {**effect_contract("pay", "pay"), **effect_contract("pay_alias", "pay"), **allow_all("pay_alias"),
+             "policies/cap.yaml": "policy: cap\napplies_to: [pay]\nallow:\n  - {field: input.amount, range: [0, 1000]}\n",
+             **task("charge", "pay_alias@^1", extra="input: {amount: input.amount}\n"),
+             **_flow("charge", ("charge", "done", None))}
+    h = Harness(build(tmp_path, files, TOOLS), check=False)
+    result = h.run(input={"amount": 5000})
+    assert result.status == "failed" and "denied by cap" in result.error["message"] and h.ledger() == []
+    assert h.run(input={"amount": 900}).status == "succeeded"
+
+
+# ----------------------------------------------------------------------------- tool code stays in the project
+def test_entrypoint_outside_the_tools_folder_is_refused_at_run_time(tmp_path, monkeypatch):
+    pkg = tmp_path / "site"
+    (pkg / "evil_pkg").mkdir(parents=True)
+    (pkg / "evil_pkg" / "__init__.py").write_text("RAN = []\ndef run(input, call):\n    RAN.append(1)\n    return {}\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    files = {**contract("x", "run", module="evil_pkg"), **task("t", "x@^1"), **_flow("t", ("t", "done", None))}
+    h = Harness(build(tmp_path, files, TOOLS), check=False)
+    with pytest.raises(UsageError, match="refused to run evil_pkg:run: evil_pkg is an installed package"):
+        h.run()
+    assert "evil_pkg" not in sys.modules  # refused before it was imported
+    listed = build(tmp_path, {**files, "project.yaml": "tool_packages: [evil_pkg]\n"}, TOOLS, name="listed")
+    assert Harness(listed, check=False).run().status == "succeeded"
+
+
+@pytest.mark.parametrize("ref", ["os:system", "builtins:eval", "subprocess:run", "tk:os.system", "tk:__builtins__"])
+def test_standard_library_and_reexported_callables_are_refused_at_run_time(tmp_path, ref):
+    module, _, fn = ref.partition(":")
+    files = {"contracts/x.v1.0.0.yaml": f"id: x\nversion: 1.0.0\nentrypoint: {ref}\n", **task("t", "x@^1"),
+             **_flow("t", ("t", "done", None))}
+    h = Harness(build(tmp_path, files, "import os\n" + TOOLS), check=False)
+    with pytest.raises(UsageError, match="refused to run"):
+        h.run()
+
+
+# ----------------------------------------------------------------------------- review tokens
+def _review_project(tmp_path):
+    files = {"states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+             **_flow("ask", ("ask", "done", None))}
+    return Harness(build(tmp_path, files, TOOLS))
+
+
+def test_guessing_review_tokens_is_throttled_per_run(tmp_path):
+    h = _review_project(tmp_path)
+    paused = h.run()
+    for _ in range(5):
+        with pytest.raises(UsageError, match="wrong token"):
+            h.engine.resume(paused.run_id, token="guess", decision="approve")
+    with pytest.raises(UsageError, match="refuses review tokens until"):  # even the right one, for a while
+        h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
+    refused = [e["data"]["reason"] for e in h.store.events(paused.run_id) if e["type"] == "review_refused"]
+    assert refused == ["wrong token"] * 5 + ["throttled"]
+    h.clock.advance(901)
+    assert h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve").status == "succeeded"
+
+
+def test_reissued_token_ends_the_throttle(tmp_path):
+    h = _review_project(tmp_path)
+    paused = h.run()
+    for _ in range(5):
+        with pytest.raises(UsageError):
+            h.engine.resume(paused.run_id, token="guess", decision="approve")
+    token = h.engine.reissue_token(paused.run_id, by="ops")
+    assert h.engine.resume(paused.run_id, token=token, decision="approve").status == "succeeded"
+
+
+def test_wrong_or_used_token_never_continues_an_orphaned_run(tmp_path):
+    files = {**contract("work", "interrupt"), **task("t", "work@^1"), **_flow("t", ("t", "done", None))}
+    h = Harness(build(tmp_path, files, TOOLS))
+    with pytest.raises(KeyboardInterrupt):
+        h.run(run_id="r1")
+    assert h.store.get_run("r1")["status"] == "running"  # orphaned: its process "died" mid-step
+    with pytest.raises(UsageError, match="not paused for review"):
+        h.engine.resume("r1", token="WRONG", decision="reject")
+    assert h.store.get_run("r1")["status"] == "running" and h.ledger() == [("interrupted",)]
+    assert h.engine.resume("r1").status == "succeeded"  # without a token, recovery continues it
+
+
+# ----------------------------------------------------------------------------- policies see the run
+MAIL = {
+    **effect_contract("mail", "mail"), **task("send", "mail@^1", extra="input: {to: input.to}\n"),
+    **_flow("send", ("send", "done", None)),
+    "policies/recipients.yaml": textwrap.dedent("""\
+        policy: recipients
+        applies_to: [mail]
+        allow:
+          - {field: input.to, all_in: {expr: run_input.allowed_recipients}}
+        """),
+}
+
+
+def test_policy_compares_tool_input_with_the_run_input(tmp_path):
+    h = Harness(build(tmp_path, MAIL, TOOLS))
+    ok = h.run(input={"to": ["a@x"], "allowed_recipients": ["a@x", "b@x"]})
+    assert ok.status == "succeeded"
+    bad = h.run(input={"to": ["a@x", "eve@y"], "allowed_recipients": ["a@x"]})
+    assert bad.status == "failed" and bad.error["type"] == "PolicyDenied"
+    assert 'input.to has ["eve@y"], not in run_input.allowed_recipients = ["a@x"]' in bad.error["message"]
+    missing = h.run(input={"to": ["a@x"]})  # nothing declared: nothing is allowed
+    assert missing.status == "failed" and "is not a list" in missing.error["message"]
+
+
+REFUND = {
+    **effect_contract("pay", "pay"),
+    "states/note_total.yaml": "id: note_total\ntype: pass\nset: {order_total: input.total}\n",
+    **task("refund", "pay@^1", extra="input: {amount: input.amount}\n"),
+    **_flow("note_total", ("note_total", "refund", None), ("refund", "done", None)),
+    "policies/refund_cap.yaml": "policy: refund_cap\napplies_to: [pay]\nallow:\n"
+                                "  - {field: input.amount, range: [0, {expr: context.order_total}]}\n",
+}
+
+
+def test_policy_bounds_tool_input_by_the_run_context(tmp_path):
+    files = dict(REFUND)
+    files["states/note_total.yaml"] = "id: note_total\ntype: pass\n"
+    files["transitions/f.yaml"] = files["transitions/f.yaml"].replace("{from: note_total, to: refund}",
+                                                                      "{from: note_total, to: refund, set: {order_total: input.total}}")
+    h = Harness(build(tmp_path, files, TOOLS))
+    assert h.run(input={"total": 100, "amount": 100}).status == "succeeded"
+    over = h.run(input={"total": 100, "amount": 101})
+    assert over.status == "failed"
+    assert "input.amount is 101, outside [0, context.order_total = 100]" in over.error["message"]
+    unknown = h.run(input={"amount": 1})  # a null bound is not "open": denied
+    assert unknown.status == "failed" and "context.order_total = null is not a number" in unknown.error["message"]
+    assert h.ledger() == [("pay", 100)]
+
+
+def test_gate_review_shows_the_redacted_input_and_rule_and_has_a_deadline(tmp_path):
+    files = {**effect_contract("pay", "pay", extra="sensitive: [card]\n"),
+             **task("charge", "pay@^1", extra="input: {amount: input.amount, card: input.card}\n"),
+             **_flow("charge", ("charge", "done", None)),
+             "policies/big.yaml": "policy: big\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `100`\"\n"}
+    h = Harness(build(tmp_path, files, TOOLS))
+    paused = h.run(input={"amount": 500, "card": "4111-1111"})
+    assert paused.status == "paused"
+    show = paused.review["show"]
+    assert show["input"] == {"amount": 500, "card": REDACTED}
+    assert (show["rule"], show["when"], show["policy"]) == ("review_when", "input.amount > `100`", "big")
+    assert paused.review["deadline"] == pytest.approx(h.clock.time() + 24 * 3600)
+    h.clock.advance(24 * 3600 + 1)
+    (ended,) = h.engine.recover()
+    assert ended.status == "failed" and ended.error["type"] == "PolicyDenied"
+    assert "review_timeout" in ended.error["message"] and h.ledger() == []
+
+
+def test_regex_matches_the_whole_value_and_the_denial_says_so(tmp_path):
+    h = _charge_project(tmp_path, "allow:\n  - {field: input.amount, regex: \"[0-9]\"}\n",
+                        state_extra="input: {amount: input.amount}\n")
+    result = h.run(input={"amount": "12"})
+    assert result.status == "failed" and "matches the whole value" in result.error["message"]
