@@ -644,6 +644,9 @@ CATALOGUE = {
               "transitions/flow.yaml": "flow: flow\nstart: t\ntransitions: []\n"},
     "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
     "FC609": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\noutput_schema: {type: strin}\n"},
+    "FC606": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: os:system\n"},
+    "FC704": {**TASK, "contracts/peek.v1.0.0.yaml": "id: peek\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS
+              + "verify: m:v\ncompensate: none\nreason: test\n"},
     "FC108": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: kid\ninput: {b: input.b}\n",
               "states/k.yaml": "id: k\ntype: succeed\n",
               "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {required: [a]}\ntransitions: []\n"},

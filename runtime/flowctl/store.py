@@ -90,10 +90,23 @@ def normalise_url(url: str | None, root: Path | None = None) -> str:
         return url
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
-    if url.startswith(("postgresql+psycopg://", "sqlite:///")):
+    if url.startswith("sqlite:///"):
+        _refuse_sqlite_memory(url)
+        return url
+    if url.startswith("postgresql+psycopg://"):
         return url
     raise StoreError(f"unsupported store address {url!r}",
                      hint="use sqlite:///path/to/flowctl.db, postgresql://user@host/db, or memory")
+
+
+def _refuse_sqlite_memory(url: str) -> None:
+    """``sqlite:///`` (no path), ``sqlite:///:memory:`` and SQLite's other in-memory or temporary
+    forms keep nothing once the process ends, while every command that takes ``--db`` promises a
+    durable record: refused (``--db memory`` says plainly that nothing is kept)."""
+    path, _, query = url[len("sqlite:///"):].partition("?")
+    if path.strip() in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in query:
+        raise StoreError(f"{url!r} is an SQLite database in memory: it keeps nothing, and the run store must",
+                         hint="use sqlite:///path/to/flowctl.db (or --db memory to keep nothing on purpose)")
 
 
 def open_store(url: str | None = None, root: Path | None = None, *, create: bool = True,

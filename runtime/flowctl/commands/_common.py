@@ -73,6 +73,11 @@ def tools_print_to_stderr(fmt: str):
     return contextlib.redirect_stdout(sys.stderr) if fmt != "text" else contextlib.nullcontext()
 
 
+#: bytes of an ``--input``/``--data``/``--params-file`` file (or characters of JSON text): 4x the
+#: largest payload the store keeps (flowctl.payload.MAX_PAYLOAD, 1 MiB), room for indentation and YAML
+MAX_ARG_FILE = 4 << 20
+
+
 def parse_json_arg(value, what: str):
     """``--input`` text: JSON, or ``@path`` to a JSON/YAML file."""
     if value is None:
@@ -83,6 +88,10 @@ def parse_json_arg(value, what: str):
         path = Path(value[1:])
         if not path.is_file():
             raise UsageError(f"{what}: no such file {path}")
+        size = path.stat().st_size
+        if size > MAX_ARG_FILE:  # refused by its size, before it is read
+            raise UsageError(f"{what}: {path} is {size} bytes; the limit is {MAX_ARG_FILE}",
+                             hint="a run's input is at most 1 MiB of JSON: pass a reference to the data, not the data")
         try:
             text = path.read_bytes().decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -97,6 +106,8 @@ def parse_json_arg(value, what: str):
         source = str(path)
     else:
         text, source = value, what
+        if len(text) > MAX_ARG_FILE:
+            raise UsageError(f"{what}: the JSON text is {len(text)} characters; the limit is {MAX_ARG_FILE}")
     try:
         value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
