@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flowctl.commands._common import MAX_ARG_FILE, parse_json_arg
+from flowctl.commands._common import parse_json_arg
 from flowctl.errors import StoreError, UsageError
 from flowctl.store import open_store
 from helpers import FLOWCTL_EXE, write_project
@@ -43,7 +43,7 @@ def test_oversized_input_file_is_refused_by_size_before_it_is_read(tmp_path, mon
         raise AssertionError("the file was read")
 
     monkeypatch.setattr(Path, "read_bytes", no_read)
-    with pytest.raises(UsageError, match=f"is 104857600 bytes; the limit is {MAX_ARG_FILE}"):
+    with pytest.raises(UsageError, match="is 104857600 bytes; the limit is 4194304"):
         parse_json_arg(f"@{big}", "--input")
 
 
