@@ -317,3 +317,15 @@ def test_regex_matches_the_whole_value_and_the_denial_says_so(tmp_path):
                         state_extra="input: {amount: input.amount}\n")
     result = h.run(input={"amount": "12"})
     assert result.status == "failed" and "matches the whole value" in result.error["message"]
+
+
+def test_policy_check_explains_a_decision_against_the_run_context(tmp_path):
+    import subprocess
+
+    from helpers import FLOWCTL_EXE
+
+    root = build(tmp_path, REFUND, TOOLS)
+    argv = [FLOWCTL_EXE, "policy", "check", "pay", "--input", '{"amount": 50}', "--context", '{"order_total": 40}',
+            "--db", "memory"]
+    result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "input.amount is 50, outside [0, context.order_total = 40]" in result.stdout

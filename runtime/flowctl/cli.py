@@ -340,9 +340,12 @@ def policy():
 @click.option("--input", "input_", metavar="JSON|@FILE", help="The tool input to decide on.")
 @click.option("--flow", help="Flow name, for rate limits counted per flow.")
 @click.option("--run", "run_id", help="Run id, for rate limits per run and dedupe.")
+@click.option("--run-input", metavar="JSON|@FILE", help="The run's input, as checks see it (run_input).")
+@click.option("--context", "context_", metavar="JSON|@FILE", help="The run's context, as checks see it (context).")
+@click.option("--param", "params", multiple=True, metavar="K=V", help="A run param, as checks see it (repeatable).")
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def policy_check(tool, input_, flow, run_id, root, db, fmt):
+def policy_check(tool, input_, flow, run_id, run_input, context_, params, root, db, fmt):
     """Explain the gate's decision for TOOL (id or id@constraint) on an input, without running it.
 
     Exit 0 allow, 1 deny, 3 review.
@@ -351,7 +354,8 @@ def policy_check(tool, input_, flow, run_id, root, db, fmt):
     Example:
       flowctl policy check send_email --input '{"to_domain": "corp.example", "recipient_count": 2, "attachments_mb": 1}'
     """
-    _call("policy", tool=tool, input=input_, flow=flow, run_id=run_id, root=root, db=db, fmt=fmt)
+    _call("policy", tool=tool, input=input_, flow=flow, run_id=run_id, root=root, db=db, fmt=fmt,
+          run_input=run_input, context=context_, params=params)
 
 
 # ------------------------------------------------------------------------------------ flow tests (issue 7)

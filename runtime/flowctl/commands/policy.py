@@ -1,4 +1,6 @@
-"""``flowctl policy check TOOL --input JSON``: explain what the gate would decide, without running.
+"""``flowctl policy check TOOL --input JSON [--run-input JSON] [--context JSON] [--param K=V]``:
+explain what the gate would decide, without running (the run's input, context and params are
+what ``allow`` checks see as ``run_input``, ``context`` and ``params``).
 
 Exit 0 allow, 1 deny, 3 review. Rate and dedupe are counted against the configured store, but
 nothing is recorded.
@@ -10,10 +12,10 @@ import json
 import click
 
 from . import EXIT_FAILED, EXIT_OK, EXIT_PAUSED
-from ._common import open_project, open_store, parse_json_arg
+from ._common import open_project, open_store, parse_json_arg, parse_params
 
 
-def run(tool, input, flow, run_id, root, db, fmt) -> int:
+def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, params=()) -> int:
     from ..clock import SystemClock
     from ..errors import UsageError
     from ..policy import Gate
@@ -25,10 +27,12 @@ def run(tool, input, flow, run_id, root, db, fmt) -> int:
         raise UsageError(f"no contract matches '{tool}'", hint=did_you_mean(tool.split("@")[0], project.contracts)
                          or "contracts: " + ", ".join(sorted(project.contracts)))
     tool_input = parse_json_arg(input, "--input")
+    seen = {"run_input": parse_json_arg(run_input, "--run-input"), "context": parse_json_arg(context, "--context"),
+            "params": parse_params(params, None)}
     store = open_store(db, project.root)
     try:
         decision = Gate(project, store, SystemClock()).decide(contract, tool_input if tool_input is not None else {},
-                                                             run_id=run_id or "", flow=flow or "", record=False)
+                                                             run_id=run_id or "", flow=flow or "", record=False, **seen)
     finally:
         store.close()
     if fmt == "json":
