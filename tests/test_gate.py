@@ -329,3 +329,41 @@ def test_policy_check_explains_a_decision_against_the_run_context(tmp_path):
             "--db", "memory"]
     result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "input.amount is 50, outside [0, context.order_total = 40]" in result.stdout
+
+
+CRASHING_PAGE = """
+def page(input, call):
+    LEDGER.append(("page", call.idempotency_key.split(":notify:")[0]))
+    if len([e for e in LEDGER if e[0] == "page"]) == 1:
+        raise KeyboardInterrupt  # the process dies after the pager was called, before it was recorded
+    return {"paged": True}
+"""
+
+
+def test_notify_cut_short_by_a_crash_is_verified_and_joins_the_saga(tmp_path):
+    h = Harness(build(tmp_path, {**NOTIFY_REVIEW, **allow_all("page")}, TOOLS + CRASHING_PAGE))
+    with pytest.raises(KeyboardInterrupt):
+        h.run(run_id="r1")
+    assert h.store.get_run("r1")["cursor"]["inflight"]["input"]["token"] == REDACTED  # never the token itself
+    paused = h.engine.resume("r1")
+    assert paused.status == "paused"
+    recovered = [e for e in h.store.events("r1") if e["type"] == "step_recovered"]
+    assert recovered and recovered[0]["data"]["happened"] is True
+    done = h.engine.resume("r1", token=paused.review["token"], decision="approve")
+    assert done.status == "failed"
+    assert [e[0] for e in h.ledger()].count("unpage") == 2  # both pages were undone, newest first
+
+
+def test_a_denied_reminder_keeps_the_old_token_working(tmp_path):
+    files = {**NOTIFY_REVIEW, "policies/once.yaml": "policy: once\napplies_to: [page]\nallow: []\n"
+                                                    "rate: {max: 1, window: 1h, per: run}\n"}
+    files["states/ask.yaml"] = files["states/ask.yaml"].replace("timeout: 1h", "timeout: 2h\nremind_after: 10m")
+    h = Harness(build(tmp_path, files, TOOLS))
+    paused = h.run()
+    h.clock.advance(11 * 60)
+    h.engine.fire_due_reviews()
+    failed = [e for e in h.store.events(paused.run_id) if e["type"] == "review_reminder_failed"]
+    assert failed and "rate" in failed[0]["data"]["message"]
+    assert [e[0] for e in h.ledger()] == ["page", "verify_page"]  # the reminder was refused by the rate
+    result = h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
+    assert result.status == "failed" and result.error["state"] == "fails"  # the old token decided the review
