@@ -85,3 +85,14 @@ def test_policy_operand_expressions_are_linted_on_the_policy_scope(make_project)
                          "  - {field: input.to, all_in: {expr: run_input.allowed}}\n"})
     (d,) = of(problems(root), "FC406")
     assert d.line == 4 and "contxt" in d.message
+
+
+def test_fc704_with_import_check_sees_a_function_reexported_under_another_name(make_project):
+    mod = "gatechecks_reexport_m"  # a module name no other test imports
+    root = make_project({**BASE, f"tools/{mod}.py": "def pay(input, call):\n    return {}\n",
+                         f"tools/{mod}_alias.py": f"from {mod} import pay\n",
+                         "contracts/pay.v1.0.0.yaml": f"id: pay\nversion: 1.0.0\nentrypoint: {mod}:pay\n" + EFFECTS,
+                         "contracts/peek.v1.0.0.yaml": f"id: peek\nversion: 1.0.0\nentrypoint: {mod}_alias:pay\n"})
+    assert of(problems(root), "FC704") == []  # different names: only importing tells
+    diags = of(problems(root, import_check=True), "FC704")
+    assert len(diags) == 2 and any("declares no side effects" in d.message for d in diags)

@@ -22,7 +22,7 @@ from . import versions
 from .diagnostics import Diagnostic, sort_key
 from .durations import parse_duration
 from .expressions import lint as lint_expression
-from .gatechecks import check_gate, check_same_function, check_tool_code
+from .gatechecks import check_gate, check_same_function, check_tool_code, import_same_function
 from .model import Project
 from .schema import did_you_mean
 
@@ -591,9 +591,19 @@ def import_check(project: Project):
                     if problem:
                         yield c.doc.diag("FC603", f"{key} {ref}: {problem}", (key,),
                                          hint=f"tool code is imported from {project.orchestration / 'tools'}")
+        yield from import_same_function(project, _imported)
     finally:
         if added:
             sys.path.remove(tools)
+
+
+def _imported(ref: str):
+    """The object ``module:attr`` names once imported (import_check already imported it), or None."""
+    module_name, _, attr = ref.partition(":")
+    obj = sys.modules.get(module_name)
+    for part in attr.split(".") if obj is not None else ():
+        obj = getattr(obj, part, None)
+    return obj if callable(obj) else None
 
 
 #: How the engine calls each kind of tool function (tools.py, task.py, saga.py).

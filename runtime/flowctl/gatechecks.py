@@ -71,8 +71,28 @@ def check_same_function(project: Project):
     for found in project.contracts.values():
         for c in found:
             by_entry.setdefault(c.entrypoint, []).append(c)
+    yield from _disagreements(project, by_entry)
+
+
+def import_same_function(project: Project, resolve):
+    """FC704 with ``--import-check``: contracts whose entrypoints *resolve* to the same function
+    under different names (a module re-exporting another's function). ``resolve(ref)`` gives the
+    imported object or None."""
+    by_object: dict = {}
+    names: dict = {}
+    for found in project.contracts.values():
+        for c in found:
+            obj = resolve(c.entrypoint)
+            if obj is not None:
+                by_object.setdefault(id(obj), []).append(c)
+                names.setdefault(id(obj), set()).add(c.entrypoint)
+    aliased = {key: contracts for key, contracts in by_object.items() if len(names[key]) > 1}
+    yield from _disagreements(project, {contracts[0].entrypoint: contracts for contracts in aliased.values()})
+
+
+def _disagreements(project: Project, groups: dict):
     policies = _policies_of(project)
-    for entry, contracts in sorted(by_entry.items()):
+    for entry, contracts in sorted(groups.items()):
         if len(contracts) < 2:
             continue
         for c in contracts:
@@ -90,7 +110,7 @@ def check_same_function(project: Project):
 
                     problem = f"{other.ref} is governed by {names(other.id)}, this one by {names(c.id)}"
                 if problem:
-                    yield c.doc.diag("FC704", f"entrypoint {entry} is the same function as {other.ref}'s, but {problem}: "
+                    yield c.doc.diag("FC704", f"entrypoint {c.entrypoint} is the same function as {other.ref}'s, but {problem}: "
                                      "the gate follows the function, so its contracts must agree", ("entrypoint",),
                                      hint="declare the same side_effects and name every id in the same policies' "
                                           "applies_to, or give each contract its own function")
