@@ -96,3 +96,11 @@ def test_fc704_with_import_check_sees_a_function_reexported_under_another_name(m
     assert of(problems(root), "FC704") == []  # different names: only importing tells
     diags = of(problems(root, import_check=True), "FC704")
     assert len(diags) == 2 and any("declares no side effects" in d.message for d in diags)
+
+
+def test_tool_packages_cannot_list_the_standard_library(make_project):
+    root = make_project({**BASE, "project.yaml": "tool_packages: [os, builtins]\n",
+                         "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: os:system\n"})
+    diags = of(problems(root), "FC606")
+    assert {d.file for d in diags} == {"orchestration/project.yaml", "orchestration/contracts/pay.v1.0.0.yaml"}
+    assert len(diags) == 3  # os and builtins in the project file, and os:system is still refused

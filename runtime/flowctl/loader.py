@@ -187,7 +187,15 @@ def _project_file(rel: str, data: bytes):
     problems.extend(schemas.check("project", doc))
     if any(p.severity == ERROR for p in problems):
         return None, problems, doc
-    return tuple(doc.data.get("tool_packages") or ()), problems, doc
+    from .toolpath import STDLIB
+
+    packages = tuple(doc.data.get("tool_packages") or ())
+    for i, name in enumerate(packages):
+        if name in STDLIB:
+            problems.append(doc.diag("FC606", f"tool_packages names '{name}', a Python standard library module: "
+                                     "it cannot be tool code", ("tool_packages", i),
+                                     hint="list only your own installed packages"))
+    return tuple(p for p in packages if p not in STDLIB), problems, doc
 
 
 def _element_id(kind: str, data: dict):

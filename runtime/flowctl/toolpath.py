@@ -9,7 +9,8 @@ folder, or to the installed packages listed in ``orchestration/project.yaml``::
 Refused, by ``validate`` (FC606) and again when the engine resolves the function:
 
 - a module of the standard library or a builtin module (``os:system``, ``builtins:eval``,
-  ``subprocess:run``), and any other installed package not listed;
+  ``subprocess:run``) — listing one in ``tool_packages`` is itself refused — and any other
+  installed package not listed;
 - a module in ``orchestration/tools/`` that has a standard library name (the standard library
   module is what Python imports);
 - an attribute path with a part starting with ``_`` (``shop:__builtins__``, ``m:_private``);
@@ -24,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(sys.builtin_module_names)
+STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(sys.builtin_module_names)
 
 HINT = ("tool code lives in orchestration/tools/; to use an installed package, list it in "
         "orchestration/project.yaml as tool_packages: [name]")
@@ -43,9 +44,9 @@ def ref_problem(ref: str, tools_dir: Path, packages=()) -> str | None:
     if private:
         return f"{ref} names {private[0]!r}: private and dunder names cannot be tool code"
     top = module.split(".")[0]
-    if top in packages:
+    if top in packages and top not in STDLIB:
         return None
-    if top in _STDLIB:
+    if top in STDLIB:
         if _in_tools(top, tools_dir):
             return (f"orchestration/tools/{top} has the name of the standard library module '{top}', "
                     "which Python imports instead: rename it")
@@ -71,7 +72,7 @@ def origin_problem(ref: str, module, obj, tools_dir: str, packages=()) -> str | 
     if static:
         return static
     top = ref.partition(":")[0].split(".")[0]
-    if top in packages:
+    if top in packages:  # not a standard library name: ref_problem said so
         allowed = (top,)
     else:
         origin = getattr(module, "__file__", None)
