@@ -367,3 +367,19 @@ def test_a_denied_reminder_keeps_the_old_token_working(tmp_path):
     assert [e[0] for e in h.ledger()] == ["page", "verify_page"]  # the reminder was refused by the rate
     result = h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
     assert result.status == "failed" and result.error["state"] == "fails"  # the old token decided the review
+
+
+def test_a_reminder_the_gate_would_send_to_review_is_refused_not_parked(tmp_path):
+    files = {**NOTIFY_REVIEW, "policies/p.yaml": "policy: p\napplies_to: [page]\nallow: []\n"
+                                                 "review_when: \"input.reminder == `true`\"\n"}
+    files["states/ask.yaml"] = files["states/ask.yaml"].replace("timeout: 1h", "timeout: 2h\nremind_after: 10m")
+    h = Harness(build(tmp_path, files, TOOLS))
+    paused = h.run()
+    h.clock.advance(11 * 60)
+    h.engine.fire_due_reviews()
+    row = h.store.get_run(paused.run_id)
+    assert row["status"] == "paused" and row["cursor"]["pending"]["state"] == "ask"
+    assert not row["cursor"]["pending"].get("policy")  # still the review state's own review
+    types = [e["type"] for e in h.store.events(paused.run_id)]
+    assert types.count("review_requested") == 1 and "review_reminder_failed" in types  # no gate review was opened
+    assert h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve").status == "failed"

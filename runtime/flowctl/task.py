@@ -160,18 +160,18 @@ def _gate(runner, state, contract, attempt, tool_input, *, purpose=None) -> None
     c = runner.cursor
     digest = input_digest(tool_input)
     granted = [c["step"], contract.id, digest]
-    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id,
-                                  retry=c.get("gate_granted") == granted, digest=digest,
+    repeat = c.get("gate_granted") == granted
+    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=repeat, digest=digest,
                                   run_input=runner.row["input"], params=runner.row.get("params") or {},
                                   context=c["context"])
     runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
     if decision.outcome == "deny":
         raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
     if decision.outcome == "review":
-        if purpose == "notify":  # a review cannot pause for another review: the gate's answer is no
+        if purpose is not None:  # a review's notify (or reminder) cannot pause for another review: no
             raise PolicyDenied(f"{contract.id} denied by {decision.policy} ({decision.rule}): {decision.reason}; "
                                "a review's notify tool cannot wait for a gate review")
-        _policy_review(runner, state, contract, decision, tool_input, digest)
+        _policy_review(runner, state, contract, decision, tool_input, digest, repeat)
     c["gate_granted"] = granted
 
 
@@ -350,7 +350,7 @@ def _undo_partial(runner, state, contract, tool_input, call, *, output=None, che
         runner.emit("compensation_succeeded", state.id, call.attempt, tool=contract.ref)
 
 
-def _policy_review(runner, state, contract, decision, tool_input, digest) -> None:
+def _policy_review(runner, state, contract, decision, tool_input, digest, repeat=False) -> None:
     """``review_when`` held: pause before the tool (an implicit review) unless already decided.
 
     The reviewer is shown the tool, the tool input (redacted per the contract's ``sensitive``), the
@@ -362,7 +362,8 @@ def _policy_review(runner, state, contract, decision, tool_input, digest) -> Non
     review = c.get("review") or {}
     if review.get("policy") and review.get("state") == state.id and review.get("step") == c["step"]:
         if review.get("decision") == "approve":
-            runner.gate.record(contract.id, runner.flow.id, runner.id, digest)
+            if not repeat:  # a technical retry of the approved call is not a new call
+                runner.gate.record(contract.id, runner.flow.id, runner.id, digest)
             return
         raise Denied(f"{contract.id} was rejected in review ({decision.policy}: {decision.reason})")
     pending = c.get("pending") or {}
