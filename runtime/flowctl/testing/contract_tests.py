@@ -150,7 +150,7 @@ def run_example(project, contract, index: int, example: dict) -> ContractResult:
     try:
         with sandbox:
             try:
-                entry = resolve(contract.entrypoint, tools_folder)
+                entry = resolve(contract.entrypoint, tools_folder, project.tool_packages)
                 raw = call_with_timeout(entry, (tool_input, call), timeout, f"{contract.ref}")
                 output = _parse(raw)
             except Exception as exc:  # noqa: BLE001
@@ -170,7 +170,7 @@ def run_example(project, contract, index: int, example: dict) -> ContractResult:
             if not contract.verify:
                 return fail("verify", "the contract has side_effects but names no verify")
             try:
-                verify = resolve(contract.verify, tools_folder)
+                verify = resolve(contract.verify, tools_folder, project.tool_packages)
                 happened = call_with_timeout(verify, (tool_input, output, call), timeout, f"verify of {contract.ref}")
             except Exception as exc:  # noqa: BLE001
                 return fail("verify after invoke", _describe(exc))
@@ -183,7 +183,7 @@ def run_example(project, contract, index: int, example: dict) -> ContractResult:
                 result.status = PASSED
                 return result
             try:
-                undo = resolve(contract.compensate, tools_folder)
+                undo = resolve(contract.compensate, tools_folder, project.tool_packages)
                 call_with_timeout(undo, (tool_input, output, call), timeout, f"compensate of {contract.ref}")
             except Exception as exc:  # noqa: BLE001
                 return fail("compensate", _describe(exc))
