@@ -257,8 +257,7 @@ def remind(engine, row) -> None:
         try:
             task.notify(runner, state, state.get("notify"), {
                 "token": token, "run_id": runner.id, "show": pending.get("show"), "decisions": pending.get("decisions"),
-                "deadline": iso(pending["deadline"]) if pending.get("deadline") else None, "reminder": True},
-                reminder=True)
+                "deadline": iso(pending["deadline"]) if pending.get("deadline") else None, "reminder": True})
         except Exception as exc:  # noqa: BLE001 - denied or failed: the old token stays the one that works
             runner.cursor["pending"] = dict(pending, reminded=True)
             runner.emit("review_reminder_failed", state.id, error=error_names(exc)[0], message=str(exc))

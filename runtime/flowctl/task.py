@@ -67,7 +67,7 @@ def run_fallback(runner, state, ref):
     return call_tool(runner, state, contract, runner.cursor["attempt"], fallback=True)
 
 
-def notify(runner, state, ref, payload, *, reminder: bool = False):
+def notify(runner, state, ref, payload):
     """Call a review's ``notify`` tool with ``{token, run_id, show, decisions, deadline}`` through the
     same path as a task's tool: the contract's input schema, the gate, the ``started`` record, verify
     and the saga. The token is never stored: it is redacted from every event, step row and the
@@ -82,7 +82,7 @@ def notify(runner, state, ref, payload, *, reminder: bool = False):
     visit = runner.cursor["visits"].get(state.id, 1)
     key = f"{runner.id}:{state.id}:{visit}:notify:{_hash_token(payload['token'])[:12]}"
     return call_tool(runner, state, contract, 1, tool_input=payload, stored_input=redact(payload, ("token",)),
-                     purpose="reminder" if reminder else "notify", key=key,
+                     purpose="notify", key=key,  # a reminder's payload says reminder: true
                      timeout=found.timeout or DEFAULT_TIMEOUT)
 
 
@@ -180,7 +180,7 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
     """One call of ``contract`` from ``state``: input schema(s), gate, ``started`` record, invoke,
     output schema, verify, saga. ``tool_input`` given (a review's notify payload) replaces the
     state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
-    without its token); ``purpose`` is recorded on the events (notify, reminder)."""
+    without its token); ``purpose`` is recorded on the tool_invoked event (``notify``)."""
     c = runner.cursor
     if tool_input is None:
         tool_input = _input_builder(runner.project, state)(runner.scope())
