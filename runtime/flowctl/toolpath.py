@@ -62,7 +62,8 @@ def ref_problem(ref: str, tools_dir: Path, packages=()) -> str | None:
     spec = PathFinder.find_spec(top, search)
     if spec is not None:
         where = spec.origin or (list(spec.submodule_search_locations or []) or ["?"])[0]
-        return f"{module} is an installed package ({where}), not in orchestration/tools/ nor listed in tool_packages"
+        return (f"{module} is an installed package or other module outside orchestration/tools/ ({where}), "
+                "not listed in tool_packages")
     return None  # not found anywhere: --import-check (FC603) says so
 
 
