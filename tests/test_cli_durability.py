@@ -17,7 +17,8 @@ PROJECT = {"states/done.yaml": "id: done\ntype: succeed\n", "transitions/f.yaml"
 
 @pytest.mark.parametrize("url", ["sqlite:///", "sqlite:///:memory:", "sqlite:///file::memory:?cache=shared",
                                  "sqlite:///x.db?mode=memory"])
-def test_in_memory_sqlite_is_refused_where_a_durable_store_is_promised(tmp_path, url):
+def test_in_memory_sqlite_is_refused_where_a_durable_store_is_promised(tmp_path, url, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a store that is not refused would be created
     with pytest.raises(StoreError, match="keeps nothing"):
         open_store(url, tmp_path)
     root = write_project(tmp_path / "p", PROJECT)
