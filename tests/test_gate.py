@@ -383,3 +383,15 @@ def test_a_reminder_the_gate_would_send_to_review_is_refused_not_parked(tmp_path
     types = [e["type"] for e in h.store.events(paused.run_id)]
     assert types.count("review_requested") == 1 and "review_reminder_failed" in types  # no gate review was opened
     assert h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve").status == "failed"
+
+
+def test_reexported_function_under_a_read_only_contract_is_gated_at_run_time(tmp_path):
+    main = "gate_reexport_pay"  # module names no other test imports: one project's code in this process
+    files = {**effect_contract("pay", "pay", module=main), **contract("peek", "pay", module=f"{main}_alias"),
+             f"tools/{main}.py": TOOLS, f"tools/{main}_alias.py": f"from {main} import pay\n",
+             **task("charge", "peek@^1", extra="input: {amount: input.amount}\n"), **_flow("charge", ("charge", "done", None))}
+    h = Harness(build(tmp_path, files))  # validate cannot tell without importing (--import-check: FC704)
+    result = h.run(input={"amount": 5})
+    assert result.status == "failed" and result.error["type"] == "PolicyDenied"
+    assert "under another contract (pay)" in result.error["message"]
+    assert sys.modules[main].LEDGER == []

@@ -67,16 +67,27 @@ class Gate:
         found = project._resolved.get(("gate", "by-function"))
         if found is None:  # built once per project: a runner makes a Gate per run
             found = project._resolved[("gate", "by-function")] = _by_function(project)
-        self._by_tool, self._shared, self._gated = found
+        self._by_tool, self._shared, self._gated, self._effect_ids = found
 
-    def guards(self, contract) -> bool:
+    def guards(self, contract, also=()) -> bool:
         """Whether calls of ``contract`` go through the checks: it, or another contract on the same
-        function, declares side effects."""
-        return contract.side_effecting or contract.entrypoint in self._gated
+        function (the same ``entrypoint``, or one of ``also``: ids whose entrypoint resolved to the
+        same object, see :func:`function_aliases`), declares side effects."""
+        return (contract.side_effecting or contract.entrypoint in self._gated
+                or any(i in self._effect_ids for i in also))
+
+    def _policies(self, contract, also) -> list:
+        found = self._shared.get(contract.entrypoint) or self._by_tool.get(contract.id, ())
+        if also:
+            merged = {p.name: p for p in found}
+            for tool in also:
+                merged.update((p.name, p) for p in self._by_tool.get(tool, ()))
+            found = [merged[name] for name in sorted(merged)]
+        return found
 
     def decide(self, contract, tool_input, *, run_id: str = "", flow: str = "", record: bool = True,
                retry: bool = False, digest: str | None = None, run_input=None, params=None,
-               context=None) -> Decision:
+               context=None, also=()) -> Decision:
         """The gate's answer for one call.
 
         ``retry``: the caller knows this repeats the very call the gate allowed earlier in the same
@@ -84,15 +95,16 @@ class Gate:
         new call for ``rate`` and ``dedupe``. A retry after a denied call is a new call.
         ``run_input``/``params``/``context``: the run the call belongs to, visible to ``allow``
         checks and ``review_when`` as ``run_input``, ``params`` and ``context``. ``digest``: the
-        input's :func:`input_digest` when the caller has it."""
-        if not self.guards(contract):
+        input's :func:`input_digest` when the caller has it. ``also``: ids of other contracts whose
+        entrypoint resolved to the very function this call runs (their policies apply too)."""
+        if not self.guards(contract, also):
             return Decision("allow", rule="read-only", reason=f"{contract.id} declares no side effects")
-        policies = self._shared.get(contract.entrypoint) or self._by_tool.get(contract.id, ())
+        policies = self._policies(contract, also)
         if not policies:
             why = f"no policy applies to side-effecting tool '{contract.id}'"
             if not contract.side_effecting:
                 why = (f"'{contract.id}' declares no side effects, but its function {contract.entrypoint} has them "
-                       "under another contract, and no policy applies")
+                       f"under another contract ({', '.join(also) or 'the same entrypoint'}), and no policy applies")
             return Decision("deny", rule="default-deny", reason=why)
         scope = {"input": tool_input, "run": {"id": run_id, "flow": flow}, "flow": flow, "tool": contract.id,
                  "run_input": run_input, "params": params if params is not None else {},
@@ -146,17 +158,44 @@ def _by_function(project):
             by_tool.setdefault(tool, []).append(p)
     ids_by_entry: dict = {}
     gated = set()
+    effect_ids = set()
     for versions_ in project.contracts.values():
         for c in versions_:
             ids_by_entry.setdefault(c.entrypoint, set()).add(c.id)
             if c.side_effecting:
                 gated.add(c.entrypoint)
+                effect_ids.add(c.id)
     shared: dict = {}
     for entry, ids in ids_by_entry.items():
         if len(ids) > 1:
             found = {p.name: p for tool in sorted(ids) for p in by_tool.get(tool, ())}
             shared[entry] = [found[name] for name in sorted(found)]
-    return by_tool, shared, frozenset(gated)
+    return by_tool, shared, frozenset(gated), frozenset(effect_ids)
+
+
+def function_aliases(engine, project, fn, tools_folder: str) -> tuple:
+    """Ids of the side-effecting or policy-governed contracts of ``project`` whose entrypoint
+    resolves (through ``engine``, so mocks count as themselves) to the very object ``fn`` — the
+    same function under another name, e.g. a module re-exporting another's function. Each such
+    entrypoint is resolved once per engine and definition; one that cannot be resolved is skipped
+    (it cannot be what runs)."""
+    tables = engine.__dict__.setdefault("_gate_functions", {})
+    table = tables.get(project.digest())
+    if table is None:
+        governed = {tool for p in project.policies.values() for tool in p.applies_to}
+        table = {}
+        for versions_ in project.contracts.values():
+            for c in versions_:
+                if not (c.side_effecting or c.id in governed):
+                    continue
+                try:
+                    found = engine.tool_function(c, "entrypoint", tools_folder)
+                except Exception:  # noqa: BLE001 - unimportable or refused: it is not this function
+                    continue
+                table.setdefault(id(found), (found, set()))[1].add(c.id)
+        tables[project.digest()] = table
+    hit = table.get(id(fn))
+    return tuple(sorted(hit[1])) if hit is not None and hit[0] is fn else ()
 
 
 def _same(a, b) -> bool:

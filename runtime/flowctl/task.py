@@ -27,7 +27,7 @@ from .errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, 
 from .expressions import compile_expr
 from .schemas_runtime import check_instance
 from .payload import FIT_STRING, MAX_PAYLOAD, flat_copy
-from .policy import input_digest
+from .policy import function_aliases, input_digest
 from .scope import compile_mapping
 from .tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
 
@@ -148,14 +148,16 @@ def _input_builder(project, state):
     return found
 
 
-def _gate(runner, state, contract, attempt, tool_input, *, purpose=None) -> None:
+def _gate(runner, state, contract, attempt, tool_input, fn, *, purpose=None) -> None:
     """The policy gate for one call (raises PolicyDenied, or parks for a gate-triggered review).
 
-    The gate follows the function (:meth:`Gate.guards`): a read-only contract on a function another
-    contract declares side-effecting is gated too. Only a repeat of the call the gate allowed in this
+    The gate follows the function (:meth:`Gate.guards`), by entrypoint and by the resolved object
+    ``fn`` (:func:`function_aliases`): a read-only contract on a function another contract declares
+    side-effecting is gated too, and every policy of every contract on it applies. Only a repeat of the call the gate allowed in this
     step (same tool, same input digest: a technical retry) is exempt from ``rate`` and ``dedupe``;
     a retry after a *denied* call, or with another input, is a new call and counted as one."""
-    if not runner.gate.guards(contract):  # read-only everywhere: allowed without a word (policy.py rule 1)
+    also = tuple(i for i in function_aliases(runner.engine, runner.project, fn, runner.tools_folder) if i != contract.id)
+    if not runner.gate.guards(contract, also):  # read-only everywhere: allowed without a word (policy.py rule 1)
         return
     c = runner.cursor
     digest = input_digest(tool_input)
@@ -163,7 +165,7 @@ def _gate(runner, state, contract, attempt, tool_input, *, purpose=None) -> None
     repeat = c.get("gate_granted") == granted
     decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=repeat, digest=digest,
                                   run_input=runner.row["input"], params=runner.row.get("params") or {},
-                                  context=c["context"])
+                                  context=c["context"], also=also)
     runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
     if decision.outcome == "deny":
         raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
@@ -192,11 +194,11 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
-    _gate(runner, state, contract, attempt, tool_input, purpose=purpose)
     fn = runner.tool_fns.get((contract.ref, contract.entrypoint))
-    if fn is None:  # resolved once per run, before anything is recorded as started
+    if fn is None:  # resolved once per run, before the gate (it follows the function) and any record
         fn = runner.tool_fns[(contract.ref, contract.entrypoint)] = runner.engine.tool_function(
             contract, "entrypoint", runner.tools_folder)
+    _gate(runner, state, contract, attempt, tool_input, fn, purpose=purpose)
     key = key or _key(runner, state, contract, tool_input)
     timeout = timeout or _timeout(runner, state, contract)
     deadline = runner.clock.time() + timeout
