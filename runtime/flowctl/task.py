@@ -123,6 +123,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
     c = runner.cursor
     scope = runner.scope()
     tool_input = _input_builder(runner.project, state)(scope)
+    if runner.secrets is not None:  # before anything records it (schema and policy messages quote it)
+        runner.secrets.learn(tool_input)
     if not fallback and state.input_schema:
         problem = check_instance(state.input_schema, tool_input)
         if problem:
@@ -181,6 +183,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
 def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
               owned=False):
     c = runner.cursor
+    if runner.secrets is not None:
+        runner.secrets.learn(output)
     problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
         ok = _verify(runner, contract, tool_input, output, call)
