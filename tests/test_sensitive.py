@@ -47,6 +47,10 @@ def verify_charge(input, output, call):
 
 def undo_charge(input, output, call):
     LEDGER.append("undo")
+
+def remember(input, call):
+    LEDGER.append(("remember", input["note"]))
+    return {}
 """
 
 
@@ -98,6 +102,12 @@ FILES = {
     **_flow("show", "look", ["{from: look, to: ask}", "{from: ask, to: done}"]),  # review show, another name
     **_flow("parent", "sub", ["{from: sub, to: done}"]),  # only the child flow uses the contract
     **_flow("mixed", "ship", ["{from: ship, to: look}", "{from: look, to: done}"]),  # raw kept for `plain`
+    # a child whose output carries the card under another name, and a parent that uses it
+    **_contract("remember", "remember"),
+    "states/sub_out.yaml": "id: sub_out\ntype: subflow\nflow: child_out\ninput: {card_number: input.card_number, note: input.note}\n",
+    "states/keep.yaml": "id: keep\ntype: task\ntool: remember@^1\ninput: {note: context.got}\n",
+    **_flow("child_out", "look", ["{from: look, to: done, set: {echo: response.echo}}"]),
+    **_flow("parent_out", "sub_out", ["{from: sub_out, to: keep, set: {got: response.echo}}", "{from: keep, to: done}"]),
 }
 PATHS = ["payload", "tool_error", "schema", "policy", "idempotency", "condition", "show", "parent"]
 INPUT = {"card_number": CARD, "note": f"pay with card {CARD} today"}
@@ -286,6 +296,71 @@ def test_a_sealed_value_moved_to_another_run_does_not_open(tmp_path, no_env_key)
                      (a.run_id, b.run_id))
     with pytest.raises(SecretKeyError, match="altered or moved"):
         store.get_run(b.run_id)
+
+
+def _worker_until_done(project, store, run_id, timeout=60):
+    import threading
+    import time
+
+    from flowctl.worker import Worker
+
+    worker = Worker(project, store, concurrency=1, lease=5.0, poll=0.05)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while store.get_run(run_id)["status"] not in ("succeeded", "failed", "cancelled"):
+            assert time.monotonic() < deadline, "the run did not end"
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(30)
+
+
+@pytest.mark.parametrize("mode", ["threads", "workers"])
+def test_a_child_hands_its_output_to_its_parent_and_both_are_redacted_when_the_parent_ends(tmp_path, mode, no_env_key):
+    from flowctl.worker import enqueue
+
+    db = tmp_path / "flowctl.db"
+    store = open_store(f"sqlite:///{db}")
+    h = Harness(build(tmp_path, FILES, TOOLS), store=store)
+    if mode == "threads":
+        run_id = h.run("parent_out", dict(INPUT)).run_id
+    else:
+        run_id = enqueue(h.engine, "parent_out", dict(INPUT))
+        _worker_until_done(h.project, store, run_id)
+    assert store.get_run(run_id)["status"] == "succeeded"
+    assert ("remember", INPUT["note"]) in h.ledger()  # the parent got the child's real output
+    (child,) = store.list_runs(parent_id=run_id, limit=0)
+    assert child["output"] == {"echo": f"pay with card {REDACTED} today"}
+    assert "secrets" not in child["cursor"]
+    assert CARD.encode() not in _sqlite_bytes(db)
+    for rid in (run_id, child["id"]):
+        assert verify_run(store.get_run(rid), store.events(rid)) == []
+
+
+def test_secrets_rotate_command_reseals_under_the_first_key(tmp_path, monkeypatch):
+    import subprocess
+
+    from flowctl.keyring import new_key
+    from helpers import FLOWCTL_EXE
+
+    old, new = new_key(), new_key()
+    monkeypatch.setenv("FLOWCTL_SECRET_KEY", old)
+    root = build(tmp_path, FILES, TOOLS)
+    db = tmp_path / "flowctl.db"
+    paused = Harness(root, store=open_store(f"sqlite:///{db}")).run("show", dict(INPUT))
+    env = dict(os.environ, FLOWCTL_SECRET_KEY=f"{new},{old}")
+    r = subprocess.run([FLOWCTL_EXE, "secrets", "rotate", "--db", f"sqlite:///{db}"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("3 sealed field(s) re-sealed")
+    raw = _raw_run(db, paused.run_id)
+    from flowctl.keyring import key_id
+    import base64
+
+    kid = key_id(base64.urlsafe_b64decode(new))
+    assert all(raw[c].startswith(f"fcenc1:{kid}:") for c in ("input", "params", "cursor"))
 
 
 # ------------------------------------------------------------------------------ PostgreSQL
