@@ -426,3 +426,17 @@ def test_the_cli_reports_a_missing_postgresql_key_with_its_code_and_no_traceback
                        cwd=root, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "[SECRET_KEY]" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_worker_without_the_postgresql_key_refuses_to_start(tmp_path, pg_url, monkeypatch):  # noqa: F811
+    import subprocess
+
+    from helpers import FLOWCTL_EXE
+
+    root = build(tmp_path, FILES, TOOLS)
+    env = dict(os.environ)
+    env.pop("FLOWCTL_SECRET_KEY", None)
+    r = subprocess.run([FLOWCTL_EXE, "worker", "--db", pg_url, "--max-runs", "1"], cwd=root, capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "[SECRET_KEY]" in r.stderr and "Traceback" not in r.stderr
