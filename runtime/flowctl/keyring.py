@@ -114,7 +114,7 @@ class Keyring:
     def digest(self, text: str) -> str:
         """A keyed digest (HMAC-SHA256) of ``text``: equal texts give equal digests under one key,
         and a guessable secret (a card number) cannot be found from it without the key."""
-        return "hmac:" + hmac.new(self._digest_key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        return "hmac:" + hmac.digest(self._digest_key, text.encode("utf-8", "surrogatepass"), "sha256").hex()
 
     def needs_rotation(self, sealed: str) -> bool:
         return not sealed.startswith(f"{PREFIX}{self.ids[0]}:")
