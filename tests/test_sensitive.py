@@ -440,3 +440,25 @@ def test_a_worker_without_the_postgresql_key_refuses_to_start(tmp_path, pg_url, 
                        text=True, env=env, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "[SECRET_KEY]" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_finished_sensitive_run_replays_on_its_redacted_record_without_false_differences(tmp_path, no_env_key):
+    import flowctl
+    from flowctl.testing.replay import load_recording, replay
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db")
+    root = build(tmp_path, FILES, TOOLS)
+    run_id = Harness(root, store=store).run("payload", dict(INPUT)).run_id
+    result = replay(load_recording(store, run_id), flowctl.load_project(root))
+    assert not result.diverged, result.text()
+    assert not [n for n in result.notes if "another input than recorded" in n], result.notes
+
+
+def test_a_lost_key_file_is_named_and_never_silently_replaced(tmp_path, no_env_key):
+    db = tmp_path / "flowctl.db"
+    paused = Harness(build(tmp_path, FILES, TOOLS), store=open_store(f"sqlite:///{db}")).run("show", dict(INPUT))
+    Path(f"{db}.key").unlink()
+    with pytest.raises(SecretKeyError, match="no key file") as info:
+        open_store(f"sqlite:///{db}").get_run(paused.run_id)
+    assert "restore" in info.value.hint
+    assert not Path(f"{db}.key").exists()

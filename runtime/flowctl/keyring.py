@@ -185,7 +185,8 @@ def keyring_for(url: str, *, create: bool = True) -> Keyring:
         if path.exists():
             return Keyring([_read_key_file(path)], f"key file {path}")
         if not create:
-            raise SecretKeyError(f"no key file {path} and {ENV} is not set")
+            raise SecretKeyError(f"a run in the store is sealed, but there is no key file {path} and {ENV} is not set",
+                                 hint=f"restore {path.name} beside the store from a backup, or set {ENV} to the key")
         return Keyring([_create_key_file(path)], f"key file {path}")
     if url.startswith("sqlite"):  # an in-memory database lives no longer than this process
         return Keyring([os.urandom(32)], "an in-process key")

@@ -226,14 +226,15 @@ class SqlStore:
         self.engine.dispose()
 
     # --------------------------------------------------------------------- secrets (flowctl.sensitive)
-    def keyring(self):
+    def keyring(self, *, create: bool = True):
         """The :class:`~flowctl.keyring.Keyring` sealing this store's sensitive runs (resolved once).
-        Raises :class:`~flowctl.errors.SecretKeyError`."""
+        ``create=False`` (opening what is stored): never generate a SQLite key file. Raises
+        :class:`~flowctl.errors.SecretKeyError`."""
         found = getattr(self, "_keyring", None)
         if found is None:
             from .keyring import keyring_for
 
-            found = self._keyring = keyring_for(self.url)
+            found = self._keyring = keyring_for(self.url, create=create)
         return found
 
     def drop_secrets(self, run_id: str, expect_seq: int, fields: dict) -> bool:
@@ -821,7 +822,7 @@ def _run_dict(row, store=None) -> dict:
         for k in ("input", "params", "cursor", "output"):  # sealed while the run needs them (flowctl.sensitive)
             v = row.get(k)
             if v is not None and v.startswith(_SEALED):
-                row[k] = store.keyring().open(v, f"{row.get('id')}/{k}")
+                row[k] = store.keyring(create=False).open(v, f"{row.get('id')}/{k}")
     try:
         out = {k: (_loads(v) if k in _JSON_RUN else v) for k, v in row.items()}
     except (ValueError, TypeError) as exc:
