@@ -101,6 +101,10 @@ FILES = {
     **_flow("condition", "look", ["{from: look, to: route}", "{from: route, to: done, when: input.card_number}"]),
     **_flow("show", "look", ["{from: look, to: ask}", "{from: ask, to: done}"]),  # review show, another name
     **_flow("parent", "sub", ["{from: sub, to: done}"]),  # only the child flow uses the contract
+    # only the parent flow uses the contract; its child gets the card in its input
+    "states/sub_plain.yaml": "id: sub_plain\ntype: subflow\nflow: plain_child\ninput: {card_number: input.card_number, note: input.note}\n",
+    **_flow("inherit", "look", ["{from: look, to: sub_plain}", "{from: sub_plain, to: done}"]),
+    **_flow("plain_child", "ship", ["{from: ship, to: done}"]),
     **_flow("mixed", "ship", ["{from: ship, to: look}", "{from: look, to: done}"]),  # raw kept for `plain`
     # a child whose output carries the card under another name, and a parent that uses it
     **_contract("remember", "remember"),
@@ -109,7 +113,7 @@ FILES = {
     **_flow("child_out", "look", ["{from: look, to: done, set: {echo: response.echo}}"]),
     **_flow("parent_out", "sub_out", ["{from: sub_out, to: keep, set: {got: response.echo}}", "{from: keep, to: done}"]),
 }
-PATHS = ["payload", "tool_error", "schema", "policy", "idempotency", "condition", "show", "parent"]
+PATHS = ["payload", "tool_error", "schema", "policy", "idempotency", "condition", "show", "parent", "inherit"]
 INPUT = {"card_number": CARD, "note": f"pay with card {CARD} today"}
 
 
@@ -364,12 +368,12 @@ def test_secrets_rotate_command_reseals_under_the_first_key(tmp_path, monkeypatc
 
 
 # ------------------------------------------------------------------------------ PostgreSQL
-def _pg_raw(url) -> bytes:
-    """Every flowctl table read as text, and the table, TOAST and index files on disk."""
+def _pg_raw(url) -> tuple:
+    """``(every flowctl table read as text, the table, TOAST and index files on disk)``."""
     import psycopg
 
     dsn = "postgresql://" + url.split("://", 1)[1]
-    out = []
+    out, files = [], []
     with psycopg.connect(dsn, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'flowctl_%'")]
         for t in tables:
@@ -381,10 +385,10 @@ def _pg_raw(url) -> bytes:
         for (path,) in rels:
             if path:
                 try:
-                    out.append(bytes(conn.execute("SELECT pg_read_binary_file(%s)", (path,)).fetchone()[0]))
+                    files.append(bytes(conn.execute("SELECT pg_read_binary_file(%s)", (path,)).fetchone()[0]))
                 except psycopg.Error:
                     pytest.skip("cannot read relation files (not a superuser on this server)")
-    return b"\n".join(out)
+    return b"\n".join(out), b"".join(files)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -393,9 +397,10 @@ def test_no_sensitive_value_reaches_the_postgresql_tables(tmp_path, pg_url, path
     try:
         h = Harness(build(tmp_path, FILES, TOOLS), store=store)
         run_id = _drive(h, path)
-        raw = _pg_raw(pg_url)
-        assert raw.count(b"***redacted***") > raw.count(b"\n***redacted***")  # the files were read too
-        assert CARD.encode() not in raw, f"{path}: the card number is in the PostgreSQL tables"
+        rows, files = _pg_raw(pg_url)
+        assert b"***redacted***" in rows and b"***redacted***" in files  # the control: both were read
+        assert CARD.encode() not in rows, f"{path}: the card number is in the PostgreSQL tables"
+        assert CARD.encode() not in files, f"{path}: the card number is in the PostgreSQL relation files"
         assert verify_run(store.get_run(run_id), store.events(run_id)) == []
     finally:
         store.close()
