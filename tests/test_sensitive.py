@@ -467,3 +467,42 @@ def test_a_lost_key_file_is_named_and_never_silently_replaced(tmp_path, no_env_k
         open_store(f"sqlite:///{db}").get_run(paused.run_id)
     assert "restore" in info.value.hint
     assert not Path(f"{db}.key").exists()
+
+
+@pytest.mark.parametrize("hang", ["after:second", "before:second"])
+def test_a_sealed_run_killed_inside_a_side_effect_resumes_once_and_leaves_no_plaintext(tmp_path, hang, no_env_key):
+    import signal
+    import sqlite3
+    import subprocess
+    import textwrap
+    import time
+
+    import test_crash
+    from helpers import FLOWCTL_EXE, write_project
+
+    files = dict(test_crash.FILES)
+    files["contracts/charge.v1.0.0.yaml"] = textwrap.dedent(files["contracts/charge.v1.0.0.yaml"]).strip() + "\nsensitive: [card]\n"
+    for leg in ("first", "second"):
+        files[f"states/{leg}.yaml"] = files[f"states/{leg}.yaml"].replace("{leg:", "{card: input.card, leg:")
+    root = write_project(tmp_path / "proj", files)
+    env = test_crash._env(tmp_path, hang)
+    db = tmp_path / "flowctl.db"
+    url = f"sqlite:///{db}"
+    proc = subprocess.Popen([FLOWCTL_EXE, "run", "pay", "--db", url, "-q", "--input", json.dumps({"card": CARD})],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "hung").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the tool never reached the crash point"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert CARD.encode() not in _sqlite_bytes(db)  # killed mid-step: the inflight call is sealed too
+    (run,) = json.loads(test_crash._flowctl(["runs", "--db", url, "--format", "json"], root, env).stdout)
+    resumed = test_crash._flowctl(["resume", run["id"], "--db", url], root, env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    bank = sqlite3.connect(tmp_path / "bank.db")
+    applied = [k for (k,) in bank.execute("SELECT key FROM applications ORDER BY rowid")]
+    assert applied == [f"charge-{run['id']}-first", f"charge-{run['id']}-second"]  # each exactly once
+    assert test_crash._flowctl(["audit", "verify", run["id"], "--db", url], root, env).returncode == 0
+    assert CARD.encode() not in _sqlite_bytes(db)
