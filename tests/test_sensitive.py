@@ -506,3 +506,24 @@ def test_a_sealed_run_killed_inside_a_side_effect_resumes_once_and_leaves_no_pla
     assert applied == [f"charge-{run['id']}-first", f"charge-{run['id']}-second"]  # each exactly once
     assert test_crash._flowctl(["audit", "verify", run["id"], "--db", url], root, env).returncode == 0
     assert CARD.encode() not in _sqlite_bytes(db)
+
+
+def test_redaction_by_value_covers_numbers_escaped_forms_and_keys_and_short_values_only_whole():
+    from flowctl.sensitive import Secrets
+
+    s = Secrets(["pin", "card.number", "token"])
+    s.learn({"pin": "42", "card": {"number": 4111111111111111}, "token": 'to"k\\en'})
+    got = s.scrub({
+        "a": "pin 42 is short",                     # under 4 characters: only a whole value is redacted
+        "b": "42",
+        "c": 4111111111111111, "d": "4111111111111111", "e": "no. 4111111111111111 ok",
+        "f": 'say "to\\"k\\\\en"',                  # the JSON-escaped form, as in a raw output text
+        "g": {"4111111111111111": True},            # a key
+        "h": {"number": "x"}, "card": {"number": "y"},  # a dotted path matches from the top only
+        "i": [True, False, None, 1],
+    })
+    assert got == {"a": "pin 42 is short", "b": REDACTED, "c": REDACTED, "d": REDACTED, "e": f"no. {REDACTED} ok",
+                   "f": f'say "{REDACTED}"', "g": {REDACTED: True}, "h": {"number": "x"},
+                   "card": {"number": REDACTED}, "i": [True, False, None, 1]}
+    same = {"x": ["nothing", {"here": 1}]}
+    assert s.scrub(same) is same  # nothing to redact: nothing copied

@@ -30,6 +30,7 @@ shorter than :data:`MIN_INSIDE` characters are redacted only where they are a wh
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from .audit import REDACTED
@@ -42,7 +43,12 @@ ENGINE_KEYS = frozenset({"to", "line", "tool", "flow", "flow_version", "digest",
 
 
 def _scalar(v) -> bool:
-    return (isinstance(v, str) and v != "") or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    """A value redaction by value can know: text, or a finite number (not a boolean)."""
+    if isinstance(v, str):
+        return v != ""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
 
 
 class Secrets:
@@ -85,7 +91,7 @@ class Secrets:
         self.changed = True
         if isinstance(v, str):
             self._exact.add(v)
-            if v.isdigit() and len(v) <= 40:
+            if v.isascii() and v.isdigit() and len(v) <= 40:
                 self._numbers.add(int(v))
             forms = (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1], repr(v)[1:-1])
         else:
