@@ -33,10 +33,12 @@ import json
 import math
 import re
 
-from .audit import REDACTED
+from .audit import REDACTED, encode_data
+from .keyring import Sealed
 
 #: Values at least this long are also redacted inside longer text; shorter ones only when whole.
 MIN_INSIDE = 4
+_CLEAN_KEPT = 4096
 #: Event fields written by the engine from the definition (never run data): left as they are.
 ENGINE_KEYS = frozenset({"to", "line", "tool", "flow", "flow_version", "digest", "git_commit", "type", "step",
                          "visit", "purpose", "layer", "handler", "owner", "previous_owner", "policy", "rule"})
@@ -68,6 +70,9 @@ class Secrets:
         self._numbers: set = set()   # whole numbers to redact
         self._needles: set = set()   # substrings to redact inside longer text
         self._pattern = None
+        self._shortest = 1 << 30     # length of the shortest substring to look for
+        self._clean: set = set()     # texts known to hold no value (bounded; emptied when one is added)
+        self._digests: dict = {}
         self.changed = False         # values or fields added since the cursor last kept them
         self.add_fields(fields)
         for v in values:
@@ -102,7 +107,9 @@ class Secrets:
         for form in forms:
             if len(form) >= MIN_INSIDE:
                 self._needles.add(form)
+                self._shortest = min(self._shortest, len(form))
         self._pattern = None
+        self._clean.clear()
 
     def learn(self, value, path=()) -> None:
         """Know every value found under a sensitive name in ``value`` (any depth)."""
@@ -148,9 +155,14 @@ class Secrets:
         """``s`` with every known value replaced (the same object when none is in it)."""
         if s in self._exact:
             return REDACTED
+        if len(s) < self._shortest or s in self._clean:  # engine texts recur every step: looked at once
+            return s
         pattern = self._compiled()
-        if pattern is not None and pattern.search(s):
+        if pattern.search(s):
             return pattern.sub(REDACTED, s)
+        if len(self._clean) >= _CLEAN_KEPT:
+            self._clean.clear()
+        self._clean.add(s)
         return s
 
     def scrub(self, value, path=()):
@@ -159,13 +171,20 @@ class Secrets:
             return self.text(value) if self._exact else value
         if isinstance(value, dict):
             out = None
+            numbers, dotted = self._numbers, self.dotted
             for k, item in value.items():
-                p = path + (k,)
-                if k in self.plain or (self.dotted and p in self.dotted):
+                p = path + (k,) if dotted else path
+                if k in self.plain or (dotted and p in dotted):
                     new, key = REDACTED, k
                 else:
-                    new = self.scrub(item, p)
-                    key = self.text(k) if isinstance(k, str) and self._exact else k
+                    kind = item.__class__
+                    if kind is bool or item is None:  # leaves inline: no call per number or flag
+                        new = item
+                    elif kind is int or kind is float:
+                        new = REDACTED if item in numbers else item
+                    else:
+                        new = self.scrub(item, p)
+                    key = self.text(k) if k.__class__ is str and self._exact else k
                 if out is None and (new is not item or key is not k):
                     out = {}
                     for k2, v2 in value.items():  # the keys before this one, as they were
@@ -210,11 +229,18 @@ class Secrets:
 
     def digest(self, key: str) -> str:
         """How an idempotency key is stored: keyed by the store's key when there is one."""
-        if self.keyring is not None:
-            return self.keyring.digest(key)
-        import hashlib
+        found = self._digests.get(key)
+        if found is None:
+            if self.keyring is not None:
+                found = self.keyring.digest(key)
+            else:
+                import hashlib
 
-        return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+                found = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+            if len(self._digests) >= 64:  # a step's key is digested for its events and its step rows
+                self._digests.clear()
+            self._digests[key] = found
+        return found
 
     def step(self, row: dict) -> dict:
         """A steps-table row as stored."""
@@ -249,9 +275,6 @@ def for_run(runner, inherited=None):
 def _seal(s: Secrets, run_id: str, column: str, value):
     if s.keyring is None or value is None:
         return value
-    from .audit import encode_data
-    from .keyring import Sealed
-
     sealed = Sealed(s.keyring.seal(encode_data(value), f"{run_id}/{column}"))
     sealed.plain = value
     return sealed
