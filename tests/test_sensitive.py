@@ -527,3 +527,24 @@ def test_redaction_by_value_covers_numbers_escaped_forms_and_keys_and_short_valu
                    "card": {"number": REDACTED}, "i": [True, False, None, 1]}
     same = {"x": ["nothing", {"here": 1}]}
     assert s.scrub(same) is same  # nothing to redact: nothing copied
+
+
+def test_a_child_that_ends_after_its_parent_ended_is_redacted_at_once(tmp_path, no_env_key):
+    import sqlite3
+
+    db = tmp_path / "flowctl.db"
+    store = open_store(f"sqlite:///{db}")
+    files = dict(FILES, **_flow("asks", "sub_ask", ["{from: sub_ask, to: done}"]),
+                 **{"states/sub_ask.yaml": "id: sub_ask\ntype: subflow\nflow: show\n"
+                                           "input: {card_number: input.card_number, note: input.note}\n"})
+    h = Harness(build(tmp_path, files, TOOLS), store=store)
+    parked = h.run("asks", dict(INPUT))
+    (child,) = store.list_runs(parent_id=parked.run_id, limit=0)
+    assert child["status"] == "paused"
+    with sqlite3.connect(db) as conn:  # the parent ended meanwhile (as a worker's parent may, children left running)
+        conn.execute("UPDATE flowctl_runs SET status = 'failed' WHERE id = ?", (parked.run_id,))
+    token = h.engine.reissue_token(child["id"])
+    h.engine.resume(child["id"], token=token, decision="approve")
+    assert store.get_run(child["id"])["status"] == "succeeded"
+    assert not _raw_run(db, child["id"])["cursor"].startswith("fcenc1:")
+    assert CARD.encode() not in _sqlite_bytes(db)

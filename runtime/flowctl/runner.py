@@ -8,6 +8,7 @@ next commit. The cursor (JSON, stored on the run row) is::
      residue: [{state, tool, error}],                                    # compensations that failed
      inflight: {step, attempt, state, tool, input, idempotency_key} | None,
      pending: {kind: retry|wait|review, ...} | None,
+     secrets: {fields, values},     # a sensitive run only (flowctl.sensitive): the row is sealed then
      after_compensation: {goto|fail|fallback|...} | None,
      state_info: {id, entered_at, attempt}, done}
 

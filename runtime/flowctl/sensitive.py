@@ -303,7 +303,7 @@ def protect(runner, run: dict, steps: list, status) -> tuple:
     out = dict(run)
     if out.get("error") is not None:
         out["error"] = s.scrub(out["error"])
-    if status in FINAL and not runner.row.get("parent_id"):  # the run ended: no plaintext is needed any more
+    if status in FINAL and not _parent_live(runner):  # the run ended: no plaintext is needed any more
         out["cursor"] = s.scrub({k: v for k, v in runner.cursor.items() if k != "secrets"})
         out["input"] = s.scrub(runner.row.get("input"))
         out["params"] = s.scrub(runner.row.get("params"))
@@ -314,6 +314,20 @@ def protect(runner, run: dict, steps: list, status) -> tuple:
     if "output" in out:  # a child run: its parent reads the output, then drops it (drop_children)
         out["output"] = _seal(s, runner.id, "output", out["output"])
     return out, steps
+
+
+def _parent_live(runner) -> bool:
+    """A child run whose parent has not ended: the parent still reads its output and saga."""
+    from .errors import FlowctlError
+    from .store import FINAL
+
+    parent_id = runner.row.get("parent_id")
+    if not parent_id:
+        return False
+    try:
+        return runner.store.get_run(parent_id, exact=True)["status"] not in FINAL
+    except FlowctlError:
+        return False  # no parent to keep anything for
 
 
 def drop_children(runner) -> None:
