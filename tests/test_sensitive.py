@@ -548,3 +548,28 @@ def test_a_child_that_ends_after_its_parent_ended_is_redacted_at_once(tmp_path, 
     assert store.get_run(child["id"])["status"] == "succeeded"
     assert not _raw_run(db, child["id"])["cursor"].startswith("fcenc1:")
     assert CARD.encode() not in _sqlite_bytes(db)
+
+
+def test_key_rotation_on_postgresql(tmp_path, pg_url, monkeypatch):  # noqa: F811
+    from flowctl.keyring import new_key
+
+    new = new_key()
+    old = os.environ["FLOWCTL_SECRET_KEY"]
+    store = open_store(pg_url)
+    try:
+        paused = Harness(build(tmp_path, FILES, TOOLS), store=store).run("show", dict(INPUT))
+    finally:
+        store.close()
+    monkeypatch.setenv("FLOWCTL_SECRET_KEY", f"{new},{old}")
+    store = open_store(pg_url)
+    try:
+        assert store.rekey() == {"resealed": 3, "current": 0}
+        assert store.rekey() == {"resealed": 0, "current": 3}
+    finally:
+        store.close()
+    monkeypatch.setenv("FLOWCTL_SECRET_KEY", new)
+    store = open_store(pg_url)
+    try:
+        assert store.get_run(paused.run_id)["input"] == INPUT
+    finally:
+        store.close()
