@@ -144,7 +144,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False):
     timeout = _timeout(runner, state, contract)
     deadline = runner.clock.time() + timeout
     call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
-    shown_input = redact(tool_input, contract.sensitive)
+    # a run with secrets redacts every record it stores by name and value (flowctl.sensitive)
+    shown_input = tool_input if runner.secrets is not None else redact(tool_input, contract.sensitive)
     given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
     runner.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
@@ -194,11 +195,12 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
             c["inflight"] = None
             raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
                                     "(see the verify_failed event); it was compensated")
-    shown = redact(output, contract.sensitive)
+    shown = output if runner.secrets is not None else redact(output, contract.sensitive)
     if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
         c["inflight"] = None
         runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
-                                          redact(tool_input, contract.sensitive), shown, None, runner.clock.time()))
+                                          tool_input if runner.secrets is not None else redact(tool_input, contract.sensitive),
+                                          shown, None, runner.clock.time()))
         if contract.compensate and contract.compensate != "none":
             c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref, "input": tool_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
