@@ -31,12 +31,18 @@ def server_reason():
     return None
 
 
+#: The key every flowctl process of a PostgreSQL test shares (``FLOWCTL_SECRET_KEY`` is required
+#: there for flows with sensitive fields); a test about its absence unsets it.
+TEST_SECRET_KEY = "dGVzdC1rZXktb2YtdGhlLWZsb3djdGwtdGVzdC1zdWk="
+
+
 @pytest.fixture
-def pg_url():
-    """URL of a fresh, empty database; dropped after the test."""
+def pg_url(monkeypatch):
+    """URL of a fresh, empty database; dropped after the test. ``FLOWCTL_SECRET_KEY`` is set."""
     reason = server_reason()
     if reason:
         pytest.skip(reason)
+    monkeypatch.setenv("FLOWCTL_SECRET_KEY", TEST_SECRET_KEY)
     name = f"flowctl_t_{uuid.uuid4().hex[:10]}"
     with _admin() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

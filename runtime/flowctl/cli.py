@@ -283,6 +283,25 @@ def audit_verify(run_id, root, db):
     _call("audit", run_id=run_id, root=root, db=db)
 
 
+@main.group()
+def secrets():
+    """Keys sealing the live runs of flows with sensitive fields (FLOWCTL_SECRET_KEY)."""
+
+
+@secrets.command(name="keygen")
+def secrets_keygen():
+    """Print a new key for FLOWCTL_SECRET_KEY: 32 random bytes, urlsafe base64."""
+    _call("secrets", action="keygen", root=None, db=None)
+
+
+@secrets.command(name="rotate")
+@_root_db
+def secrets_rotate(root, db):
+    """Re-seal every sealed run field under the first key of FLOWCTL_SECRET_KEY (the others must
+    still open them). Afterwards the old keys can be removed from the variable."""
+    _call("secrets", action="rotate", root=root, db=db)
+
+
 # ------------------------------------------------------------------------------------ review
 @main.command()
 @click.argument("flow")

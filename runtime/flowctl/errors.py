@@ -8,6 +8,7 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
     ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
     ├── StoreError        STORE       the run store cannot be opened or used (CLI exit 2)
     │   ├── RunNotFound   RUN_NOT_FOUND   no run with that id or prefix (CLI exit 2)
+    │   ├── SecretKeyError SECRET_KEY     no usable key to encrypt or open a run's secrets (CLI exit 2)
     │   └── RunConflict   RUN_CONFLICT    another process advanced the run; this one stopped (exit 1)
     └── StepError         STEP_ERROR  raised while a run executes; handlers match these by name
         ├── ToolError             TOOL_ERROR           raised by tool code; ``error_type`` names it
@@ -59,6 +60,13 @@ class StoreError(FlowctlError):
 
 class RunNotFound(StoreError):
     code = "RUN_NOT_FOUND"
+
+
+class SecretKeyError(StoreError):
+    """No usable key for a run's encrypted fields: ``FLOWCTL_SECRET_KEY`` unset for PostgreSQL,
+    malformed, holding no key that opens a stored value, or a key file others can read."""
+
+    code = "SECRET_KEY"
 
 
 class RunConflict(StoreError):

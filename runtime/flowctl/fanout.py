@@ -173,9 +173,16 @@ def _drive(runner, state, fan) -> None:
 def _record(runner, state, fan, ch, result) -> None:
     """A child ended: keep its outcome (and completed side effects) in the plan; say so in the log."""
     ch["status"], ch["output"], ch["error"] = result.status, result.output, result.error
+    row = None
     if result.status in ("succeeded", "cancelled"):
         row = runner.engine.store.get_run(ch["run_id"])
         ch["saga"] = list((row.get("cursor") or {}).get("saga") or [])
+    if runner.secrets is not None:  # what the child knew to be secret, the parent now redacts too
+        try:
+            row = row or runner.engine.store.get_run(ch["run_id"], exact=True)
+        except FlowctlError:
+            row = {}  # never created (its input was refused)
+        runner.secrets.absorb((row.get("cursor") or {}).get("secrets"))
     runner.emit("child_finished", state.id, None, run_id=ch["run_id"], index=ch["index"], flow=ch["flow"],
                 status=result.status, error=result.error)
 
@@ -209,7 +216,8 @@ def _drive_queued(runner, state, fan) -> None:
         try:  # queued already if this parent died between queueing it and its next checkpoint
             engine.store.get_run(ch["run_id"], exact=True)
         except FlowctlError:
-            parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"]}
+            parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"],
+                      "secrets": runner.secrets and runner.secrets.kept()}
             try:
                 enqueue_child(engine, project, project.flows[ch["flow"]], ch["input"], ch["run_id"], parent,
                               queue=runner.row.get("queue"), priority=runner.row.get("priority"))
@@ -241,7 +249,8 @@ def _run_child(engine, runner, state, fan, ch, stop):
     try:
         if row is None:
             flow = project.flows[ch["flow"]]
-            parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"]}
+            parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"],
+                      "secrets": runner.secrets and runner.secrets.kept()}
             return runner_mod.start(engine, project, flow, ch["input"], {}, ch["run_id"], parent=parent, stop=stop)
         if row["status"] in FINAL:
             return runner_mod.result_from_row(row)

@@ -8,6 +8,7 @@ next commit. The cursor (JSON, stored on the run row) is::
      residue: [{state, tool, error}],                                    # compensations that failed
      inflight: {step, attempt, state, tool, input, idempotency_key} | None,
      pending: {kind: retry|wait|review, ...} | None,
+     secrets: {fields, values},     # a sensitive run only (flowctl.sensitive): the row is sealed then
      after_compensation: {goto|fail|fallback|...} | None,
      state_info: {id, entered_at, attempt}, done}
 
@@ -21,8 +22,8 @@ import hmac
 import os
 import secrets
 
-from . import saga, task
-from .audit import canonical, encode_data, redact, seal
+from . import saga, sensitive, task
+from .audit import canonical, encode_data, seal
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
@@ -92,14 +93,14 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
            "status": "running", "input": run_input, "params": merged, "output": None, "error": None,
            "cursor": cursor, "created_at": now, "updated_at": now, "available_at": None, "owner": engine.owner,
            "last_seq": 0, "last_hash": "", "steps": 0}
-    runner = Runner(engine, project, flow, row, stop=stop)
+    runner = Runner(engine, project, flow, row, stop=stop, inherited=(parent or {}).get("secrets"))
     runner.emit("run_started", flow=flow.id, flow_version=flow.version, digest=digest, input=run_input,
                 params=merged, git_commit=_git_commit(project.root), owner=engine.owner,
                 parent=cursor["parent"] and dict(cursor["parent"], run_id=row["parent_id"]))
     first = runner.take_events()
     row["last_seq"] = first[-1]["seq"]
     row["last_hash"] = "" if runner.lazy else seal(first, "")
-    engine.store.create_run(row, first)
+    engine.store.create_run(row if runner.secrets is None else sensitive.new_row(runner, row), first)
     runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
     return runner.drive()
 
@@ -302,22 +303,10 @@ def _live_owner(owner, me):
     return owner
 
 
-_PAYLOAD_KEYS = frozenset({"input", "output", "raw", "show", "params", "data", "pending", "error"})
-
-
 def _sensitive_fields(project, flow) -> frozenset:
-    """Every field name marked ``sensitive`` by a contract this flow uses: redacted in all of the
-    run's audit events (run input, review summaries, context, tool input and output)."""
-    key = ("sensitive", flow.id)  # cached on the project itself: an id() key could be reused
-    found = project._resolved.get(key)
-    if found is None:
-        from .engine import flow_files
-
-        files = flow_files(project, flow)
-        found = frozenset(f for versions_ in project.contracts.values() for c in versions_
-                          if c.file in files for f in c.sensitive)
-        project._resolved[key] = found
-    return found
+    """Every field name marked ``sensitive`` by a contract this flow or a flow it starts uses:
+    redacted in all of the run's stored data (:mod:`flowctl.sensitive`)."""
+    return sensitive.flow_fields(project, flow)
 
 
 def _git_commit(root):
@@ -361,7 +350,7 @@ def _moves(project, flow, state_id) -> tuple:
 
 
 class Runner:
-    def __init__(self, engine, project, flow, row, stop=None):
+    def __init__(self, engine, project, flow, row, stop=None, inherited=None):
         self.engine = engine
         self.store = engine.store
         self.clock = engine.clock
@@ -381,6 +370,8 @@ class Runner:
         self.lazy = getattr(engine.store, "seals_on_read", False)
         self.gate = Gate(project, engine.store, engine.clock)
         self.sensitive = _sensitive_fields(project, flow)
+        #: names and values redacted from what is stored, the row sealed while live (None: no secrets)
+        self.secrets = sensitive.for_run(self, inherited)
         self.tools_folder = str(project.orchestration / "tools")
         self.run_info = {"id": self.id, "flow": flow.id, "flow_version": flow.version,
                          "started_at": iso(row["created_at"]), "parent": row.get("parent_id"),
@@ -398,9 +389,8 @@ class Runner:
         when every value is small by construction, else a tuple of the values that are not (tool
         input, output ...), which must pass :func:`flowctl.payload.fits` to skip encoding."""
         seq = self.last_seq + len(self.events) + 1
-        if self.sensitive:  # payloads only: engine fields such as "to" (the next state) stay readable
-            for key in _PAYLOAD_KEYS.intersection(data):
-                data[key] = None if key == "raw" else redact(data[key], self.sensitive)
+        if self.secrets is not None:  # run data only: engine fields such as "to" (the next state) stay readable
+            self.secrets.event(data)
         ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
         if not (owned is not False and self.lazy and (owned is True or fits(owned))):
             data_json = encode_data(data)
@@ -431,15 +421,20 @@ class Runner:
             if not self.lazy:
                 run["last_hash"] = seal(events, self.last_hash)
         steps, self.step_rows = self.step_rows, []
+        stored = run
+        if self.secrets is not None:
+            stored, steps = sensitive.protect(self, run, steps, status)
         if self.unleased:
-            self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)
+            self.store.commit(self.id, self.last_seq, stored, events, steps, unleased=True)
         else:  # the first commit of this writer clears a lease that expired (the run is taken over)
-            self.store.commit(self.id, self.last_seq, run, events, steps)
+            self.store.commit(self.id, self.last_seq, stored, events, steps)
             self.unleased = True
         if events:
             self.last_seq = run["last_seq"]
             self.last_hash = run.get("last_hash", self.last_hash)
         self.row.update(run)
+        if self.secrets is not None and status in FINAL:
+            sensitive.drop_children(self)
 
     def check_size(self, value, what: str) -> None:
         if fits(value):
@@ -825,6 +820,8 @@ class Runner:
         if decision not in pending["decisions"]:
             raise UsageError(f"decision '{decision}' is not one of {', '.join(pending['decisions'])}")
         at = iso(self.clock.time())
+        if self.secrets is not None:
+            self.secrets.learn(data)
         self.cursor["review"] = {"decision": decision, "data": data, "by": by, "at": at, "state": pending["state"],
                                  "step": pending.get("step", self.cursor["step"]), "policy": bool(pending.get("policy"))}
         self.cursor["pending"] = dict(pending, decided=True, token_hash="used")

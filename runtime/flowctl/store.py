@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from .errors import RunConflict, RunNotFound, StoreError
+from .keyring import PREFIX as _SEALED, Sealed
 
 
 class LeaseLost(RunConflict):
@@ -60,6 +61,8 @@ _JSON_STEP = ("input", "output")
 
 
 def _dumps(v):
+    if v.__class__ is Sealed:  # encrypted already (flowctl.keyring): stored as it is
+        return str(v)
     return None if v is None else json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
@@ -69,6 +72,8 @@ _CURSOR = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=st
 def _dump_run_field(key, value):
     if value is None:
         return None
+    if value.__class__ is Sealed:
+        return str(value)
     return _CURSOR.encode(value) if key == "cursor" else _dumps(value)
 
 
@@ -233,6 +238,54 @@ class SqlStore:
             self.hot.close()
         self.engine.dispose()
 
+    # --------------------------------------------------------------------- secrets (flowctl.sensitive)
+    def keyring(self, *, create: bool = True):
+        """The :class:`~flowctl.keyring.Keyring` sealing this store's sensitive runs (resolved once).
+        ``create=False`` (opening what is stored): never generate a SQLite key file. Raises
+        :class:`~flowctl.errors.SecretKeyError`."""
+        found = getattr(self, "_keyring", None)
+        if found is None:
+            from .keyring import keyring_for
+
+            found = self._keyring = keyring_for(self.url, create=create)
+        return found
+
+    def drop_secrets(self, run_id: str, expect_seq: int, fields: dict) -> bool:
+        """Overwrite a finished run's ``fields`` (input, params, cursor, output) with their redacted
+        form, if it is still at ``expect_seq``. True if written."""
+        r = self.t.runs
+        values = {k: (_dump_run_field(k, v) if k in _JSON_RUN else v) for k, v in fields.items()}
+        with self._begin() as conn:
+            res = conn.execute(r.update().where(r.c.id == run_id, r.c.last_seq == expect_seq,
+                                                r.c.status.in_(tuple(FINAL))).values(**values))
+            return res.rowcount == 1
+
+    def rekey(self) -> dict:
+        """Re-seal every sealed run field under the first key (key rotation); each row is updated
+        only if unchanged since read, so a live run's own commits win. Returns ``{"resealed": n,
+        "current": m}`` (``current``: already under the first key)."""
+        sa, r = self.sa, self.t.runs
+        ring = self.keyring()
+        cols = ("input", "params", "cursor", "output")
+        done = current = 0
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(r.c.id, *[r.c[c] for c in cols]).where(
+                sa.or_(*[r.c[c].startswith(_SEALED) for c in cols]))).all()
+        for row in rows:
+            run_id = row[0]
+            for col, text in zip(cols, row[1:]):
+                if not text or not text.startswith(_SEALED):
+                    continue
+                if not ring.needs_rotation(text):
+                    current += 1
+                    continue
+                aad = f"{run_id}/{col}"
+                fresh = ring.seal(ring.open(text, aad), aad)
+                with self._begin() as conn:
+                    done += conn.execute(r.update().where(r.c.id == run_id, r.c[col] == text)
+                                         .values(**{col: fresh})).rowcount
+        return {"resealed": done, "current": current}
+
     # --------------------------------------------------------------------- definitions
     def save_definition(self, digest: str, files: dict) -> None:
         """Keep the definition snapshot ``digest`` (content-addressed: written once, never changed)."""
@@ -364,7 +417,7 @@ class SqlStore:
                                       hint="give more characters: " + ", ".join(r["id"] for r in rows))
         if row is None:
             raise RunNotFound(f"no run '{run_id}' in {_safe(self.url)}", hint="list runs with: flowctl runs")
-        return _run_dict(row)
+        return _run_dict(row, self)
 
     def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
                   parent_id: str | None = None) -> list:
@@ -379,7 +432,7 @@ class SqlStore:
         if limit:
             q = q.limit(limit)
         with self.engine.connect() as conn:
-            return [_run_dict(r) for r in conn.execute(q).mappings()]
+            return [_run_dict(r, self) for r in conn.execute(q).mappings()]
 
     def events(self, run_id: str) -> list:
         sa, t = self.sa, self.t
@@ -761,7 +814,8 @@ def _review_due(run: dict):
     finds a wait that is due."""
     if run.get("status") != "paused" or run.get("available_at") is not None:
         return None
-    return review_due_at((run.get("cursor") or {}).get("pending") or {})
+    cursor = run.get("cursor")
+    return review_due_at((getattr(cursor, "plain", cursor) or {}).get("pending") or {})
 
 
 def review_due_at(pending: dict):
@@ -775,9 +829,15 @@ def review_due_at(pending: dict):
     return min(times) if times else None
 
 
-def _run_dict(row) -> dict:
+def _run_dict(row, store=None) -> dict:
+    row = dict(row)
+    if store is not None:
+        for k in ("input", "params", "cursor", "output"):  # sealed while the run needs them (flowctl.sensitive)
+            v = row.get(k)
+            if v is not None and v.startswith(_SEALED):
+                row[k] = store.keyring(create=False).open(v, f"{row.get('id')}/{k}")
     try:
-        out = {k: (_loads(v) if k in _JSON_RUN else v) for k, v in dict(row).items()}
+        out = {k: (_loads(v) if k in _JSON_RUN else v) for k, v in row.items()}
     except (ValueError, TypeError) as exc:
         raise StoreError(f"run {row.get('id')} has a corrupt record in the store ({exc})",
                          hint="restore the store from a backup; flowctl audit verify RUN checks its events") from None
@@ -869,6 +929,17 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+    def keyring(self):
+        return None  # nothing leaves the process: nothing to seal
+
+    def drop_secrets(self, run_id, expect_seq, fields):
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None or row["last_seq"] != expect_seq or row["status"] not in FINAL:
+                return False
+            row.update(fields)
+            return True
 
     def save_definition(self, digest, files):
         self._defs.setdefault(digest, dict(files))

@@ -184,12 +184,15 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
     state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
     without its token); ``purpose`` is recorded on the tool_invoked event (``notify``)."""
     c = runner.cursor
-    if tool_input is None:
+    built = tool_input is None  # a notify payload is given, not built from the state's input mapping
+    if built:
         tool_input = _input_builder(runner.project, state)(runner.scope())
-        if not fallback and state.input_schema:
-            problem = check_instance(state.input_schema, tool_input)
-            if problem:
-                raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
+    if runner.secrets is not None:  # before anything records it (schema and policy messages quote it)
+        runner.secrets.learn(tool_input)
+    if built and not fallback and state.input_schema:
+        problem = check_instance(state.input_schema, tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
     if contract.input_schema:
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
@@ -203,7 +206,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
     timeout = timeout or _timeout(runner, state, contract)
     deadline = runner.clock.time() + timeout
     call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
-    shown_input = redact(tool_input, contract.sensitive)
+    # a run with secrets redacts every record it stores by name and value (flowctl.sensitive)
+    shown_input = tool_input if runner.secrets is not None else redact(tool_input, contract.sensitive)
     given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
     extra = {"purpose": purpose} if purpose else {}
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
@@ -241,6 +245,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
 def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
               owned=False, stored_input=None):
     c = runner.cursor
+    if runner.secrets is not None:
+        runner.secrets.learn(output)
     problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
         ok = _verify(runner, contract, tool_input, output, call)
@@ -250,11 +256,12 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
             c["inflight"] = None
             raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
                                     "(see the verify_failed event); it was compensated")
-    shown = redact(output, contract.sensitive)
+    shown = output if runner.secrets is not None else redact(output, contract.sensitive)
     if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
         c["inflight"] = None
         runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
-                                          redact(tool_input, contract.sensitive), shown, None, runner.clock.time()))
+                                          tool_input if runner.secrets is not None else redact(tool_input, contract.sensitive),
+                                          shown, None, runner.clock.time()))
         if contract.compensate and contract.compensate != "none":
             c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref,
                               "input": tool_input if stored_input is None else stored_input,

@@ -186,7 +186,8 @@ class LeasedStore:
         w.touched(run_id)
         if run.get("status") not in (None, "running"):
             w.drop(run_id)  # parked or ended: the store released the lease with this commit
-        if not (run.get("cursor") or {}).get("inflight"):  # never inside a side effect
+        cursor = run.get("cursor")
+        if not (getattr(cursor, "plain", cursor) or {}).get("inflight"):  # never inside a side effect (cursor maybe sealed)
             if run_id in w.cancel_wanted and run.get("status") in (None, "running"):
                 raise _CancelRequested(run_id)
             if w.stopping.is_set():

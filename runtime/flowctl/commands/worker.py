@@ -55,6 +55,12 @@ def run(root, db, concurrency, queues, lease, poll, max_inline_wait, limits, max
                        pool_size=concurrency * 2 + 4)  # a connection per run, the heartbeat, the claims
     if not hasattr(store, "claim"):
         raise UsageError("flowctl worker needs a shared store: --db postgresql://… or sqlite:///path.db, not memory")
+    if any(c.sensitive for versions_ in project.contracts.values() for c in versions_):
+        try:  # runs with sensitive fields are sealed: a worker without the shared key could run none of them
+            store.keyring()
+        except Exception:
+            store.close()
+            raise
     try:
         for scope, name, value in parsed:
             store.set_limit(scope, name, value)

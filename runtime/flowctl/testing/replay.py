@@ -13,9 +13,10 @@ The run starts on a fake clock at the recorded start time with the recorded inpu
 an in-memory store; the real policy gate decides. :func:`replay` compares the states entered with
 the recorded ones and reports the first step that differs, with why each side went where it did.
 
-Fields a contract marks ``sensitive`` are redacted in the audit log, so their recorded values are
-lost: a redacted output field is replayed with the run input's value of the same name when that
-fits the output schema, else with a value the schema accepts, and the result says so.
+Fields a contract marks ``sensitive`` are redacted in the audit log (and, once the run ended, in its
+row: :mod:`flowctl.sensitive`), so their recorded values are lost: a redacted output field is
+replayed with the run input's value of the same name when that fits the output schema, else with
+a value the schema accepts, and the result says so.
 """
 from __future__ import annotations
 
@@ -260,11 +261,9 @@ def _err(error) -> str:
 
 
 def _sensitive(project, flow) -> frozenset:
-    from ..engine import flow_files
+    from ..sensitive import flow_fields
 
-    files = flow_files(project, flow)
-    return frozenset(f for versions in project.contracts.values() for c in versions if c.file in files
-                     for f in c.sensitive)
+    return flow_fields(project, flow)
 
 
 def replay(rec: Recording, project, label: str = "the working tree") -> ReplayResult:
