@@ -42,6 +42,9 @@ def charge(input, call):
     LEDGER.append(("charge", call.idempotency_key))
     return {"charged": input["amount"], "last4": input["card_number"][-4:]}
 
+def charge_other(input, call):  # another function: the gate follows the function, not the contract id
+    return charge(input, call)
+
 def verify_charge(input, output, call):
     return True
 
@@ -79,7 +82,7 @@ FILES = {
     **_contract("strict", "strict", CARD_CONTRACT + "input_schema:\n  type: object\n  properties:\n"
                                                     "    card_number: {type: string, maxLength: 4}\n"),
     **_contract("charge", "charge", CARD_CONTRACT + "idempotency_key: input.card_number\n", effect=True),
-    **_contract("charge_denied", "charge", CARD_CONTRACT, effect=True),
+    **_contract("charge_denied", "charge_other", CARD_CONTRACT, effect=True),
     "policies/allow_charge.yaml": "policy: allow_charge\napplies_to: [charge]\nallow: []\n",
     "policies/deny_charge.yaml": ("policy: deny_charge\napplies_to: [charge_denied]\nallow:\n"
                                   "  - {field: input.card_number, in: ['0000000000000000']}\n"),

@@ -207,7 +207,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
     deadline = runner.clock.time() + timeout
     call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
     # a run with secrets redacts every record it stores by name and value (flowctl.sensitive)
-    shown_input = tool_input if runner.secrets is not None else redact(tool_input, contract.sensitive)
+    # (a notify payload's token is sensitive by name only, so it is always redacted by name here)
+    shown_input = tool_input if runner.secrets is not None and purpose is None else redact(tool_input, contract.sensitive)
     given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
     extra = {"purpose": purpose} if purpose else {}
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
@@ -256,11 +257,12 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
             c["inflight"] = None
             raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
                                     "(see the verify_failed event); it was compensated")
-    shown = output if runner.secrets is not None else redact(output, contract.sensitive)
+    lean = runner.secrets is not None and stored_input is None  # by name and value when stored; a notify by name here
+    shown = output if lean else redact(output, contract.sensitive)
     if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
         c["inflight"] = None
         runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
-                                          tool_input if runner.secrets is not None else redact(tool_input, contract.sensitive),
+                                          tool_input if lean else redact(tool_input, contract.sensitive),
                                           shown, None, runner.clock.time()))
         if contract.compensate and contract.compensate != "none":
             c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref,
