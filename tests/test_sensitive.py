@@ -51,6 +51,10 @@ def verify_charge(input, output, call):
 def undo_charge(input, output, call):
     LEDGER.append("undo")
 
+def page(input, call):
+    LEDGER.append(("page", input["token"]))
+    return {"sent": True}
+
 def remember(input, call):
     LEDGER.append(("remember", input["note"]))
     return {}
@@ -116,6 +120,29 @@ FILES = {
     **_flow("child_out", "look", ["{from: look, to: done, set: {echo: response.echo}}"]),
     **_flow("parent_out", "sub_out", ["{from: sub_out, to: keep, set: {got: response.echo}}", "{from: keep, to: done}"]),
 }
+FILES.update({
+    **_contract("page", "page"),
+    "states/ask_paged.yaml": ("id: ask_paged\ntype: review\ndecisions: [approve, reject]\n"
+                              "show: {card: input.card_number}\nnotify: page@^1\n"),
+    **_flow("paged", "look", ["{from: look, to: ask_paged}", "{from: ask_paged, to: done}"]),
+})
+
+
+def test_a_review_token_sent_by_notify_in_a_run_with_secrets_is_never_stored(tmp_path, no_env_key):
+    # the notify tool gets the token; every record of its call keeps the token redacted by name
+    db = tmp_path / "flowctl.db"
+    store = open_store(f"sqlite:///{db}")
+    h = Harness(build(tmp_path, FILES, TOOLS), store=store)
+    paused = h.run("paged", dict(INPUT))
+    assert paused.status == "paused"
+    token = paused.review["token"]
+    assert any(entry == ("page", token) for entry in h.ledger())
+    assert token.encode() not in _sqlite_bytes(db)
+    h.engine.resume(paused.run_id, token=token, decision="approve")
+    assert token.encode() not in _sqlite_bytes(db) and CARD.encode() not in _sqlite_bytes(db)
+    store.close()
+
+
 PATHS = ["payload", "tool_error", "schema", "policy", "idempotency", "condition", "show", "parent", "inherit"]
 INPUT = {"card_number": CARD, "note": f"pay with card {CARD} today"}
 
