@@ -149,8 +149,17 @@ class Engine:
         """Stop a run that has not finished; undo its completed side effects unless told not to."""
         from . import runner
 
-        row = self.store.get_run(run_id)
-        return runner.cancel(self, row, compensate=compensate, by=by)
+        from .errors import RunConflict
+        from .store import LeaseLost
+
+        for attempt in range(3):
+            row = self.store.get_run(run_id)
+            try:
+                return runner.cancel(self, row, compensate=compensate, by=by)
+            except RunConflict as exc:  # another command owned the run first (nothing was undone): look again
+                if isinstance(exc, LeaseLost) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     # ----------------------------------------------------------------------------- helpers
     def tool_function(self, contract, kind: str, tools_folder: str):
