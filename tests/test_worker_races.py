@@ -1,0 +1,143 @@
+"""Workers racing: a cancel while a worker compensates, a child that ends while its parent re-checks
+its children and parks, a worker that dies between queueing children and its next checkpoint.
+
+Every interleaving is injected: tools block on gate files the test opens, and a store wrapper
+runs the competing step just before a chosen commit (or stands still there, as a stalled worker
+would). Nothing races a sleep. SQLite and PostgreSQL (the ``db_url`` fixture of test_workers)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pg import pg_url  # noqa: F401 - fixture
+from test_workers import _engine, _ledger, _run_in_thread, _until, _with_workers, _worker, db_url, project  # noqa: F401
+
+
+class _Intercept:
+    """The store as one worker or command sees it: ``before(run_id, run)`` is called before each
+    commit and may run another command first, stand still, or raise (a process dying there)."""
+
+    def __init__(self, store, before):
+        self._store, self.before = store, before
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), **kw):
+        self.before(run_id, run)
+        return self._store.commit(run_id, expect_seq, run, events, steps, **kw)
+
+
+class _DiesAfterEnding(_Intercept):
+    """A process that dies right after a run's final commit (before anything else it would do)."""
+
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), **kw):
+        self._store.commit(run_id, expect_seq, run, events, steps, **kw)
+        if run.get("status") in ("succeeded", "failed", "cancelled"):
+            raise KeyboardInterrupt
+
+
+def _finish_children_and_die(root, db_url, parent_id):
+    """Drive each queued child of ``parent_id`` to its end in a process that dies right after."""
+    engine = _engine(root, db_url)
+    engine.store = _DiesAfterEnding(engine.store, None)
+    for child in engine.store.list_runs(parent_id=parent_id, limit=0):
+        with pytest.raises(KeyboardInterrupt):
+            engine.resume(child["id"])
+
+
+# ------------------------------------------------------------------------------------------ item 2
+def test_a_cancel_never_wedges_a_run_whose_compensation_outlasts_heartbeats(tmp_path, project, db_url, monkeypatch):
+    """The heartbeat sees the (still recorded) cancel request again while the worker compensates:
+    that must not stop the compensation's own commits; the run ends cancelled and is released."""
+    from flowctl.worker import enqueue
+
+    gate, undo_gate = tmp_path / "gate", tmp_path / "undo-gate"
+    monkeypatch.setenv("UNDO_GATE", str(undo_gate))
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
+    logged = []
+    worker = _worker(engine, lease=3.0, heartbeat=0.2, log=lambda event, fields: logged.append(event))
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+        assert engine.cancel(run_id, by="ops").cancel_requested
+        _until(lambda: run_id in worker.cancel_wanted, 60, "the heartbeat to see the request")
+        gate.touch()
+        _until(lambda: f"undo:{run_id}-one" in _ledger(tmp_path, "calls"), 60, "the compensation to start")
+        assert "cancelling" in logged
+        _until(lambda: run_id in worker.cancel_wanted, 60, "the heartbeat to see the request again, mid-compensation")
+        undo_gate.touch()
+        _until(lambda: engine.store.get_run(run_id)["status"] == "cancelled", 30, "the run to end cancelled")
+    finally:
+        gate.touch()
+        undo_gate.touch()
+        worker.stop()
+        thread.join(30)
+    row = engine.store.get_run(run_id)
+    assert row["lease_until"] is None and _ledger(tmp_path) == []  # released; its one effect undone, once
+    assert [e["type"] for e in engine.store.events(run_id)].count("compensation_succeeded") == 1
+    assert not thread.is_alive() and worker.stats["cancelled"] == 1
+
+
+# ------------------------------------------------------------------------------------------ item 3
+def test_a_child_that_ends_while_its_parent_re_checks_and_parks_wakes_it(tmp_path, project, db_url):
+    """The children end between the parent's re-check and its park, in a process that dies right
+    after each child's final commit: the parent must still be due, and a worker finishes it."""
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "fanned", {})
+    done = []
+
+    def before(rid, run):
+        if rid == run_id and run.get("status") == "waiting" and not done:
+            done.append(True)
+            _finish_children_and_die(project, db_url, run_id)
+
+    intercepted = _engine(project, db_url)
+    intercepted.store = _Intercept(intercepted.store, before)  # what the worker commits through
+    worker = _worker(intercepted)
+    _with_workers([worker], lambda: engine.store.get_run(run_id)["status"] == "succeeded", 30,
+                  "the parent to finish without flowctl recover")
+    assert done and {c["status"] for c in engine.store.list_runs(parent_id=run_id, limit=0)} == {"succeeded"}
+    assert sorted(_ledger(tmp_path)) == sorted(f"{c['id']}-{leg}" for c in engine.store.list_runs(parent_id=run_id, limit=0)
+                                               for leg in ("one", "two"))
+
+
+def test_a_takeover_finds_children_that_ended_before_the_dead_workers_checkpoint(tmp_path, project, db_url):
+    """A worker queues the children, then stalls before the checkpoint that records them (and its
+    lease runs out); the children end; the worker that takes the parent over must see they ended."""
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "fanned", {})
+    stalled, go_on = threading.Event(), threading.Event()
+
+    def before(rid, run):
+        if rid == run_id and run.get("status") == "waiting":
+            stalled.set()
+            go_on.wait(120)  # as if frozen (SIGSTOP): its lease expires meanwhile
+
+    intercepted = _engine(project, db_url)
+    intercepted.store = _Intercept(intercepted.store, before)
+    first = _worker(intercepted, lease=1.0, heartbeat=3600, max_runs=1)
+    thread, _ = _run_in_thread(first)
+    try:
+        assert stalled.wait(60)
+        kids = engine.store.list_runs(parent_id=run_id, limit=0)
+        assert len(kids) == 2 and {k["status"] for k in kids} == {"queued"}
+        for kid in kids:  # they end (here, from the CLI) while the parent is held by the stalled worker
+            assert engine.resume(kid["id"]).status == "succeeded"
+        _until(lambda: (engine.store.get_run(run_id)["lease_until"] or 0) < engine.store.now(), 30,
+               "the stalled worker's lease to run out")
+        _with_workers([_worker(_engine(project, db_url))], lambda: engine.store.get_run(run_id)["status"] == "succeeded",
+                      30, "the taken-over parent to finish without flowctl recover")
+    finally:
+        go_on.set()
+        first.stop()
+        thread.join(30)
+    assert first.stats["stale_commits_refused"] == 1  # the stalled worker's late park was refused
+    types = [e["type"] for e in engine.store.events(run_id)]
+    assert types.count("child_finished") == 2 and types[-1] == "run_succeeded"
