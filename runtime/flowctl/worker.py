@@ -28,10 +28,11 @@ by a worker are leased and fenced the same way, so any worker can take them over
 workers ``LISTEN`` and claim at once. Polling (``poll`` seconds, or sooner when the store says a
 run becomes due) is the fallback and the only mechanism on SQLite.
 
-**Stopping.** SIGTERM (or Ctrl-C): no new claims; each running run stops at its next checkpoint
-that is not in the middle of a side effect (the current step finishes); its lease is released so
-another worker continues it at once; the worker exits 0. A second signal exits at once. After
-SIGKILL the leases simply expire.
+**Stopping and cancelling.** SIGTERM (or Ctrl-C): no new claims; each running run stops at its
+next checkpoint between steps (the runner checks :meth:`Worker.halt`, a flag, there: nothing is
+raised out of a store write); its lease is released so another worker continues it at once; the
+worker exits 0. A second signal exits at once. After SIGKILL the leases simply expire. A cancel
+request the heartbeat saw halts the run at the same checkpoint, and the worker cancels it.
 
 **Limits.** ``flowctl_limits`` holds store-wide caps per flow and per queue. A claim on
 PostgreSQL first locks those rows (claimers take turns only when limits exist) and picks a run only
