@@ -357,9 +357,12 @@ class SqlStore:
         return _run_dict(row)
 
     def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
-                  parent_id: str | None = None) -> list:
+                  parent_id: str | None = None, top_level: bool = False) -> list:
+        """Runs, newest first; ``top_level``: only runs that are no other run's child."""
         sa, t = self.sa, self.t
         q = sa.select(t.runs).order_by(t.runs.c.created_at.desc(), t.runs.c.id.desc())
+        if top_level:
+            q = q.where(t.runs.c.parent_id.is_(None))
         if status:
             q = q.where(t.runs.c.status == status)
         if flow:
@@ -933,10 +936,11 @@ class MemoryStore:
             self._seal(found["id"])
             return json.loads(json.dumps(found))
 
-    def list_runs(self, status=None, flow=None, limit=50, parent_id=None):
+    def list_runs(self, status=None, flow=None, limit=50, parent_id=None, top_level=False):
         with self._lock:
             rows = [r for r in self._runs.values() if (not status or r["status"] == status)
-                    and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)]
+                    and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)
+                    and not (top_level and r.get("parent_id"))]
             rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
             for r in rows[:limit or None]:
                 self._seal(r["id"])

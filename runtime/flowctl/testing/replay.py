@@ -563,9 +563,7 @@ def diff_section(project_root, head_project, head_label: str, limit: int, fmt: s
         return [], f"no run store to replay from ({exc.message})"
     try:
         results = []
-        for row in store.list_runs(limit=limit):
-            if row.get("parent_id"):
-                continue
+        for row in store.list_runs(limit=limit, top_level=True):
             events = store.events(row["id"])
             if not events:
                 continue
