@@ -141,3 +141,53 @@ def test_a_takeover_finds_children_that_ended_before_the_dead_workers_checkpoint
     assert first.stats["stale_commits_refused"] == 1  # the stalled worker's late park was refused
     types = [e["type"] for e in engine.store.events(run_id)]
     assert types.count("child_finished") == 2 and types[-1] == "run_succeeded"
+
+
+# ------------------------------------------------------------------------------------------ item 4
+def _stalled_then_taken_over(tmp_path, project, db_url, gate_key, wait_for):
+    """Worker A is inside step one's call (held at a gate) and misses its heartbeats past its lease;
+    worker B takes the run over; ``wait_for(engine, run_id)`` says when to let A's call return."""
+    from flowctl.worker import enqueue
+
+    gate = tmp_path / "gate"
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {gate_key: str(gate)})
+    stalled = _worker(_engine(project, db_url), lease=1.0, heartbeat=3600, max_runs=1)  # as if SIGSTOPped
+    thread, _ = _run_in_thread(stalled)
+    second = _worker(_engine(project, db_url))
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "worker A inside step one's call")
+        other, _ = _run_in_thread(second)
+        _until(lambda: wait_for(engine, run_id), 60, "worker B to take the run over")
+        gate.touch()  # A's late call returns now
+        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the run to finish")
+        thread.join(30)
+    finally:
+        gate.touch()
+        stalled.stop()
+        second.stop()
+        thread.join(30)
+    assert stalled.stats["stale_commits_refused"] == 1  # the late call's commit wrote nothing
+    assert sorted(_ledger(tmp_path)) == [f"{run_id}-one", f"{run_id}-two"]  # each effect applied once
+    recovered = [e for e in engine.store.events(run_id) if e["type"] == "step_recovered"]
+    return engine, run_id, recovered
+
+
+def test_a_stalled_workers_late_effect_is_verified_before_the_new_owner_invokes_again(tmp_path, project, db_url):
+    """A's call applied its effect but had not returned when B took over: B's verify finds it and
+    B does not invoke the tool again."""
+    def verified(engine, run_id):
+        return any(e["type"] == "step_recovered" for e in engine.store.events(run_id))
+
+    engine, run_id, recovered = _stalled_then_taken_over(tmp_path, project, db_url, "gate_after", verified)
+    assert [e["data"]["happened"] for e in recovered] == [True]
+    assert _ledger(tmp_path, "calls").count(f"{run_id}-one") == 1  # not invoked again
+
+
+def test_a_stalled_workers_call_that_had_not_acted_is_invoked_again_with_the_same_key(tmp_path, project, db_url):
+    """A's call had not applied its effect when B verified, so B invokes again with the same
+    idempotency key: the window a tool closes by deduplicating on ``call.idempotency_key``."""
+    engine, run_id, recovered = _stalled_then_taken_over(
+        tmp_path, project, db_url, "gate", lambda engine, rid: _ledger(tmp_path, "calls").count(f"{rid}-one") == 2)
+    assert [e["data"]["happened"] for e in recovered] == [False]
+    assert _ledger(tmp_path, "calls").count(f"{run_id}-one") == 2  # at least once; applied once (deduplicated by key)

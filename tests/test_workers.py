@@ -45,6 +45,7 @@ def apply(input, call):
     with _db() as conn:
         conn.execute("INSERT OR IGNORE INTO effects VALUES (?, ?)", (call.idempotency_key, os.getpid()))
         conn.execute("UPDATE calls SET t1 = ? WHERE key = ? AND t0 = ?", (time.time(), call.idempotency_key, t0))
+    _gate(input.get("gate_after"))  # the effect is applied; the call has not returned
     return {"key": call.idempotency_key}
 
 def verify(input, output, call):
@@ -79,7 +80,7 @@ FILES = {
         timeout: 60s
         """,
     "policies/all.yaml": "policy: all\napplies_to: [apply]\nallow: []\n",
-    "states/one.yaml": "id: one\ntype: task\ntool: apply@^1\ninput: {leg: \"'one'\", sleep: input.sleep, gate: input.gate}\n",
+    "states/one.yaml": "id: one\ntype: task\ntool: apply@^1\ninput: {leg: \"'one'\", sleep: input.sleep, gate: input.gate, gate_after: input.gate_after}\n",
     "states/two.yaml": "id: two\ntype: task\ntool: apply@^1\ninput: {leg: \"'two'\", sleep: input.sleep, gate: input.gate}\n",
     "states/done.yaml": "id: done\ntype: succeed\n",
     "states/nap.yaml": "id: nap\ntype: wait\nduration: 1s\n",
