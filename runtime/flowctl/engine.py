@@ -146,9 +146,12 @@ class Engine:
         return runner.reissue_token(self, self.store.get_run(run_id), by=by)
 
     def cancel(self, run_id: str, *, compensate: bool = True, by: str | None = None) -> RunResult:
-        """Stop a run that has not finished; undo its completed side effects unless told not to."""
-        from . import runner
+        """Stop a run that has not finished; undo its completed side effects unless told not to.
 
+        The cancel owns the run by one conditional commit before it undoes anything; when another
+        command committed first it looks again (up to 3 times). Raises :class:`UsageError` when the
+        run has ended or a live process executes it, :class:`RunConflict` when others kept winning."""
+        from . import runner
         from .errors import RunConflict
         from .store import LeaseLost
 
