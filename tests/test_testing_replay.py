@@ -273,3 +273,27 @@ def test_diff_replay_follows_child_runs(tmp_path, run_flowctl):
     assert "1 of 1 would take a different path" in out.stdout, out.stdout + out.stderr
     assert f"~ {run.run_id[:12]} top (succeeded): diverges at step 1" in out.stdout
     assert "(item #1 of 'each') at step 2: recorded big, replayed small" in out.stdout
+
+
+def test_a_child_runs_review_is_replayed_with_its_recorded_decision(tmp_path):
+    from helpers import write_project
+
+    files = dict(FANNED)
+    files["states/ask.yaml"] = "id: ask\ntype: review\ndecisions: [approve, reject]\n"
+    files["transitions/asking.yaml"] = ("flow: asking\nstart: ask\ntransitions:\n  - {from: ask, when: \"review.decision == 'approve'\", "
+                                        "to: big}\n  - {from: ask, to: small}\n")
+    files["states/sub.yaml"] = "id: sub\ntype: subflow\nflow: asking\n"
+    files["transitions/asks.yaml"] = "flow: asks\nstart: sub\ntransitions:\n  - {from: sub, to: done}\n"
+    root = write_project(tmp_path / "p", files)
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    engine = flowctl.Engine(flowctl.load_project(root), store)
+    parked = engine.run("asks", {})
+    (child,) = store.list_runs(parent_id=parked.run_id, limit=0)
+    engine.resume(child["id"], token=engine.reissue_token(child["id"]), decision="approve", by="alice")
+    assert store.get_run(parked.run_id)["status"] == "succeeded"
+    same = replay(load_recording(store, parked.run_id), flowctl.load_project(root))
+    assert not same.diverged, same.text()
+    flipped = dict(files, **{"transitions/asking.yaml": files["transitions/asking.yaml"].replace("'approve'", "'reject'")})
+    moved = replay(load_recording(store, parked.run_id), flowctl.load_project(write_project(tmp_path / "q", flipped)))
+    inner = moved.innermost()[-1]
+    assert inner.where["state"] == "sub" and inner.recorded_path == ["ask", "big"] and inner.replayed_path == ["ask", "small"]
