@@ -348,3 +348,85 @@ def _busy_worker(db, fleet, rng):
         return 0, []
     slot = rng.choice(slots)
     return slot, by_pid[str(fleet.procs[slot].pid)]
+
+
+FAN_RUNS = int(os.environ.get("FLOWCTL_CHAOS_FAN_RUNS", "20"))
+FAN_WORKERS = 3
+FAN_BUDGET_S = 60 + FAN_RUNS * 3.0
+FAN_FILES = dict(FILES, **{
+    "states/spread.yaml": "id: spread\ntype: map\nitems: input.items\nflow: chaos\nitem_input: {}\nmax_concurrency: 2\n",
+    "states/both.yaml": "id: both\ntype: parallel\nbranches: [chaos, chaos]\ninput: {}\n",
+    "transitions/fanchaos.yaml": "flow: fanchaos\nversion: 1\nstart: spread\ntransitions:\n"
+                                 "  - {from: spread, to: both}\n  - {from: both, to: done}\n",
+})
+
+
+@pytest.mark.postgres
+def test_chaos_workers_killed_during_fan_out_finish_every_run_without_recover(tmp_path, pg_url):  # noqa: F811
+    """Parents with a map (3 items, 2 at a time) then a parallel (2 branches), every child a
+    two-step flow, on workers SIGKILLed about once a second: every parent and child ends succeeded
+    with no ``flowctl recover`` (a lost wake-up would leave a parent waiting), every effect once."""
+    import psycopg
+
+    import flowctl
+    from flowctl.audit import verify_chain
+    from flowctl.engine import Engine
+    from flowctl.store import open_store
+    from flowctl.worker import enqueue
+
+    assert "127.0.0.1" in pg_url
+    root = write_project(tmp_path / "proj", FAN_FILES)
+    store = open_store(pg_url)
+    dsn = "postgresql://" + pg_url.split("://", 1)[1]
+    db = psycopg.connect(dsn, autocommit=True)
+    db.execute(ORACLE)
+    env = dict(os.environ, CHAOS_DB=dsn, CHAOS_SLOW_P="0", CHAOS_SLOW_S="0")
+    env.pop("FLOWCTL_DEBUG", None)
+    engine = Engine(flowctl.load_project(root), store)
+    parents = [enqueue(engine, "fanchaos", {"items": [1, 2, 3]}) for _ in range(FAN_RUNS)]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    fleet = Fleet(root, pg_url, env, logs)
+    fleet.procs = [None] * FAN_WORKERS
+    for slot in range(FAN_WORKERS):
+        fleet.start(slot)
+    rng = random.Random(int(os.environ.get("FLOWCTL_CHAOS_SEED", "0")) or None)
+    started = time.monotonic()
+    remaining = None
+    try:
+        for _ in range(int(FAN_BUDGET_S * 2) + 10):  # bounded in count; each round sleeps about a second
+            elapsed = time.monotonic() - started
+            assert elapsed < FAN_BUDGET_S, f"budget of {FAN_BUDGET_S:.0f}s spent with {remaining} runs unfinished"
+            remaining = db.execute("SELECT count(*) FROM flowctl_runs WHERE status NOT IN ('succeeded', 'failed', "
+                                   "'cancelled')").fetchone()[0]
+            if remaining == 0:
+                break
+            # kill only while fan-outs are in flight, and never the last worker that is up
+            if elapsed < FAN_BUDGET_S / 2:
+                candidates = [s for s in range(FAN_WORKERS) if fleet.is_up(s, MIN_UP_S)]
+                if len(candidates) > 1:
+                    fleet.kill_and_restart(rng.choice(candidates))
+            time.sleep(rng.uniform(0.6, 1.4))
+        else:
+            pytest.fail("chaos loop ran out of rounds")
+    finally:
+        fleet.terminate_all()
+    took = time.monotonic() - started
+    statuses = Counter(store.get_run(rid)["status"] for rid in parents)
+    assert statuses == Counter({"succeeded": len(parents)}), statuses
+    children = [c for rid in parents for c in store.list_runs(parent_id=rid, limit=0)]
+    assert len(children) == 5 * len(parents) and {c["status"] for c in children} == {"succeeded"}
+    expected = {f"{c['id']}-{leg}" for c in children for leg in ("first", "second")}
+    assert {k for (k,) in db.execute("SELECT key FROM chaos_effects")} == expected
+    applications = Counter(k for (k,) in db.execute("SELECT key FROM chaos_applications"))
+    assert set(applications) == expected and max(applications.values()) == 1, applications.most_common(3)
+    assert db.execute("SELECT count(*) FROM chaos_undos").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM chaos_stale_writes").fetchone()[0] == 0
+    for rid in parents + [c["id"] for c in children]:
+        row = store.get_run(rid)
+        assert verify_chain(store.events(rid), row["last_seq"], row["last_hash"]) == [], rid
+    assert fleet.kills >= 3, "the chaos loop really killed workers"
+    takeovers = db.execute("SELECT count(*) FROM flowctl_events WHERE type = 'run_resumed' "
+                           "AND data LIKE '%orphaned%'").fetchone()[0]
+    print("\nCHAOS-FANOUT " + json.dumps({"parents": len(parents), "children": len(children), "seconds": round(took, 1),
+                                         "sigkills": fleet.kills, "takeovers": takeovers}))

@@ -161,3 +161,139 @@ def test_diff_replay_lists_the_recorded_runs_that_would_take_another_path(tmp_pa
     assert f"= {missing_run.run_id[:12]} f: same path" in out.stdout
     md = run_flowctl(["diff", str(root), str(tmp_path / "changed"), "--replay", "5", "--format", "markdown"], root)
     assert "### Replay of recorded runs" in md.stdout and "| `" + ok_run.run_id[:12] + "` | f | succeeded | step 2 |" in md.stdout
+
+
+# ------------------------------------------------------------------------------------ child runs
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _sweep_copy(tmp_path, monkeypatch, name="sweep"):
+    """The shipped orchestration/ (shipment_sweep and its child flows) in a folder of its own, on a
+    seeded shop database."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "orchestration" / "tools"))
+    from shop_tools import db
+
+    monkeypatch.setenv("FLOWCTL_SHOP_DB", str(tmp_path / "shop.db"))
+    if not (tmp_path / "shop.db").exists():
+        db.seed(tmp_path / "shop.db")
+    root = tmp_path / name
+    shutil.copytree(REPO / "orchestration", root / "orchestration")
+    return root
+
+
+def test_the_shipped_shipment_sweep_replays_with_its_child_runs(tmp_path, monkeypatch, run_flowctl):
+    root = _sweep_copy(tmp_path, monkeypatch)
+    db = f"sqlite:///{tmp_path}/runs.db"
+    ran = run_flowctl(["run", "shipment_sweep", "--input", "@" + str(REPO / "orchestration/examples/shipment_sweep.json"),
+                       "--db", db, "--format", "json"], root)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    import json
+
+    run_id = json.loads(ran.stdout)["run_id"]
+    same = run_flowctl(["replay", run_id, "--db", db], root)
+    assert same.returncode == 0, same.stdout + same.stderr  # a map of children, each a parallel: all followed
+    assert "same path and outcome under the working tree" in same.stdout
+    changed_root = _sweep_copy(tmp_path, monkeypatch, "changed")
+    flow = changed_root / "orchestration" / "transitions" / "check_shipment.yaml"
+    flow.write_text(flow.read_text().replace("response[1].status != 'refunded'", "response[1].status == 'refunded'"))
+    moved = run_flowctl(["replay", run_id, "--db", db, "--definition", str(changed_root)], root)
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    assert "diverges at step 2 ('check_shipments'), inside child run " in moved.stdout
+    assert "(check_shipment #0):" in moved.stdout
+    assert "diverges at step 2: recorded 'shipment_consistent', replayed 'shipment_flagged'" in moved.stdout
+    data = json.loads(run_flowctl(["replay", run_id, "--db", db, "--definition", str(changed_root), "--format", "json"],
+                                  root).stdout)
+    assert data["step"] == 2 and data["child"]["where"]["state"] == "check_shipments" and data["child"]["step"] == 2
+
+
+FANNED = {
+    "contracts/look.v1.0.0.yaml": "id: look\nversion: 1.0.0\nentrypoint: tk:look\n",
+    "tools/tk.py": "def look(input, call):\n    return {'n': input.get('n'), 'big': (input.get('n') or 0) > 1}\n",
+    "states/look.yaml": "id: look\ntype: task\ntool: look@^1\ninput: {n: input.n}\n",
+    "states/big.yaml": "id: big\ntype: succeed\n",
+    "states/small.yaml": "id: small\ntype: succeed\n",
+    "transitions/item.yaml": "flow: item\nstart: look\ntransitions:\n  - {from: look, when: response.big, to: big}\n"
+                             "  - {from: look, to: small}\n",
+    "states/each.yaml": "id: each\ntype: map\nitems: input.ns\nflow: item\nitem_input: {n: item}\nmax_concurrency: 2\n",
+    "states/pair.yaml": "id: pair\ntype: parallel\nbranches: [item, items]\ninput: {n: '`2`', ns: '[`1`, `3`]'}\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "transitions/items.yaml": "flow: items\nstart: each\ntransitions:\n  - {from: each, to: done}\n",
+    "transitions/top.yaml": "flow: top\nstart: pair\ntransitions:\n  - {from: pair, to: done}\n",
+}
+
+
+def _fanned(tmp_path, name, replace=None):
+    from helpers import write_project
+
+    files = dict(FANNED)
+    if replace:
+        key, old, new = replace
+        assert old in files[key]
+        files[key] = files[key].replace(old, new)
+    return write_project(tmp_path / name, files)
+
+
+def test_a_parallel_of_a_map_replays_and_locates_a_divergence_two_levels_down(tmp_path):
+    root = _fanned(tmp_path, "p")
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    run = flowctl.Engine(flowctl.load_project(root), store).run("top", {})
+    assert run.status == "succeeded"
+    rec = load_recording(store, run.run_id)
+    assert sorted(rec.children) == [("pair", 0), ("pair", 1)] and len(rec.children[("pair", 1)][0].children) == 2
+    same = replay(rec, flowctl.load_project(root))
+    assert not same.diverged, same.text()
+    # the map's item condition changes: item n=3 (index 1 of the map, inside branch 1) goes elsewhere
+    moved = replay(load_recording(store, run.run_id),
+                   flowctl.load_project(_fanned(tmp_path, "q", ("transitions/item.yaml", "when: response.big",
+                                                                "when: \"response.n == `2`\""))))
+    chain = moved.innermost()
+    assert [c.where and (c.where["state"], c.where["index"]) for c in chain] == [None, ("pair", 1), ("each", 1)]
+    assert chain[-1].step == 2 and chain[-1].recorded_path == ["look", "big"] and chain[-1].replayed_path == ["look", "small"]
+    assert moved.step == 1 and "inside child run" in moved.text()
+    # one more item than recorded: the replay reaches a child the recording does not have
+    more = replay(load_recording(store, run.run_id),
+                  flowctl.load_project(_fanned(tmp_path, "r", ("states/pair.yaml", "[`1`, `3`]", "[`1`, `3`, `4`]"))))
+    inner = more.innermost()[-1]
+    assert more.diverged and inner.where["state"] == "each" and inner.where["index"] == 2
+    assert more.stopped and "child run that the recorded run did not have" in more.stopped
+
+
+def test_diff_replay_follows_child_runs(tmp_path, run_flowctl):
+    root = _fanned(tmp_path, "p")
+    (root / ".flowctl").mkdir()
+    store = open_store(f"sqlite:///{root}/.flowctl/flowctl.db")
+    run = flowctl.Engine(flowctl.load_project(root), store).run("top", {})
+    store.close()
+    _fanned(tmp_path, "q", ("transitions/item.yaml", "when: response.big", "when: \"response.n == `2`\""))
+    same = run_flowctl(["diff", str(root), str(root), "--replay", "5"], root)
+    assert "0 of 1 would take a different path" in same.stdout, same.stdout + same.stderr
+    out = run_flowctl(["diff", str(root), str(tmp_path / "q"), "--replay", "5"], root)
+    assert "1 of 1 would take a different path" in out.stdout, out.stdout + out.stderr
+    assert f"~ {run.run_id[:12]} top (succeeded): diverges at step 1" in out.stdout
+    assert "(item #1 of 'each') at step 2: recorded big, replayed small" in out.stdout
+
+
+def test_a_child_runs_review_is_replayed_with_its_recorded_decision(tmp_path):
+    from helpers import write_project
+
+    files = dict(FANNED)
+    files["states/ask.yaml"] = "id: ask\ntype: review\ndecisions: [approve, reject]\n"
+    files["transitions/asking.yaml"] = ("flow: asking\nstart: ask\ntransitions:\n  - {from: ask, when: \"review.decision == 'approve'\", "
+                                        "to: big}\n  - {from: ask, to: small}\n")
+    files["states/sub.yaml"] = "id: sub\ntype: subflow\nflow: asking\n"
+    files["transitions/asks.yaml"] = "flow: asks\nstart: sub\ntransitions:\n  - {from: sub, to: done}\n"
+    root = write_project(tmp_path / "p", files)
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    engine = flowctl.Engine(flowctl.load_project(root), store)
+    parked = engine.run("asks", {})
+    (child,) = store.list_runs(parent_id=parked.run_id, limit=0)
+    engine.resume(child["id"], token=engine.reissue_token(child["id"]), decision="approve", by="alice")
+    assert store.get_run(parked.run_id)["status"] == "succeeded"
+    same = replay(load_recording(store, parked.run_id), flowctl.load_project(root))
+    assert not same.diverged, same.text()
+    flipped = dict(files, **{"transitions/asking.yaml": files["transitions/asking.yaml"].replace("'approve'", "'reject'")})
+    moved = replay(load_recording(store, parked.run_id), flowctl.load_project(write_project(tmp_path / "q", flipped)))
+    inner = moved.innermost()[-1]
+    assert inner.where["state"] == "sub" and inner.recorded_path == ["ask", "big"] and inner.replayed_path == ["ask", "small"]

@@ -28,14 +28,24 @@ def _db():
     conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT, pid INTEGER, t0 REAL, t1 REAL)")
     return conn
 
+def _gate(path):
+    # blocks until the test opens the gate (creates the file): the test decides when the call ends
+    deadline = time.time() + 120
+    while path and not os.path.exists(path):
+        if time.time() > deadline:
+            raise RuntimeError("the gate was never opened: " + path)
+        time.sleep(0.01)
+
 def apply(input, call):
     t0 = time.time()
     with _db() as conn:
         conn.execute("INSERT INTO calls VALUES (?, ?, ?, NULL)", (call.idempotency_key, os.getpid(), t0))
+    _gate(input.get("gate"))
     time.sleep(input.get("sleep") or 0)
     with _db() as conn:
         conn.execute("INSERT OR IGNORE INTO effects VALUES (?, ?)", (call.idempotency_key, os.getpid()))
         conn.execute("UPDATE calls SET t1 = ? WHERE key = ? AND t0 = ?", (time.time(), call.idempotency_key, t0))
+    _gate(input.get("gate_after"))  # the effect is applied; the call has not returned
     return {"key": call.idempotency_key}
 
 def verify(input, output, call):
@@ -44,6 +54,9 @@ def verify(input, output, call):
     return {"key": row[0]} if row else False
 
 def undo(input, output, call):
+    with _db() as conn:
+        conn.execute("INSERT INTO calls VALUES (?, ?, ?, ?)", ("undo:" + call.idempotency_key, os.getpid(), time.time(), None))
+    _gate(os.environ.get("UNDO_GATE"))
     with _db() as conn:
         conn.execute("DELETE FROM effects WHERE key = ?", (call.idempotency_key,))
 
@@ -67,8 +80,8 @@ FILES = {
         timeout: 60s
         """,
     "policies/all.yaml": "policy: all\napplies_to: [apply]\nallow: []\n",
-    "states/one.yaml": "id: one\ntype: task\ntool: apply@^1\ninput: {leg: \"'one'\", sleep: input.sleep}\n",
-    "states/two.yaml": "id: two\ntype: task\ntool: apply@^1\ninput: {leg: \"'two'\", sleep: input.sleep}\n",
+    "states/one.yaml": "id: one\ntype: task\ntool: apply@^1\ninput: {leg: \"'one'\", sleep: input.sleep, gate: input.gate, gate_after: input.gate_after}\n",
+    "states/two.yaml": "id: two\ntype: task\ntool: apply@^1\ninput: {leg: \"'two'\", sleep: input.sleep, gate: input.gate}\n",
     "states/done.yaml": "id: done\ntype: succeed\n",
     "states/nap.yaml": "id: nap\ntype: wait\nduration: 1s\n",
     "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\ntimeout: 1s\non_timeout: {goto: done}\n",
@@ -76,7 +89,7 @@ FILES = {
     "states/nudge.yaml": "id: nudge\ntype: review\ndecisions: [approve]\nnotify: note@^1\nremind_after: 1s\ntimeout: 2500ms\n"
                          "on_timeout: {goto: done}\n",
     "transitions/nudger.yaml": "flow: nudger\nstart: nudge\ntransitions:\n  - {from: nudge, to: done}\n",
-    "states/fan.yaml": "id: fan\ntype: parallel\nbranches: [f, f]\ninput: {sleep: input.sleep}\n",
+    "states/fan.yaml": "id: fan\ntype: parallel\nbranches: [f, f]\ninput: {sleep: input.sleep, gate: input.gate}\n",
     "transitions/f.yaml": "flow: f\nversion: 1\nstart: one\ntransitions:\n  - {from: one, to: two}\n  - {from: two, to: done}\n",
     "transitions/napper.yaml": "flow: napper\nstart: nap\ntransitions:\n  - {from: nap, to: done}\n",
     "transitions/asker.yaml": "flow: asker\nstart: ask\ntransitions:\n  - {from: ask, to: done}\n",
@@ -431,12 +444,15 @@ def test_sigterm_finishes_the_step_releases_the_run_and_another_worker_continues
     from flowctl.worker import enqueue
 
     engine = _engine(project, db_url)
-    run_id = enqueue(engine, "f", {"sleep": 1.5})
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
     env = _env(tmp_path)
     proc = _spawn_worker(project, db_url, env, tmp_path / "a.log", "--lease", "30s")
     try:
         _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
         proc.send_signal(signal.SIGTERM)
+        _until(lambda: "worker_stopping" in (tmp_path / "a.log").read_text(), 60, "the worker to see SIGTERM")
+        gate.touch()  # only now does step one's call return
         assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
@@ -462,7 +478,8 @@ def test_a_killed_workers_parent_and_child_runs_are_taken_over(tmp_path, project
     from flowctl.worker import enqueue
 
     engine = _engine(project, db_url)
-    run_id = enqueue(engine, "fanned", {"sleep": 1.0})
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "fanned", {"gate": str(gate)})
     env = _env(tmp_path)
     first = _spawn_worker(project, db_url, env, tmp_path / "a.log", "--lease", "2s")
     try:
@@ -470,6 +487,7 @@ def test_a_killed_workers_parent_and_child_runs_are_taken_over(tmp_path, project
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(30)
+    gate.touch()  # the calls the dead worker was in never return; the ones after it do at once
     store = engine.store
     children = store.list_runs(parent_id=run_id, limit=0)
     assert len(children) == 2 and {c["status"] for c in children} == {"running"}  # left leased by the dead
@@ -549,7 +567,8 @@ def test_workers_runs_resume_and_recover_see_a_held_run(tmp_path, project, db_ur
     from flowctl.worker import enqueue
 
     engine = _engine(project, db_url)
-    run_id = enqueue(engine, "f", {"sleep": 3})
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "f", {"gate": str(gate)})  # held inside step one until the gate opens
     env = _env(tmp_path)
     proc = _spawn_worker(project, db_url, env, tmp_path / "w.log", "--queues", "default,other")
     try:
@@ -568,6 +587,7 @@ def test_workers_runs_resume_and_recover_see_a_held_run(tmp_path, project, db_ur
         recovered = _flowctl(["recover", "--db", db_url], project, env)
         assert recovered.returncode == 0 and "nothing to recover" in recovered.stdout
     finally:
+        gate.touch()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     gone = json.loads(_flowctl(["workers", "--db", db_url, "--format", "json"], project, env).stdout)
@@ -664,7 +684,8 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
     from flowctl.worker import enqueue
 
     engine = _engine(project, db_url)
-    run_id = enqueue(engine, "f", {"sleep": 1.5})
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
     worker = _worker(engine, lease=6.0, heartbeat=0.2)
     thread, _ = _run_in_thread(worker)
     try:
@@ -672,6 +693,8 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
         out = CliRunner().invoke(main, ["cancel", run_id, "--db", db_url, "--root", str(project), "--by", "ops"])
         assert out.exit_code == 3, out.output
         assert "cancel requested" in out.output
+        _until(lambda: run_id in worker.cancel_wanted, 60, "the worker's heartbeat to see the request")
+        gate.touch()  # step one's call returns only now
         _until(lambda: engine.store.get_run(run_id)["status"] == "cancelled", 60, "the worker to cancel the run")
     finally:
         worker.stop()
@@ -681,7 +704,7 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
     types = [e["type"] for e in engine.store.events(run_id)]
     # step one finished (never cut inside its side effect), then was undone; step two never ran
     assert types.count("tool_succeeded") == 1 and "run_cancelled" in types and "compensation_succeeded" in types
-    assert _ledger(tmp_path, "calls") == [f"{run_id}-one"] and _ledger(tmp_path) == []  # its effect undone
+    assert _ledger(tmp_path, "calls") == [f"{run_id}-one", f"undo:{run_id}-one"] and _ledger(tmp_path) == []  # undone
 
 
 def _fan_project(tmp_path, monkeypatch):

@@ -220,11 +220,12 @@ def cancel(run_id, no_compensate, by, root, db):
 @click.option("--status", help="Only runs with this status (running, waiting, paused, succeeded, failed, cancelled).")
 @click.option("--flow", help="Only runs of this flow.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="How many runs to show.")
+@click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def runs(status, flow, limit, root, db, fmt):
-    """List runs, newest first."""
-    _call("runs", status=status, flow=flow, limit=limit, root=root, db=db, fmt=fmt)
+def runs(status, flow, limit, all_, root, db, fmt):
+    """List runs, newest first (top-level runs; --all adds child runs)."""
+    _call("runs", status=status, flow=flow, limit=limit, root=root, db=db, fmt=fmt, all_=all_)
 
 
 @main.command()
@@ -241,10 +242,13 @@ def trace(run_id, root, db, fmt):
 @_root_db
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="How many recent runs to include.")
 @click.option("--since", metavar="TIME|DURATION", help="Only runs started since an ISO-8601 time or a duration ago (e.g. 1h).")
+@click.option("--flow", help="Only runs of this flow.")
+@click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def stats(root, db, limit, since, fmt):
-    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99."""
-    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since)
+def stats(root, db, limit, since, flow, all_, fmt):
+    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99
+    (top-level runs; --all adds child runs, whose tool calls top-level runs do not count)."""
+    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_)
 
 
 @main.command()

@@ -146,11 +146,23 @@ class Engine:
         return runner.reissue_token(self, self.store.get_run(run_id), by=by)
 
     def cancel(self, run_id: str, *, compensate: bool = True, by: str | None = None) -> RunResult:
-        """Stop a run that has not finished; undo its completed side effects unless told not to."""
-        from . import runner
+        """Stop a run that has not finished; undo its completed side effects unless told not to.
 
-        row = self.store.get_run(run_id)
-        return runner.cancel(self, row, compensate=compensate, by=by)
+        The cancel owns the run by one conditional commit before it undoes anything; when another
+        command committed first it looks again (up to 3 times). Raises :class:`UsageError` when the
+        run has ended or a live process executes it, :class:`RunConflict` when others kept winning."""
+        from . import runner
+        from .errors import RunConflict
+        from .store import LeaseLost
+
+        for attempt in range(3):
+            row = self.store.get_run(run_id)
+            try:
+                return runner.cancel(self, row, compensate=compensate, by=by)
+            except RunConflict as exc:  # another command owned the run first (nothing was undone): look again
+                if isinstance(exc, LeaseLost) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     # ----------------------------------------------------------------------------- helpers
     def tool_function(self, contract, kind: str, tools_folder: str):

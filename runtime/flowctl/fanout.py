@@ -18,7 +18,7 @@ compensation undoes them newest first. A child that pauses (review) or waits par
 **In a worker** (``flowctl worker``; ``Engine.distribute_children``) children are not threads: they
 are written as ``queued`` runs, at most ``max_concurrency`` unfinished at a time, in the parent's
 queue and priority, and any worker claims them. The parent parks ``waiting`` on its children;
-each child that ends makes the parent due (:meth:`SqlStore.nudge <flowctl.store.SqlStore.nudge>`),
+each child that ends makes the parent due in the same transaction as its final commit,
 and whichever worker claims the parent records the finished children, queues the next ones, and
 parks again or goes on. When more children fail than tolerated, no further child is queued; those
 already queued or running finish (there is no cancel request to stop them), their completed side
@@ -214,7 +214,7 @@ def _drive_queued(runner, state, fan) -> None:
         if ch["status"] is not None or ch.get("queued"):
             continue
         try:  # queued already if this parent died between queueing it and its next checkpoint
-            engine.store.get_run(ch["run_id"], exact=True)
+            row = engine.store.get_run(ch["run_id"], exact=True)
         except FlowctlError:
             parent = {"id": runner.id, "state": state.id, "index": ch["index"], "depth": fan["depth"],
                       "secrets": runner.secrets and runner.secrets.kept()}
@@ -227,6 +227,13 @@ def _drive_queued(runner, state, fan) -> None:
                 _record(runner, state, fan, ch, RunResult(ch["run_id"], ch["flow"], "failed", error={
                     "type": "UsageError", "code": exc.code, "message": str(exc), "state": None}))
                 failures += 1
+                fan["failed"] = fan.get("failed") or failures > fan["tolerated"]
+                continue
+        else:
+            if row["status"] in FINAL:  # and it may have ended since: its wake-up went to a parent still running
+                ch["queued"] = True
+                _record(runner, state, fan, ch, runner_mod.result_from_row(row))
+                failures += ch["status"] == "failed"
                 fan["failed"] = fan.get("failed") or failures > fan["tolerated"]
                 continue
         ch["queued"] = True

@@ -115,8 +115,7 @@ def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=N
             parent = engine.store.get_run(row["parent_id"])
             queued = ((parent.get("cursor") or {}).get("fanout") or {}).get("queued")
             if engine.distribute_children or queued:
-                # its children are queued for workers: make it due, and whichever worker claims it goes on
-                engine.store.nudge(row["parent_id"])
+                pass  # queued for workers: the child's final commit made the parent due (SqlStore.commit)
             elif parent["status"] == "waiting" and ((parent.get("cursor") or {}).get("pending") or {}).get("kind") == "children":
                 resume(engine, parent)
         except FlowctlError:
@@ -151,7 +150,9 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
         if token is not None:
             runner.decide_review(token, decision, data, by)
     elif status == "waiting":
-        due = row.get("available_at") or 0
+        # a parent waiting on its children re-checks them whenever it is resumed (a child's end makes it due)
+        children = (runner.cursor.get("pending") or {}).get("kind") == "children"
+        due = 0 if children else row.get("available_at") or 0
         delay = due - engine.clock.time()
         if delay > engine.max_inline_wait:
             return result_from_row(row)
@@ -195,7 +196,13 @@ def recover(engine) -> list:
 def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> RunResult:
     """Cancel the run of ``row`` (see Engine.cancel). A run a live worker holds is not touched here:
     the request is recorded and that worker cancels it at its next checkpoint (the result is then
-    still ``running``, with ``cancel_requested`` set). ``holder``: the caller is that worker."""
+    still ``running``, with ``cancel_requested`` set). ``holder``: the caller is that worker.
+
+    The cancel first *owns* the run: one commit conditioned on the run's ``last_seq`` (and, on a
+    leased run, its fence) records ``run_cancelled`` and ``cursor.cancelling`` before anything is
+    undone. A resume, recover or other cancel that committed first wins and this one raises
+    :class:`RunConflict` having compensated nothing; one that comes later finds the run owned. A
+    cancel whose process dies after owning the run is finished by the next resume or recover."""
     if row["status"] in FINAL:
         raise UsageError(f"run {row['id']} already ended ({row['status']}); there is nothing to cancel")
     if (not holder and row["status"] == "running" and row.get("lease_until") is not None
@@ -203,25 +210,42 @@ def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> Ru
         return RunResult(row["id"], row["flow"], "running", None, None, list((row.get("cursor") or {}).get("path", [])),
                          steps=(row.get("cursor") or {}).get("step", 0), cancel_requested=True)
     if row["status"] == "running" and not holder:
-        holder = _live_owner(row.get("owner"), engine.owner)
-        if holder:
-            raise UsageError(f"run {row['id']} is being executed by {holder}",
+        live = _live_owner(row.get("owner"), engine.owner)
+        if live:
+            raise UsageError(f"run {row['id']} is being executed by {live}",
                              hint="stop that process first; the run stays resumable and can then be cancelled")
     project = engine.project_for(row["digest"])
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     runner.emit("run_cancelled", by=by, compensate=compensate)
-    if compensate and runner.cursor.get("inflight"):
+    # a cancel that an earlier (stopped) cancel began goes on as that one asked
+    runner.cursor.setdefault("cancelling", None)
+    runner.cursor["cancelling"] = runner.cursor["cancelling"] or {"by": by, "compensate": compensate}
+    runner.cursor["pending"] = None
+    runner.commit(status="running", owner=engine.owner, available_at=None)  # owns the run, or RunConflict
+    finish_cancel(runner)
+    return runner.result()
+
+
+def finish_cancel(runner) -> None:
+    """Carry out the cancel recorded in ``cursor.cancelling`` of a run this process owns: undo an
+    in-flight call that happened, cancel the unfinished children, compensate, end ``cancelled``."""
+    engine, c = runner.engine, runner.cursor
+    request = c["cancelling"]
+    compensate, by = request.get("compensate", True), request.get("by")
+    if compensate and c.get("inflight"):
         task.undo_inflight(runner)
-    for child in engine.store.list_runs(parent_id=row["id"], limit=0):
+    for child in engine.store.list_runs(parent_id=runner.id, limit=0):
         if child["status"] not in FINAL:
-            cancel(engine, child, compensate=compensate, by=by)
+            try:
+                cancel(engine, child, compensate=compensate, by=by)
+            except FlowctlError as exc:  # it ended or was taken meanwhile: it stands as it is, and the log says so
+                runner.emit("child_not_cancelled", c["state"], run_id=child["id"], code=exc.code, message=str(exc))
     if compensate:
         saga.compensate(runner, reason="cancelled")
-    runner.cursor["done"] = True
-    runner.cursor["pending"] = None
-    err = {"type": "Cancelled", "code": "CANCELLED", "message": f"cancelled by {by or 'a user'}", "state": runner.cursor["state"]}
+    c["done"] = True
+    c["pending"] = None
+    err = {"type": "Cancelled", "code": "CANCELLED", "message": f"cancelled by {by or 'a user'}", "state": c["state"]}
     runner.commit(status="cancelled", error=err, available_at=None)
-    return runner.result()
 
 
 def fire_due_reviews(engine) -> list:
@@ -458,10 +482,16 @@ class Runner:
         factory = getattr(self.engine, "recorder_factory", None)
         recorder = factory(self) if factory is not None else Recorder(self.clock)
         token = RECORDER.set(recorder)
+        halt = getattr(self.engine, "halt", None)  # a worker's checkpoint flag (flowctl.worker.Worker.halt)
         try:
             while not self.cursor["done"]:
                 if self.stop is not None and self.stop.is_set():
                     self.stopped_by_sibling()
+                    break
+                if halt is not None and halt(self.id):
+                    break  # stays running, its last checkpoint committed: the worker cancels or releases it
+                if self.cursor.get("cancelling"):  # a cancel owned the run and its process stopped
+                    finish_cancel(self)
                     break
                 if self.cursor.get("after_compensation"):
                     self.finish_handler(self.cursor["after_compensation"])
@@ -702,7 +732,7 @@ class Runner:
     def park(self, status: str, pending: dict, available_at: float | None, *, keep_due: bool = False) -> None:
         """Commit the run as ``status`` (waiting, paused) due at ``available_at`` and stop driving it.
         ``keep_due``: leave the stored due time as it is instead: a parent waiting on queued
-        children stays due if a child ended (:meth:`SqlStore.nudge`) since it was resumed."""
+        children stays due if a child ended (``SqlStore._wake_parent``) since it was resumed."""
         self.cursor["pending"] = pending
         self.emit("run_paused", self.cursor["state"], self.cursor["attempt"], status=status, pending=_public(pending),
                   available_at=available_at)

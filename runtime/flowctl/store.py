@@ -351,7 +351,8 @@ class SqlStore:
         else:
             stmt = self._update_fenced
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
-        if not steps and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
+        ended = run.get("status") in FINAL  # wakes a waiting parent in the same transaction (_wake_parent)
+        if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
             if not self.hot.commit(stmt, params, [(run_id, e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"),
                                                    e["data_json"], e["prev_hash"], e["hash"], fence) for e in events]):
                 with self.engine.connect() as conn:
@@ -362,6 +363,8 @@ class SqlStore:
             if res.rowcount != 1:
                 raise self._conflict(conn, run_id, fence)
             self._insert(conn, run_id, events, steps, fence)
+            if ended:
+                self._wake_parent(conn, run_id)
 
     def _conflict(self, conn, run_id: str, fence: int | None) -> RunConflict:
         """Why a conditioned update matched no row, as the error to raise."""
@@ -420,9 +423,12 @@ class SqlStore:
         return _run_dict(row, self)
 
     def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
-                  parent_id: str | None = None) -> list:
+                  parent_id: str | None = None, top_level: bool = False) -> list:
+        """Runs, newest first; ``top_level``: only runs that are no other run's child."""
         sa, t = self.sa, self.t
         q = sa.select(t.runs).order_by(t.runs.c.created_at.desc(), t.runs.c.id.desc())
+        if top_level:
+            q = q.where(t.runs.c.parent_id.is_(None))
         if status:
             q = q.where(t.runs.c.status == status)
         if flow:
@@ -481,17 +487,28 @@ class SqlStore:
             return {rid: _loads(text) for rid, text in rows}
 
     def nudge(self, run_id: str) -> None:
-        """A child of ``run_id`` ended: make the parent due now. A parent that is running keeps the
-        due time through its next park (``Runner.park(keep_due=True)`` leaves the column alone), so
-        a child that ends while the parent is re-checking its children is never missed."""
-        sa, t = self.sa, self.t
-        r = t.runs
+        """Make the waiting (or running) parent ``run_id`` due now (a child of it ended)."""
         with self._begin() as conn:
-            res = conn.execute(r.update().where(r.c.id == run_id, r.c.status.in_(("waiting", "running")))
-                               .values(available_at=self.now_expr))
-            if res.rowcount and self.pg:  # wakes the idle workers of the parent's queue
-                queue = conn.execute(sa.select(r.c.queue).where(r.c.id == run_id)).scalar_one_or_none()
-                self._notify(conn, queue or "default")
+            self._nudge(conn, run_id)
+
+    def _nudge(self, conn, run_id: str) -> None:
+        sa, r = self.sa, self.t.runs
+        res = conn.execute(r.update().where(r.c.id == run_id, r.c.status.in_(("waiting", "running")))
+                           .values(available_at=self.now_expr))
+        if res.rowcount and self.pg:  # wakes the idle workers of the parent's queue
+            queue = conn.execute(sa.select(r.c.queue).where(r.c.id == run_id)).scalar_one_or_none()
+            self._notify(conn, queue or "default")
+
+    def _wake_parent(self, conn, run_id: str) -> None:
+        """``run_id`` ended in this transaction: make its parent due now, in the same transaction, so
+        a child's end and its parent's wake-up are one step (no crash can fall between them). A parent
+        that is running keeps the due time through its next park (``Runner.park(keep_due=True)``
+        leaves the column alone): whether the parent's re-check of its children saw this end or not,
+        it is claimed again. (On PostgreSQL the parent's row lock orders this against its park.)"""
+        sa, r = self.sa, self.t.runs
+        parent = conn.execute(sa.select(r.c.parent_id).where(r.c.id == run_id)).scalar_one_or_none()
+        if parent:
+            self._nudge(conn, parent)
 
     def claim(self, owner: str, n: int, lease: float, queues=None) -> list:
         """Take up to ``n`` runs for ``owner``: due runs (``queued``, ``waiting``, ``paused`` with
@@ -1003,10 +1020,11 @@ class MemoryStore:
             self._seal(found["id"])
             return json.loads(json.dumps(found))
 
-    def list_runs(self, status=None, flow=None, limit=50, parent_id=None):
+    def list_runs(self, status=None, flow=None, limit=50, parent_id=None, top_level=False):
         with self._lock:
             rows = [r for r in self._runs.values() if (not status or r["status"] == status)
-                    and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)]
+                    and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)
+                    and not (top_level and r.get("parent_id"))]
             rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
             for r in rows[:limit or None]:
                 self._seal(r["id"])

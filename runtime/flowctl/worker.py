@@ -28,10 +28,11 @@ by a worker are leased and fenced the same way, so any worker can take them over
 workers ``LISTEN`` and claim at once. Polling (``poll`` seconds, or sooner when the store says a
 run becomes due) is the fallback and the only mechanism on SQLite.
 
-**Stopping.** SIGTERM (or Ctrl-C): no new claims; each running run stops at its next checkpoint
-that is not in the middle of a side effect (the current step finishes); its lease is released so
-another worker continues it at once; the worker exits 0. A second signal exits at once. After
-SIGKILL the leases simply expire.
+**Stopping and cancelling.** SIGTERM (or Ctrl-C): no new claims; each running run stops at its
+next checkpoint between steps (the runner checks :meth:`Worker.halt`, a flag, there: nothing is
+raised out of a store write); its lease is released so another worker continues it at once; the
+worker exits 0. A second signal exits at once. After SIGKILL the leases simply expire. A cancel
+request the heartbeat saw halts the run at the same checkpoint, and the worker cancels it.
 
 **Limits.** ``flowctl_limits`` holds store-wide caps per flow and per queue. A claim on
 PostgreSQL first locks those rows (claimers take turns only when limits exist) and picks a run only
@@ -56,20 +57,6 @@ from .store import FINAL, LeaseLost
 
 DEFAULT_LEASE = 30.0
 DEFAULT_POLL = 2.0
-
-
-class _Stop(BaseException):
-    """Raised at a checkpoint once the worker is stopping: the run halts between steps (its state
-    is committed). A BaseException, so no ``except Exception`` in the engine swallows it."""
-
-
-class _CancelRequested(BaseException):
-    """Raised at a checkpoint of a run someone asked to cancel (``flowctl cancel`` while this worker
-    held it): the worker stops driving it and cancels it under its own lease."""
-
-    def __init__(self, run_id):
-        super().__init__(run_id)
-        self.run_id = run_id
 
 
 class _Enqueued(BaseException):
@@ -186,12 +173,6 @@ class LeasedStore:
         w.touched(run_id)
         if run.get("status") not in (None, "running"):
             w.drop(run_id)  # parked or ended: the store released the lease with this commit
-        cursor = run.get("cursor")
-        if not (getattr(cursor, "plain", cursor) or {}).get("inflight"):  # never inside a side effect (cursor maybe sealed)
-            if run_id in w.cancel_wanted and run.get("status") in (None, "running"):
-                raise _CancelRequested(run_id)
-            if w.stopping.is_set():
-                raise _Stop(run_id)
 
 
 # ------------------------------------------------------------------------------------------ worker
@@ -228,6 +209,7 @@ class Worker:
         self.engine = Engine(project, LeasedStore(store, self), max_inline_wait=max_inline_wait, owner=self.id,
                              check=False)
         self.engine.distribute_children = True  # fan-out children are queued for every worker to claim
+        self.engine.halt = self.halt  # checked by the runner between steps (never inside a store write)
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.stats: Counter = Counter()
@@ -277,6 +259,16 @@ class Worker:
             self._lost[run_id] = [fence, entry[1] if entry else getattr(self._local, "root", None) or run_id]
         self.stats["lost"] += 1
         self.log("lease_lost", {"run": run_id, "fence": fence, "why": why})
+
+    def halt(self, run_id) -> str | None:
+        """Checked by the runner at each checkpoint (between steps, the last one committed): ``"cancel"``
+        when someone asked to cancel ``run_id``, ``"stop"`` when this worker is stopping, else None.
+        The runner then returns with the run still ``running`` and :meth:`_drive` acts on it."""
+        if run_id in self.cancel_wanted:
+            return "cancel"
+        if self.stopping.is_set():
+            return "stop"
+        return None
 
     # ------------------------------------------------------------------ the loop
     def stop(self) -> None:
@@ -401,16 +393,13 @@ class Worker:
             else:
                 result = runner.resume(self.engine, row)
                 outcome = result.status
-        except _CancelRequested as asked:
-            try:
-                outcome = self._cancel(self.store.get_run(asked.run_id))
-            except LeaseLost as exc:
-                outcome, detail = "lost", str(exc)
-                self.mark_lost(run_id, fence, "commit refused")
-            except Exception as exc:  # noqa: BLE001 - e.g. a store error while compensating: retried on the next claim
-                outcome, detail, delay = "error", f"{type(exc).__name__}: {_first_line(exc)}", 10.0
-        except _Stop:
-            outcome = "stopped"
+                if outcome == "running" and run_id in self.cancel_wanted:  # halted at a checkpoint to cancel
+                    outcome = self._cancel(self.store.get_run(run_id))
+                elif outcome == "running" and self.stopping.is_set():  # halted at a checkpoint to stop
+                    outcome = "stopped"
+                elif outcome in ("waiting", "paused") and (run_id in self.cancel_wanted
+                                                           or self.store.cancel_requests([run_id])):
+                    outcome = self._cancel(self.store.get_run(run_id))  # asked just before it parked
         except LeaseLost as exc:
             outcome, detail = "lost", str(exc)
             self.mark_lost(run_id, fence, "commit refused")
@@ -422,6 +411,8 @@ class Worker:
             outcome, detail, delay = "error", f"{type(exc).__name__}: {_first_line(exc)}", 10.0
         finally:
             self._local.root = None
+            with self._lock:
+                self.cancel_wanted.pop(run_id, None)
         self._finish(run_id, claim, outcome, detail, delay)
 
     def _cancel(self, row) -> str:

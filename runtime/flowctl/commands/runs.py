@@ -10,7 +10,7 @@ from . import EXIT_OK
 from ._common import open_project, open_store
 
 
-def run(status, flow, limit, root, db, fmt) -> int:
+def run(status, flow, limit, root, db, fmt, all_=False) -> int:
     from rich.table import Table
 
     from .trace import console
@@ -24,7 +24,7 @@ def run(status, flow, limit, root, db, fmt) -> int:
     project = open_project(root)
     store = open_store(db, project.root)
     try:
-        rows = store.list_runs(status=status, flow=flow, limit=limit)
+        rows = store.list_runs(status=status, flow=flow, limit=limit, top_level=not all_)
         now = store.now() if hasattr(store, "now") else time.time()  # leases run on the database clock
     finally:
         store.close()
@@ -34,7 +34,7 @@ def run(status, flow, limit, root, db, fmt) -> int:
         click.echo(json.dumps([{k: r.get(k) for k in keep} for r in rows], indent=2, ensure_ascii=False))
         return EXIT_OK
     if not rows:
-        click.echo("no runs" + (f" with status {status}" if status else ""))
+        click.echo("no runs" + (f" with status {status}" if status else "") + ("" if all_ else " (top-level; --all adds child runs)"))
         return EXIT_OK
     table = Table(box=None, header_style="bold")
     table.add_column("run", no_wrap=True, min_width=24)  # ids are never cut: every other command needs them

@@ -10,10 +10,13 @@ from . import EXIT_OK
 from ._common import open_project, open_store
 
 
-def compute(store, limit: int = 1000, since: float | None = None) -> dict:
+def compute(store, limit: int = 1000, since: float | None = None, *, flow: str | None = None,
+            children: bool = False) -> dict:
     """``{runs, by_status, success_rate, mean_steps, compensation_failures, step_ms: {p50, p99},
-    tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest runs."""
-    rows = [r for r in store.list_runs(limit=limit) if since is None or r["created_at"] >= since]
+    tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest
+    ``limit`` runs (of ``flow``; top-level runs only unless ``children``)."""
+    rows = [r for r in store.list_runs(limit=limit, flow=flow, top_level=not children)
+            if since is None or r["created_at"] >= since]
     by_status: dict = {}
     tools: dict = {}
     durations = []
@@ -64,18 +67,19 @@ def parse_since(text):
         raise UsageError(f"--since {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
 
 
-def run(root, db, fmt, limit, since=None) -> int:
+def run(root, db, fmt, limit, since=None, flow=None, all_=False) -> int:
     project = open_project(root)
     store = open_store(db, project.root)
     try:
-        s = compute(store, limit, parse_since(since))
+        s = compute(store, limit, parse_since(since), flow=flow, children=all_)
     finally:
         store.close()
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))
         return EXIT_OK
     rate = "n/a" if s["success_rate"] is None else f"{s['success_rate']:.1%}"
-    click.echo(f"runs: {s['runs']}  " + "  ".join(f"{k}: {v}" for k, v in sorted(s["by_status"].items())))
+    scope = (f"flow {flow}, " if flow else "") + ("all runs" if all_ else "top-level runs")
+    click.echo(f"runs: {s['runs']} ({scope})  " + "  ".join(f"{k}: {v}" for k, v in sorted(s["by_status"].items())))
     click.echo(f"success rate: {rate}   mean steps: {s['mean_steps'] or 0:.1f}   compensation failures: {s['compensation_failures']}")
     click.echo(f"tool call ms: p50 {s['step_ms']['p50']:.1f}  p99 {s['step_ms']['p99']:.1f}")
     for tool, t in sorted(s["tools"].items()):

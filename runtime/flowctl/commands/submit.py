@@ -27,6 +27,12 @@ def run(flow, input, params, params_file, root, db, queue, priority, delay, fmt)
                          priority=priority, delay=seconds)
     finally:
         engine.store.close()
+    from .reviews import unnotified_reviews
+
+    for fid, state in unnotified_reviews(engine.project, flow):  # stderr: stdout stays the run id
+        click.echo(f"{state.where('type')}: note: review '{state.id}' (flow '{fid}') has no notify tool: when a worker "
+                   f"pauses the run there, nobody sees its token (workers print none); flowctl reviews lists the run "
+                   f"and 'flowctl reviews --reissue RUN' gives a new token", err=True)
     if fmt == "json":
         click.echo(json.dumps({"run_id": run_id, "flow": flow, "queue": queue, "priority": priority}))
     else:

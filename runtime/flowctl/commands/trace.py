@@ -35,6 +35,10 @@ def steps_of(events) -> list:
             current["duration_ms"] += d.get("duration_ms") or 0
             current["outcome"] = "failed"
             current["error"] = f"{d.get('error')}: {d.get('message')}"
+        elif t == "fanout_started":  # a parallel/map/subflow step lasts from its fan-out to its end
+            current["fanout_at"] = ev["ts"]
+        elif t == "fanout_finished" and current.get("fanout_at") is not None:
+            current["duration_ms"] = (ev["ts"] - current.pop("fanout_at")) * 1000.0
         elif t == "policy_decided":
             current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
         elif t == "error_caught":
@@ -59,6 +63,10 @@ def steps_of(events) -> list:
         elif t == "fallback_used":
             current["tool"] = d.get("tool")
             current["outcome"] = "fallback"
+    for step in steps:  # a fan-out still under way: as long as it has lasted so far
+        began = step.pop("fanout_at", None)
+        if began is not None:
+            step["duration_ms"] = (step["ended"] - began) * 1000.0
     return steps
 
 

@@ -41,6 +41,8 @@ class Recording:
     outcomes: dict        # tool id -> [outcome]
     reviews: list         # [{decision, data, by} | {timeout: True}]
     values: list          # [{kind: uuid|now, value}]
+    #: the recorded child runs (parallel, map, subflow): ``(state, index) -> [Recording]``, oldest first
+    children: dict = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -80,13 +82,27 @@ def recording(row: dict, events: list) -> Recording:
 
 
 def load_recording(store, run_id: str) -> Recording:
+    """The recording of ``run_id`` with those of its child runs, at any depth. Raises
+    :class:`~flowctl.errors.UsageError` for a run without events, :class:`RunNotFound`."""
     from ..errors import UsageError
 
     row = store.get_run(run_id)
     events = store.events(row["id"])
     if not events:
         raise UsageError(f"run {row['id']} has no audit events to replay")
-    return recording(row, events)
+    return load_children(store, recording(row, events))
+
+
+def load_children(store, rec: Recording, depth: int = 0) -> Recording:
+    """Attach the recordings of ``rec``'s child runs (and theirs) to ``rec.children``."""
+    if depth > 32:
+        return rec
+    kids = sorted(store.list_runs(parent_id=rec.row["id"], limit=0), key=lambda r: (r["created_at"], r["id"]))
+    for kid in kids:
+        where = (kid.get("cursor") or {}).get("parent") or {}
+        child = load_children(store, recording(kid, store.events(kid["id"])), depth + 1)
+        rec.children.setdefault((where.get("state"), where.get("index")), []).append(child)
+    return rec
 
 
 def _tool_id(ref) -> str:
@@ -97,15 +113,52 @@ class RecordedTools:
     """A ``tool_resolver`` serving a recording's outcomes per tool id, in call order."""
 
     def __init__(self, rec: Recording, sensitive=frozenset(), seen: list | None = None):
+        import threading
+
         self.seen = seen
         self.stop: ReplayStop | None = None
         self.stop_steps: int | None = None   # events recorded before the stop
-        self.queues = {tool: list(items) for tool, items in rec.outcomes.items()}
+        self.stop_run: str | None = None     # the run it stopped in
+        self.root = rec
+        #: replayed run id -> its recording (None: the recorded run had no such child); the root
+        #: replays under its recorded id, a child is matched by parent, state, index and order
+        self.runs: dict = {rec.run_id: rec}
+        self.run_queues: dict = {rec.run_id: {tool: list(items) for tool, items in rec.outcomes.items()}}
+        self.children: list = []             # [(replayed id, recording or None, replayed parent id, (state, index))]
+        self.store = None                    # the replay's store (set by replay()): where child rows are read
         self.run_input = rec.row.get("input")
         self.sensitive = sensitive
         self.notes: list = []
         self._answered: dict = {}
         self._undone: set = set()
+        self._taken: dict = {}
+        self._lock = threading.RLock()
+
+    @property
+    def queues(self) -> dict:
+        """The root run's outcomes still to serve, per tool id."""
+        return self.run_queues[self.root.run_id]
+
+    def recording_of(self, run_id: str):
+        """The recording a replayed run follows (None for a child the recorded run did not have)."""
+        with self._lock:
+            if run_id in self.runs:
+                return self.runs[run_id]
+            rec = None
+            row = self.store.get_run(run_id) if self.store is not None else {}
+            parent_id = row.get("parent_id")
+            where = (row.get("cursor") or {}).get("parent") or {}
+            key = (where.get("state"), where.get("index"))
+            parent = self.recording_of(parent_id) if parent_id else None
+            if parent is not None:
+                n = self._taken.get((parent_id, key), 0)
+                self._taken[(parent_id, key)] = n + 1
+                kids = parent.children.get(key) or []
+                rec = kids[n] if n < len(kids) else None
+            self.runs[run_id] = rec
+            self.run_queues[run_id] = {tool: list(items) for tool, items in rec.outcomes.items()} if rec else {}
+            self.children.append((run_id, rec, parent_id, key))
+            return rec
 
     def resolve(self, contract, kind):
         if kind == "entrypoint":
@@ -119,12 +172,17 @@ class RecordedTools:
     def _invoke(self, contract, tool_input, call):
         from ..audit import redact
 
-        queue = self.queues.get(contract.id) or []
+        rec = self.recording_of(call.run_id)
+        queue = self.run_queues.get(call.run_id, {}).get(contract.id) or []
         if not queue:
-            stop = ReplayStop(f"'{call.state}' calls {contract.id}, but the recorded run has no further "
-                              f"{contract.id} call to take its outcome from")
+            if rec is None:
+                stop = ReplayStop(f"'{call.state}' calls {contract.id} in a child run that the recorded run did not have")
+            else:
+                whose = "the recorded run" if rec is self.root else f"the recorded child run {rec.run_id}"
+                stop = ReplayStop(f"'{call.state}' calls {contract.id}, but {whose} has no further "
+                                  f"{contract.id} call to take its outcome from")
             if self.stop is None:
-                self.stop = stop
+                self.stop, self.stop_run = stop, call.run_id
                 if self.seen is not None:
                     self.stop_steps = len(self.seen)  # the events recorded before it
             raise stop
@@ -141,13 +199,13 @@ class RecordedTools:
         if outcome.get("error"):
             raise make_error(outcome["error"], outcome.get("message"))
         output = copy.deepcopy(outcome.get("output"))
-        return self._unredact(output, contract, call.state)
+        return self._unredact(output, contract, call.state, rec.row.get("input") if rec else self.run_input)
 
     def _verify(self, contract, call):
         key = (contract.id, call.idempotency_key)
         return key not in self._undone and key in self._answered
 
-    def _unredact(self, output, contract, state):
+    def _unredact(self, output, contract, state, run_input=None):
         from ..audit import REDACTED
 
         replaced = []
@@ -160,7 +218,7 @@ class RecordedTools:
                 items = schema.get("items") if isinstance(schema, dict) else None
                 return [walk(v, items, path) for v in value]
             if value == REDACTED:
-                found = _stand_in(path[-1] if path else "", schema, self.run_input)
+                found = _stand_in(path[-1] if path else "", schema, run_input if run_input is not None else self.run_input)
                 if found != REDACTED:
                     replaced.append(".".join(path))
                 return found
@@ -223,6 +281,10 @@ class ReplayResult:
     notes: list = field(default_factory=list)
     stopped: str | None = None       # why the replay stopped before the run ended
     context: dict = field(default_factory=dict)   # the replayed run's final context
+    #: the divergence is inside this child run (a ReplayResult of it; its ``where`` says which)
+    child: "ReplayResult | None" = None
+    #: for a child run: ``{state, index, replayed_run_id}`` (the fan-out state of its parent)
+    where: dict | None = None
 
     @property
     def diverged(self) -> bool:
@@ -233,7 +295,15 @@ class ReplayResult:
                 "step": self.step, "recorded": {"path": self.recorded_path, "status": self.recorded_status,
                                                 "error": self.recorded_error},
                 "replayed": {"path": self.replayed_path, "status": self.replayed_status, "error": self.replayed_error},
-                "reason": self.reason, "notes": self.notes, "stopped": self.stopped, "context": self.context}
+                "reason": self.reason, "notes": self.notes, "stopped": self.stopped, "context": self.context,
+                "child": self.child.as_dict() if self.child is not None else None, "where": self.where}
+
+    def innermost(self) -> list:
+        """``[self, child, grandchild …]`` down to the run where the divergence is."""
+        chain = [self]
+        while chain[-1].child is not None:
+            chain.append(chain[-1].child)
+        return chain
 
     def text(self) -> str:
         lines = [f"recorded: {one_line(self.recorded_path)}  ({self.recorded_status}{_err(self.recorded_error)})",
@@ -241,6 +311,11 @@ class ReplayResult:
                  f"{_err(self.replayed_error)})"]
         if not self.diverged:
             lines.append(f"same path and outcome under {self.definition}")
+        elif self.child is not None:
+            c, w = self.child, self.child.where or {}
+            lines.append(f"diverges at step {self.step} ('{w.get('state')}'), inside child run {c.run_id} "
+                         f"({c.flow} #{w.get('index')}):")
+            lines.extend("  " + line for line in c.text().splitlines())
         else:
             i = self.step - 1
             rec = self.recorded_path[i] if i < len(self.recorded_path) else "(the run had ended)"
@@ -287,8 +362,17 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
     clock = FakeClock(start=row["created_at"])
     engine = Engine(project, MemoryStore(), clock=clock, max_inline_wait=float("inf"), check=True,
                     tool_resolver=tools.resolve, listener=seen.append)
-    values = Recorder(clock, replay=rec.values)
-    engine.recorder_factory = lambda runner: values
+    tools.store = engine.store
+    recorders: dict = {}
+
+    def recorder_for(runner):  # each run, child runs too, draws the uuid()/now() values it recorded
+        found = recorders.get(runner.id)
+        if found is None:
+            followed = tools.recording_of(runner.id)
+            found = recorders[runner.id] = Recorder(clock, replay=followed.values if followed else [])
+        return found
+
+    engine.recorder_factory = recorder_for
     params = {k: v for k, v in (row.get("params") or {}).items() if k in flow.params}
     dropped = sorted(set(row.get("params") or {}) - set(flow.params))
     if dropped:
@@ -297,7 +381,16 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
     try:
         run = engine.run(flow.id, row.get("input") or {}, params=params, run_id=row["id"])
         reviews = list(rec.reviews)
-        while run.status in ("paused", "waiting") and (reviews or run.status == "waiting"):
+        child_reviews: dict = {}
+        for _ in range(10_000):  # bounded: each round decides a review or advances the clock
+            if not (run.status in ("paused", "waiting") and (reviews or run.status == "waiting")):
+                break
+            if run.status == "waiting" and _waits_on_children(engine, run.run_id):
+                run, why = _decide_child_reviews(engine, tools, child_reviews, run)
+                if why:
+                    result.stopped = why
+                    break
+                continue
             if run.status == "waiting":
                 clock.advance(max(0.0, (run.available_at or clock.time()) - clock.time()))
                 run = engine.resume(run.run_id)
@@ -325,11 +418,12 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
     if tools.stop is not None:  # the engine may have handled it as a crashed tool: the replay ends there
         result.stopped = str(tools.stop)
         run = None
-        if tools.stop_steps is not None:
-            seen = seen[:tools.stop_steps]
+        if tools.stop_steps is not None:  # what the stopped run did after the stop did not happen (its siblings' did)
+            seen = [e for i, e in enumerate(seen) if i < tools.stop_steps or e.get("run_id") != tools.stop_run]
     from .runner import own_events
 
-    seen = own_events(seen)  # child runs' events (parallel, map, subflow) are not the recorded run's
+    every = seen
+    seen = own_events(seen)  # child runs' events (parallel, map, subflow) are compared run by run below
     result.replayed_path = [e["state"] for e in seen if e["type"] == "state_entered"]
     if run is not None:
         result.replayed_status = run.status
@@ -340,13 +434,30 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         if changed and result.replayed_path == result.recorded_path:
             result.notes.append(f"same path, but the final context differs in: {', '.join(changed)}")
     result.notes.extend(tools.notes)
+    _locate(result, rec.events, seen, run is not None)
+    if run is not None or tools.children:
+        child = _child_divergence(tools, rec, rec.run_id, every, engine.store, label)
+        at = _step_of(rec, child.where["state"]) if child is not None else None
+        if child is not None and (result.step is None or at <= result.step):
+            result.step, result.child, result.reason = at, child, []
+    return result
+
+
+def _step_of(rec: Recording, state) -> int:
+    """The 1-based step of the recorded run at which ``state`` (a fan-out state) was entered."""
+    return rec.path.index(state) + 1 if state in rec.path else max(len(rec.path), 1)
+
+
+def _locate(result: ReplayResult, rec_events: list, seen: list, finished: bool) -> None:
+    """Set ``result.step`` and ``result.reason``: the first step whose state differs, else the last
+    step when the outcome differs (or the replay did not finish)."""
     i = first_difference(result.recorded_path, result.replayed_path)
-    if i is None and (run is None or run.status != result.recorded_status
-                      or _err(run.error) != _err(result.recorded_error)):
+    if i is None and (not finished or result.replayed_status != result.recorded_status
+                      or _err(result.replayed_error) != _err(result.recorded_error)):
         i = max(len(result.recorded_path) - 1, 0)
     if i is not None:
         result.step = i + 1
-        rec_why = explain(rec.events, i) if i else []
+        rec_why = explain(rec_events, i) if i else []
         rep_why = explain(seen, i) if i else []
         if i == 0 and not result.replayed_path:
             result.reason = [f"the replay did not start: {result.stopped}"] if result.stopped else []
@@ -357,11 +468,81 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
             result.reason.append("replayed " + rep_why[0])
             result.reason.extend("  " + w for w in rep_why[1:])
         if result.step == len(result.recorded_path) and result.recorded_path == result.replayed_path:
-            last = explain(rec.events, len(rec.path))
+            last = explain(rec_events, len(result.recorded_path))
             mine = explain(seen, len(result.replayed_path))
             result.reason = (["recorded " + last[0], *("  " + w for w in last[1:])] if last else []) + \
                             (["replayed " + mine[0], *("  " + w for w in mine[1:])] if mine else [])
-    return result
+
+
+def _child_divergence(tools: RecordedTools, parent: Recording, replayed_parent: str, every: list, store,
+                      label: str):
+    """The first child run of ``parent`` (at any depth) whose replay differs from its recording, as
+    a :class:`ReplayResult` with ``where`` set; None when every child replayed as recorded. Children
+    are taken in the order of their fan-out state in the parent's path, then by index."""
+    from ..store import FINAL
+
+    replayed: dict = {}
+    for rid, _rec, pid, key in tools.children:
+        if pid == replayed_parent:
+            replayed.setdefault(key, []).append(rid)
+
+    def order(key):
+        state, index = key
+        return (parent.path.index(state) if state in parent.path else len(parent.path), index or 0)
+
+    for key in sorted(set(parent.children) | set(replayed), key=order):
+        recs, reps = parent.children.get(key, []), replayed.get(key, [])
+        for n in range(max(len(recs), len(reps))):
+            kid = recs[n] if n < len(recs) else None
+            rid = reps[n] if n < len(reps) else None
+            where = {"state": key[0], "index": key[1], "replayed_run_id": rid}
+            if kid is None:
+                row = store.get_run(rid)
+                path = [e["state"] for e in every if e.get("run_id") == rid and e["type"] == "state_entered"]
+                return ReplayResult(rid, row["flow"], label, [], path, None, row["status"], None, row.get("error"),
+                                    step=1, where=where,
+                                    reason=["the replay started this child run; the recorded run had no such child"])
+            if rid is None:
+                return ReplayResult(kid.run_id, kid.row["flow"], label, kid.path, [], kid.row.get("status"), None,
+                                    kid.row.get("error"), step=1, where=where,
+                                    reason=["the recorded run had this child run; the replay did not start it"])
+            events = [e for e in every if e.get("run_id") == rid]
+            row = store.get_run(rid)
+            r = ReplayResult(kid.run_id, kid.row["flow"], label, kid.path,
+                             [e["state"] for e in events if e["type"] == "state_entered"], kid.row.get("status"),
+                             row["status"], kid.row.get("error"), row.get("error"), where=where)
+            _locate(r, kid.events, events, row["status"] in FINAL)
+            deeper = _child_divergence(tools, kid, rid, every, store, label)
+            if deeper is not None and (r.step is None or _step_of(kid, deeper.where["state"]) <= r.step):
+                r.step, r.child, r.reason = _step_of(kid, deeper.where["state"]), deeper, []
+            if r.diverged:
+                return r
+    return None
+
+
+def _waits_on_children(engine, run_id) -> bool:
+    pending = (engine.store.get_run(run_id).get("cursor") or {}).get("pending") or {}
+    return pending.get("kind") == "children"
+
+
+def _decide_child_reviews(engine, tools: RecordedTools, queues: dict, run):
+    """Decide the paused child runs (at any depth) with their recorded decisions; the parents go
+    on in process. ``(the root's RunResult, None)`` or ``(run, why the replay cannot go on)``."""
+    from ..runner import result_from_row
+
+    decided = False
+    for child in engine.store.list_runs(status="paused", limit=0):
+        followed = tools.recording_of(child["id"])
+        queue = queues.setdefault(child["id"], list(followed.reviews) if followed else [])
+        step = queue.pop(0) if queue else None
+        if step is None or step.get("timeout"):
+            continue
+        token = engine.reissue_token(child["id"])
+        engine.resume(child["id"], token=token, decision=step["decision"], data=step.get("data"), by=step.get("by"))
+        decided = True
+    if not decided:
+        return run, "a child run is paused for a review the recording has no decision for"
+    return result_from_row(engine.store.get_run(run.run_id)), None
 
 
 # ------------------------------------------------------------------------------------ flowctl diff --replay N
@@ -381,14 +562,12 @@ def diff_section(project_root, head_project, head_label: str, limit: int, fmt: s
         return [], f"no run store to replay from ({exc.message})"
     try:
         results = []
-        for row in store.list_runs(limit=limit):
-            if row.get("parent_id"):
-                continue
+        for row in store.list_runs(limit=limit, top_level=True):
             events = store.events(row["id"])
             if not events:
                 continue
             try:
-                results.append(replay(recording(row, events), head_project, head_label))
+                results.append(replay(load_children(store, recording(row, events)), head_project, head_label))
             except ProjectError as exc:
                 r = ReplayResult(row["id"], row["flow"], head_label, [], [], row.get("status"), None)
                 r.stopped = exc.message
@@ -412,6 +591,12 @@ def render_section(results, note: str, limit: int, head_label: str, fmt: str) ->
                 i = r.step - 1
                 rec = r.recorded_path[i] if i < len(r.recorded_path) else "(end)"
                 rep = r.replayed_path[i] if i < len(r.replayed_path) else (r.stopped and "(stopped)") or "(end)"
+                inner = r.innermost()[-1]
+                if inner is not r:  # the divergence is inside a child run
+                    j = inner.step - 1
+                    rec = inner.recorded_path[j] if j < len(inner.recorded_path) else "(end)"
+                    rep = inner.replayed_path[j] if j < len(inner.replayed_path) else "(end)"
+                    rec = f"{inner.flow}#{(inner.where or {}).get('index')}: {rec}"
                 lines.append(f"| `{r.run_id[:12]}` | {r.flow} | {r.recorded_status} | step {r.step} | "
                              f"`{rec}` → `{rep}` |")
         return "\n".join(lines) + "\n"
@@ -425,6 +610,12 @@ def render_section(results, note: str, limit: int, head_label: str, fmt: str) ->
         rep = r.replayed_path[i] if i < len(r.replayed_path) else "(stopped)" if r.stopped else "(end)"
         lines.append(f"  ~ {r.run_id[:12]} {r.flow} ({r.recorded_status}): diverges at step {r.step}: "
                      f"recorded {rec}, replayed {rep}")
+        for c in r.innermost()[1:]:  # inside child runs: where, down to the run that differs
+            j = c.step - 1
+            c_rec = c.recorded_path[j] if j < len(c.recorded_path) else "(end)"
+            c_rep = c.replayed_path[j] if j < len(c.replayed_path) else "(end)"
+            lines.append(f"      in child run {c.run_id[:12]} ({c.flow} #{(c.where or {}).get('index')} of "
+                         f"'{(c.where or {}).get('state')}') at step {c.step}: recorded {c_rec}, replayed {c_rep}")
         if r.stopped:
             lines.append(f"      {r.stopped}")
     return "\n".join(lines) + "\n"
@@ -448,5 +639,6 @@ def add_to_diff(rendered, fmt: str, project_root, head_project, head_label: str,
     return rendered.rstrip("\n") + "\n" + render_section(results, note, limit, head_label, fmt)
 
 
-__all__ = ["Recording", "RecordedTools", "ReplayResult", "ReplayStop", "recording", "load_recording", "replay",
+__all__ = ["Recording", "RecordedTools", "ReplayResult", "ReplayStop", "recording", "load_recording", "load_children",
+           "replay",
            "diff_section", "render_section", "add_to_diff"]

@@ -1,0 +1,197 @@
+"""Workers racing: a cancel while a worker compensates, a child that ends while its parent re-checks
+its children and parks, a worker that dies between queueing children and its next checkpoint.
+
+Every interleaving is injected: tools block on gate files the test opens, and a store wrapper
+runs the competing step just before a chosen commit (or stands still there, as a stalled worker
+would). Nothing races a sleep. SQLite and PostgreSQL (the ``db_url`` fixture of test_workers)."""
+from __future__ import annotations
+
+import threading
+
+from pg import pg_url  # noqa: F401 - fixture
+from test_workers import _engine, _ledger, _run_in_thread, _until, _with_workers, _worker, db_url, project  # noqa: F401
+
+
+class _Intercept:
+    """The store as one worker or command sees it: ``before(run_id, run)`` is called before each
+    commit and may run another command first, stand still, or raise (a process dying there)."""
+
+    def __init__(self, store, before):
+        self._store, self.before = store, before
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), **kw):
+        self.before(run_id, run)
+        return self._store.commit(run_id, expect_seq, run, events, steps, **kw)
+
+
+class _DiesAfterEnding(_Intercept):
+    """A process that dies right after a run's final commit (before anything else it would do)."""
+
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), **kw):
+        self._store.commit(run_id, expect_seq, run, events, steps, **kw)
+        if run.get("status") in ("succeeded", "failed", "cancelled"):
+            raise KeyboardInterrupt
+
+
+def _finish_children_and_die(root, db_url, parent_id) -> list:
+    """Drive each queued child of ``parent_id`` to its end in a process that dies right after; the
+    list says, per child, whether it died there (it runs on a worker's thread: nothing raised)."""
+    engine = _engine(root, db_url)
+    engine.store = _DiesAfterEnding(engine.store, None)
+    died = []
+    for child in engine.store.list_runs(parent_id=parent_id, limit=0):
+        try:
+            engine.resume(child["id"])
+            died.append(False)
+        except KeyboardInterrupt:
+            died.append(True)
+    return died
+
+
+# ------------------------------------------------------------------------------------------ item 2
+def test_a_cancel_never_wedges_a_run_whose_compensation_outlasts_heartbeats(tmp_path, project, db_url, monkeypatch):
+    """The heartbeat sees the (still recorded) cancel request again while the worker compensates:
+    that must not stop the compensation's own commits; the run ends cancelled and is released."""
+    from flowctl.worker import enqueue
+
+    gate, undo_gate = tmp_path / "gate", tmp_path / "undo-gate"
+    monkeypatch.setenv("UNDO_GATE", str(undo_gate))
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
+    logged = []
+    worker = _worker(engine, lease=3.0, heartbeat=0.2, log=lambda event, fields: logged.append(event))
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+        assert engine.cancel(run_id, by="ops").cancel_requested
+        _until(lambda: run_id in worker.cancel_wanted, 60, "the heartbeat to see the request")
+        gate.touch()
+        _until(lambda: f"undo:{run_id}-one" in _ledger(tmp_path, "calls"), 60, "the compensation to start")
+        assert "cancelling" in logged
+        _until(lambda: run_id in worker.cancel_wanted, 60, "the heartbeat to see the request again, mid-compensation")
+        undo_gate.touch()
+        _until(lambda: engine.store.get_run(run_id)["status"] == "cancelled", 30, "the run to end cancelled")
+    finally:
+        gate.touch()
+        undo_gate.touch()
+        worker.stop()
+        thread.join(30)
+    row = engine.store.get_run(run_id)
+    assert row["lease_until"] is None and _ledger(tmp_path) == []  # released; its one effect undone, once
+    assert [e["type"] for e in engine.store.events(run_id)].count("compensation_succeeded") == 1
+    assert not thread.is_alive() and worker.stats["cancelled"] == 1
+
+
+# ------------------------------------------------------------------------------------------ item 3
+def test_a_child_that_ends_while_its_parent_re_checks_and_parks_wakes_it(tmp_path, project, db_url):
+    """The children end between the parent's re-check and its park, in a process that dies right
+    after each child's final commit: the parent must still be due, and a worker finishes it."""
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "fanned", {})
+    done = []
+
+    def before(rid, run):
+        if rid == run_id and run.get("status") == "waiting" and not done:
+            done.append(_finish_children_and_die(project, db_url, run_id))
+
+    intercepted = _engine(project, db_url)
+    intercepted.store = _Intercept(intercepted.store, before)  # what the worker commits through
+    worker = _worker(intercepted, concurrency=1)  # busy with the parent's park: it claims no child meanwhile
+    _with_workers([worker], lambda: engine.store.get_run(run_id)["status"] == "succeeded", 30,
+                  "the parent to finish without flowctl recover")
+    assert done == [[True, True]]  # both children ended (and their process died) between re-check and park
+    assert {c["status"] for c in engine.store.list_runs(parent_id=run_id, limit=0)} == {"succeeded"}
+    assert sorted(_ledger(tmp_path)) == sorted(f"{c['id']}-{leg}" for c in engine.store.list_runs(parent_id=run_id, limit=0)
+                                               for leg in ("one", "two"))
+
+
+def test_a_takeover_finds_children_that_ended_before_the_dead_workers_checkpoint(tmp_path, project, db_url):
+    """A worker queues the children, then stalls before the checkpoint that records them (and its
+    lease runs out); the children end; the worker that takes the parent over must see they ended."""
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "fanned", {})
+    stalled, go_on = threading.Event(), threading.Event()
+
+    def before(rid, run):
+        if rid == run_id and run.get("status") == "waiting":
+            stalled.set()
+            go_on.wait(120)  # as if frozen (SIGSTOP): its lease expires meanwhile
+
+    intercepted = _engine(project, db_url)
+    intercepted.store = _Intercept(intercepted.store, before)
+    first = _worker(intercepted, lease=2.0, heartbeat=3600, max_runs=1)
+    thread, _ = _run_in_thread(first)
+    try:
+        assert stalled.wait(60)
+        kids = engine.store.list_runs(parent_id=run_id, limit=0)
+        assert len(kids) == 2 and {k["status"] for k in kids} == {"queued"}
+        for kid in kids:  # they end (here, from the CLI) while the parent is held by the stalled worker
+            assert engine.resume(kid["id"]).status == "succeeded"
+        _until(lambda: (engine.store.get_run(run_id)["lease_until"] or 0) < engine.store.now(), 30,
+               "the stalled worker's lease to run out")
+        _with_workers([_worker(_engine(project, db_url))], lambda: engine.store.get_run(run_id)["status"] == "succeeded",
+                      30, "the taken-over parent to finish without flowctl recover")
+    finally:
+        go_on.set()
+        first.stop()
+        thread.join(30)
+    assert first.stats["stale_commits_refused"] == 1  # the stalled worker's late park was refused
+    types = [e["type"] for e in engine.store.events(run_id)]
+    assert types.count("child_finished") == 2 and types[-1] == "run_succeeded"
+
+
+# ------------------------------------------------------------------------------------------ item 4
+def _stalled_then_taken_over(tmp_path, project, db_url, gate_key, wait_for):
+    """Worker A is inside step one's call (held at a gate) and misses its heartbeats past its lease;
+    worker B takes the run over; ``wait_for(engine, run_id)`` says when to let A's call return."""
+    from flowctl.worker import enqueue
+
+    gate = tmp_path / "gate"
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "f", {gate_key: str(gate)})
+    stalled = _worker(_engine(project, db_url), lease=2.0, heartbeat=3600, max_runs=1)  # as if SIGSTOPped
+    thread, _ = _run_in_thread(stalled)
+    second = _worker(_engine(project, db_url))
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "worker A inside step one's call")
+        other, _ = _run_in_thread(second)
+        _until(lambda: wait_for(engine, run_id), 60, "worker B to take the run over")
+        gate.touch()  # A's late call returns now
+        _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the run to finish")
+        thread.join(30)
+    finally:
+        gate.touch()
+        stalled.stop()
+        second.stop()
+        thread.join(30)
+    assert stalled.stats["stale_commits_refused"] == 1  # the late call's commit wrote nothing
+    assert sorted(_ledger(tmp_path)) == [f"{run_id}-one", f"{run_id}-two"]  # each effect applied once
+    recovered = [e for e in engine.store.events(run_id) if e["type"] == "step_recovered"]
+    return engine, run_id, recovered
+
+
+def test_a_stalled_workers_late_effect_is_verified_before_the_new_owner_invokes_again(tmp_path, project, db_url):
+    """A's call applied its effect but had not returned when B took over: B's verify finds it and
+    B does not invoke the tool again."""
+    def verified(engine, run_id):
+        return any(e["type"] == "step_recovered" for e in engine.store.events(run_id))
+
+    engine, run_id, recovered = _stalled_then_taken_over(tmp_path, project, db_url, "gate_after", verified)
+    assert [e["data"]["happened"] for e in recovered] == [True]
+    assert _ledger(tmp_path, "calls").count(f"{run_id}-one") == 1  # not invoked again
+
+
+def test_a_stalled_workers_call_that_had_not_acted_is_invoked_again_with_the_same_key(tmp_path, project, db_url):
+    """A's call had not applied its effect when B verified, so B invokes again with the same
+    idempotency key: the window a tool closes by deduplicating on ``call.idempotency_key``."""
+    engine, run_id, recovered = _stalled_then_taken_over(
+        tmp_path, project, db_url, "gate", lambda engine, rid: _ledger(tmp_path, "calls").count(f"{rid}-one") == 2)
+    assert [e["data"]["happened"] for e in recovered] == [False]
+    assert _ledger(tmp_path, "calls").count(f"{run_id}-one") == 2  # at least once; applied once (deduplicated by key)
