@@ -211,8 +211,9 @@ def cancel(run_id, no_compensate, by, root, db):
     """Stop RUN and undo its completed side effects, newest first.
 
     A run a live `flowctl worker` holds is cancelled by that worker at its next step (never in
-    the middle of a side effect): the request is recorded and this exits 3. Exit 0 cancelled,
-    1 it could not be, 2 bad input or store."""
+    the middle of a side effect): the request is recorded and this exits 3. Exit 0 cancelled
+    with every side effect undone, 1 cancelled but a side effect could not be undone (residue
+    listed), 2 the run had already ended or a live process runs it, or bad input or store."""
     _call("cancel", run_id=run_id, no_compensate=no_compensate, by=by or _login(), root=root, db=db)
 
 

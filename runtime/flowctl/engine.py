@@ -204,9 +204,27 @@ class Engine:
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise ProjectError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
                                hint="run: flowctl validate")
+        self._resolve_tools(flow)
         self._checked.add(flow.id)
         for child in _child_flows(self.project, flow):  # the flows its parallel/map/subflow states start
             self._check_flow(self.project.flows[child])
+
+    def _resolve_tools(self, flow) -> None:
+        """Import every tool function the flow's states name (entrypoint, verify, compensate of each
+        tool, fallback and notify) before a run is created: a module that does not import, or code
+        the project may not run, is a :class:`UsageError` (exit 2) with nothing started or stored."""
+        from .checks import flow_graph
+
+        folder = str(self.project.orchestration / "tools")
+        for sid in sorted(flow_graph(self.project, flow)):
+            state = self.project.states.get(sid)
+            refs = [state.tool, state.get("notify")] + [h.fallback for h in state.on_error] if state else []
+            for ref in refs:
+                contract = self.project.resolve_tool(ref) if isinstance(ref, str) and ref else None
+                for kind in ("entrypoint", "verify", "compensate"):
+                    name = getattr(contract, kind, None) if contract is not None else None
+                    if isinstance(name, str) and ":" in name:
+                        self.tool_function(contract, kind, folder)
 
     def project_for(self, digest: str):
         """The project a run started with (its stored snapshot); the live one if digests match."""

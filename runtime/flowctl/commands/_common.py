@@ -18,11 +18,20 @@ def open_project(root):
     return load_project(root)
 
 
-def open_store(db, project_root, *, create: bool = False):
-    """The run store for a command; read-only commands never create one (``create=False``)."""
-    from ..store import open_store as _open
+def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False):
+    """The run store for a command; read-only commands never create one (``create=False``).
 
-    return _open(db or os.environ.get("FLOWCTL_DB"), Path(project_root), create=create)
+    ``empty_ok``: a read-only command (runs, stats, reviews, policy check) on a project that has
+    never run, with the default store not yet made, sees an empty store (nothing is created). A
+    store named by ``--db`` or ``FLOWCTL_DB`` that does not exist stays an error (a typo, likely)."""
+    from ..store import MemoryStore, normalise_url, open_store as _open
+
+    url = db or os.environ.get("FLOWCTL_DB")
+    if empty_ok and not url and not create:
+        default = normalise_url(None, Path(project_root))
+        if default.startswith("sqlite:///") and not Path(default[len("sqlite:///"):]).exists():
+            return MemoryStore()
+    return _open(url, Path(project_root), create=create)
 
 
 def fetch_run(root, db, run_id, *, with_children: bool = False):
@@ -221,6 +230,10 @@ def print_result(result, *, fmt="text", db=None) -> int:
         click.echo(f"error: {e.get('type')}{code} at {e.get('state')}: {e.get('message')}")
     for r in result.residue:
         click.echo(click.style("residue: ", fg="red") + f"{r['tool']} in '{r['state']}' could not be undone: {r['error']}")
+    if db == "memory" and result.status in ("paused", "waiting"):
+        click.echo(f"{result.status}, but --db memory keeps nothing: this run ended with this process and cannot be "
+                   "resumed (use the default store, or --db sqlite:///FILE, to resume it later)")
+        return result.exit_code
     if result.status == "paused" and result.review:
         rv = result.review
         click.echo(f"paused for review at '{rv['state']}': " + json.dumps(rv.get("show"), ensure_ascii=False))

@@ -1,7 +1,9 @@
 """``flowctl cancel RUN``: stop a run and (unless --no-compensate) undo its side effects.
 
-Exit 0 cancelled here; 3 when a live worker holds the run: the request is recorded and that
-worker cancels it at its next step (``flowctl runs`` shows when it has)."""
+Exit 0 cancelled here with every completed side effect undone; 1 cancelled, but some side effect
+could not be undone (its residue is listed: it is still in place); 2 the run had already ended, a
+live process executes it, or bad input or store; 3 when a live worker holds the run: the request
+is recorded and that worker cancels it at its next step (``flowctl runs`` shows when it has)."""
 from __future__ import annotations
 
 from ._common import open_engine, print_result
@@ -21,4 +23,10 @@ def run(run_id, no_compensate, by, root, db) -> int:
                    f"see: flowctl runs --status cancelled")
         return 3
     print_result(result, db=db)
+    if result.status == "cancelled" and result.residue:
+        import click
+
+        click.echo(f"{len(result.residue)} side effect(s) could not be undone and are still in place "
+                   f"(see: flowctl audit log {result.run_id})", err=True)
+        return 1
     return 0 if result.status == "cancelled" else 1

@@ -29,7 +29,7 @@ def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, 
     tool_input = parse_json_arg(input, "--input")
     seen = {"run_input": parse_json_arg(run_input, "--run-input"), "context": parse_json_arg(context, "--context"),
             "params": parse_params(params, None)}
-    store = open_store(db, project.root)
+    store = open_store(db, project.root, empty_ok=True)
     try:
         decision = Gate(project, store, SystemClock()).decide(contract, tool_input if tool_input is not None else {},
                                                              run_id=run_id or "", flow=flow or "", record=False, **seen)

@@ -26,7 +26,7 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
         return EXIT_OK
 
     project = open_project(root)
-    store = open_store(db, project.root)
+    store = open_store(db, project.root, empty_ok=True)
     try:
         rows = store.list_runs(status="paused", limit=0)
     finally:

@@ -22,7 +22,7 @@ def run(status, flow, limit, root, db, fmt, all_=False) -> int:
     if status and status not in STATUSES:
         raise UsageError(f"--status {status!r} is not one of {', '.join(STATUSES)}")
     project = open_project(root)
-    store = open_store(db, project.root)
+    store = open_store(db, project.root, empty_ok=True)
     try:
         rows = store.list_runs(status=status, flow=flow, limit=limit, top_level=not all_)
         now = store.now() if hasattr(store, "now") else time.time()  # leases run on the database clock

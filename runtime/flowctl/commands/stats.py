@@ -69,7 +69,7 @@ def parse_since(text):
 
 def run(root, db, fmt, limit, since=None, flow=None, all_=False) -> int:
     project = open_project(root)
-    store = open_store(db, project.root)
+    store = open_store(db, project.root, empty_ok=True)
     try:
         s = compute(store, limit, parse_since(since), flow=flow, children=all_)
     finally:

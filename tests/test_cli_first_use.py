@@ -1,0 +1,88 @@
+"""What a newcomer's first commands do: exit codes and messages scripts and people rely on.
+
+Each test is a finding of a new user's trial: a run refused with exit 2 must have started
+nothing; a cancel that left a side effect in place must not exit 0; the read commands on a project
+that never ran report "nothing yet"; ``--db memory`` never suggests a resume that cannot work.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+
+from helpers import FLOWCTL_EXE, write_project
+
+TOOLS = '''
+LEDGER = []
+
+def charge(input, call):
+    LEDGER.append("charge")
+    with open("ledger.txt", "a") as fh:
+        fh.write("charge\\n")
+    return {"ok": True}
+
+def verify(input, output, call):
+    return True
+
+def undo(input, output, call):
+    raise RuntimeError("the gateway refused the refund")
+'''
+
+FILES = {
+    "tools/tk.py": TOOLS,
+    "contracts/charge.v1.0.0.yaml": (
+        "id: charge\nversion: 1.0.0\nentrypoint: tk:charge\nverify: tk:verify\ncompensate: tk:undo\n"
+        "side_effects:\n  - {type: payment, target: card}\n"),
+    "policies/allow_charge.yaml": "policy: allow_charge\napplies_to: [charge]\nallow: []\n",
+    "states/pay.yaml": "id: pay\ntype: task\ntool: charge@^1\n",
+    "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "transitions/f.yaml": ("flow: f\nstart: pay\ntransitions:\n  - {from: pay, to: ask}\n"
+                           "  - {from: ask, to: done}\n"),
+}
+
+
+def _flowctl(cwd, *args):
+    env = {k: v for k, v in os.environ.items() if k not in ("FLOWCTL_DEBUG", "FLOWCTL_DB")}
+    result = subprocess.run([FLOWCTL_EXE, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_run_refused_because_its_tool_does_not_import_starts_nothing(tmp_path):
+    write_project(tmp_path, dict(FILES, **{"tools/tk.py": TOOLS + "\ndef broken(:\n"}))
+    code, out = _flowctl(tmp_path, "run", "f")
+    assert code == 2 and "cannot import tool module 'tk'" in out and "Traceback" not in out, out
+    code, out = _flowctl(tmp_path, "runs", "--all")
+    assert code == 0 and "no runs" in out, out  # nothing a later `recover` could complete
+    assert not (tmp_path / "ledger.txt").exists()
+
+
+def test_a_cancel_that_leaves_a_side_effect_in_place_exits_1(tmp_path):
+    write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "run", "f")
+    assert code == 3, out
+    run_id = out.split("run ", 1)[1].split()[0]
+    code, out = _flowctl(tmp_path, "cancel", run_id)
+    assert code == 1, out
+    assert "residue: charge@1.0.0 in 'pay' could not be undone" in out
+    assert "1 side effect(s) could not be undone and are still in place" in out
+
+
+def test_read_commands_on_a_project_that_never_ran_report_nothing_yet(tmp_path):
+    write_project(tmp_path, FILES)
+    assert _flowctl(tmp_path, "runs") == (0, "no runs (top-level; --all adds child runs)\n")
+    code, out = _flowctl(tmp_path, "reviews")
+    assert code == 0 and "no pending reviews" in out, out
+    code, out = _flowctl(tmp_path, "stats")
+    assert code == 0 and "runs: 0" in out, out
+    code, out = _flowctl(tmp_path, "policy", "check", "charge", "--input", "{}")
+    assert code == 0 and "allow" in out, out
+    assert not (tmp_path / ".flowctl").exists()  # looking created no store
+    code, out = _flowctl(tmp_path, "runs", "--db", f"sqlite:///{tmp_path}/typo.db")
+    assert code == 2 and "no run store" in out, out  # a store named on purpose must exist
+
+
+def test_a_paused_run_in_memory_says_it_cannot_be_resumed(tmp_path):
+    write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "run", "f", "--db", "memory")
+    assert code == 3, out
+    assert "--db memory keeps nothing" in out and "flowctl resume" not in out, out
