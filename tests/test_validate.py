@@ -484,7 +484,7 @@ def test_fc609_embedded_schemas_that_cannot_work(make_project):
     diags = sorted(of(problems(root), "FC609"), key=lambda d: d.line)
     assert [d.line for d in diags] == [7, 8, 9, 10]
     assert "did you mean 'string'" in diags[0].message and "does not compile" in diags[1].message
-    assert "does not resolve" in diags[2].message and "outside the schema" in diags[3].message
+    assert "does not resolve" in diags[2].message and "not a local reference" in diags[3].message
 
 
 def test_a_handler_with_two_actions_and_impossible_times(make_project):
