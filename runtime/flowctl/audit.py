@@ -107,6 +107,104 @@ def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str
     return problems
 
 
+SEAL_VERSION = "flowctl-run-seal-1"
+
+
+def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor) -> str:
+    """The seal of a run row (sha256 hex), written by every commit in the same statement as the row::
+
+        sha256(f"flowctl-run-seal-1\\n{id}\\n{last_seq}\\n{last_hash}\\n{status}\\n{error_json}\\n{cursor_json}")
+
+    ``error_json`` and ``cursor_json`` are :func:`canonical` (sorted keys: the text does not depend on
+    the order a store kept the keys in; ``""`` for no error). ``last_hash`` ties the row to the head of the
+    event chain, so the checkpoint a resume continues from is bound to the log that led to it.
+    Unkeyed, like the chain: see :func:`verify_run`."""
+    text = (f"{SEAL_VERSION}\n{run_id}\n{last_seq}\n{last_hash}\n{status}\n"
+            f"{'' if error is None else _sorted_json(error)}\n{_sorted_json(cursor)}")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _sorted_json(value) -> str:
+    """:func:`canonical`, also for keys that do not sort together (1 and "a"): as stored, all text."""
+    try:
+        return canonical(value)
+    except TypeError:
+        return canonical(json.loads(encode_data(value)))
+
+
+#: statuses a run row may show while its seal (written by its last commit) says another: a worker's
+#: claim makes a due run ``running`` in SQL, and its own first commit seals it again
+_CLAIMED_FROM = ("queued", "waiting", "paused", "running")
+
+
+def seal_problem(row: dict) -> str | None:
+    """Why ``row`` (a run as the store returns it) is not the one its last commit sealed, or None.
+
+    The seal must match the row's own status, or — for a ``running`` row a worker claimed
+    (``lease_until`` set) — the status it had before the claim; a ``waiting`` row may have been
+    sealed ``queued`` (a worker continues a queued run as a due one). A row without a seal is
+    accepted only when the run has ended (rows finished before store schema 4)."""
+    if "seal" not in row:
+        return None  # a store without seals (memory)
+    sealed = row.get("seal")
+    if not sealed:
+        if row.get("status") in FINAL_EVENTS:
+            return None
+        return "the run row has no seal (its status, checkpoint or error was written outside flowctl)"
+    statuses = [row.get("status")]
+    if row.get("status") == "waiting":
+        statuses.append("queued")
+    if row.get("status") == "running" and row.get("lease_until") is not None:
+        statuses.extend(s for s in _CLAIMED_FROM if s != "running")
+    for status in statuses:
+        if run_seal(row["id"], row.get("last_seq"), row.get("last_hash"), status, row.get("error"),
+                    row.get("cursor")) == sealed:
+            return None
+    return ("the run row's status, checkpoint or error is not what its last commit sealed "
+            "(edited in the store)")
+
+
+def verify_steps(steps: list, events: list) -> list[str]:
+    """Problems of the step records (``flowctl_steps``) against the hash-chained log: every step
+    row must have its ``tool_invoked`` event (same state, attempt, tool, idempotency key and input),
+    and a ``succeeded`` row's output must be the output its ``tool_succeeded`` event recorded."""
+    invoked: dict = {}
+    outputs: dict = {}
+    for ev in events:
+        d = ev.get("data") or {}
+        key = (ev.get("state"), ev.get("attempt"), d.get("tool"))
+        if ev["type"] == "tool_invoked":
+            invoked.setdefault(key + (d.get("idempotency_key"),), []).append(d.get("input"))
+        elif ev["type"] in ("tool_succeeded", "step_recovered"):
+            outputs.setdefault(key, []).append(d.get("output"))
+    problems = []
+    for s in steps:
+        label = f"step record {s.get('step_no')}#{s.get('attempt')} ({s.get('state')})"
+        key = (s.get("state"), s.get("attempt"), s.get("tool"))
+        recorded = invoked.get(key + (s.get("idempotency_key"),))
+        if not recorded or not any(canonical(r) == canonical(s.get("input")) for r in recorded):
+            problems.append(f"{label} has no matching tool_invoked event (added or edited in the store)")
+        elif s.get("status") == "succeeded" and s.get("output") not in (None, {}) and not any(
+                canonical(o) == canonical(s.get("output")) for o in outputs.get(key, ())):
+            problems.append(f"{label} has an output no tool_succeeded event recorded (edited in the store)")
+    return problems
+
+
+def verify_head(events: list, head: str) -> list[str]:
+    """``head`` is ``SEQ:HASH`` as ``flowctl audit head`` printed it: the stored event ``SEQ`` must
+    still have hash ``HASH`` (so events 1..SEQ are exactly those that existed then)."""
+    seq_text, _, expected = head.partition(":")
+    if not seq_text.isdigit() or len(expected) != 64:
+        return [f"--expect-head {head!r} is not SEQ:HASH as flowctl audit head prints it"]
+    seq = int(seq_text)
+    found = next((e for e in events if e["seq"] == seq), None)
+    if found is None:
+        return [f"event {seq} of the anchored head is not in the store (the log was cut)"]
+    if found.get("hash") != expected:
+        return [f"event {seq} no longer has the anchored hash: the log up to it was rewritten"]
+    return []
+
+
 FINAL_EVENTS = {"succeeded": "run_succeeded", "failed": "run_failed", "cancelled": "run_cancelled"}
 
 

@@ -46,25 +46,52 @@ def find_root(start: str | os.PathLike | None = None) -> Path:
     )
 
 
-def read_tree(root: Path) -> dict[str, bytes]:
-    """Relative path -> bytes of every definition file under ``root/orchestration``."""
+def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
+    """Relative path -> bytes of every definition file under ``root/orchestration``.
+
+    Only the repository is read: a file (or a folder, or ``orchestration/`` itself) that is a
+    symbolic link resolving outside ``root`` is never opened; it is put in ``refused`` (relative
+    path -> where it leads) when given."""
     files: dict[str, bytes] = {}
     base = root / "orchestration"
+    top = os.path.realpath(root)
+
+    def inside(path) -> bool:
+        real = os.path.realpath(path)
+        return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
     for folder in FOLDERS:
         directory = base / folder
         if not directory.is_dir():
             continue
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.name.endswith(EXTENSIONS) and entry.is_file():
+                rel = f"orchestration/{folder}/{entry.name}"
+                if not inside(entry.path):
+                    if refused is not None:
+                        refused[rel] = os.path.realpath(entry.path)
+                    continue
                 with open(entry.path, "rb") as fh:
-                    files[f"orchestration/{folder}/{entry.name}"] = fh.read()
+                    files[rel] = fh.read()
     return files
 
 
 def load_project(root: str | os.PathLike | None = None) -> Project:
-    """Load the project at ``root`` (or found from the current directory). See :func:`find_root`."""
+    """Load the project at ``root`` (or found from the current directory). See :func:`find_root`.
+    A definition file that is a link leaving the repository is FC008 (and not read)."""
+    import dataclasses
+
     path = find_root(root)
-    return load_files(read_tree(path), path)
+    refused: dict = {}
+    project = load_files(read_tree(path, refused), path)
+    if not refused:
+        return project
+    diags = [Diagnostic("FC008", f"{rel} is a link to {target}, outside the repository; flowctl reads only "
+                        "the repository", rel, hint="copy the file into the repository, or link inside it")
+             for rel, target in sorted(refused.items())]
+    broken = {(FOLDERS[rel.split("/")[1]], _guess_id(FOLDERS[rel.split("/")[1]], rel.split("/")[2].rsplit(".", 1)[0]))
+              for rel in refused}
+    return dataclasses.replace(project, diagnostics=project.diagnostics + tuple(diags), broken=project.broken | broken)
 
 
 def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Project:
@@ -92,6 +119,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
     policies: dict = {}
     seen: dict = {}
     broken: set = set()
+    rejected: set = set()  # paths of files that did not load
     docs: list[Document] = []
     diags: list[Diagnostic] = []
     for rel in sorted(files):
@@ -107,10 +135,12 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
             if not any(d.severity == ERROR for d in doc.diagnostics):  # `---`, `~` or `null` alone
                 diags.append(doc.diag("FC010", f"a {kind} file holds one mapping, not null"))
             broken.add((kind, _guess_id(kind, stem)))
+            rejected.add(rel)
             continue
         if not isinstance(doc.data, dict):
             diags.append(doc.diag("FC010", f"a {kind} file holds one mapping, not {type(doc.data).__name__}"))
             broken.add((kind, _guess_id(kind, stem)))
+            rejected.add(rel)
             continue
         problems = schemas.check(kind, doc)
         element_id = _element_id(kind, doc.data)
@@ -135,6 +165,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         if any(p.severity == ERROR for p in problems):
             broken.add((kind, element_id if isinstance(element_id, str) else _guess_id(kind, stem)))
             broken.add((kind, _guess_id(kind, stem)))  # references by file name (FC005) are not unknown either
+            rejected.add(rel)
             continue
         try:
             if kind == "state":
@@ -148,6 +179,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         except ValueError as exc:  # a value the schema admits but the model cannot use
             diags.append(doc.diag("FC010", str(exc)))
             broken.add((kind, element_id))
+            rejected.add(rel)
     ordered = {k: tuple(sorted(v, key=lambda c: versions.parse_version(c.version))) for k, v in contracts.items()}
     return Project(
         root=Path(root),
@@ -159,6 +191,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         diagnostics=tuple(diags),
         broken=frozenset(broken),
         files=MappingProxyType(dict(files)),
+        rejected=frozenset(rejected),
     )
 
 

@@ -22,12 +22,12 @@ import os
 import secrets
 
 from . import saga, task
-from .audit import canonical, encode_data, redact, seal
+from .audit import canonical, encode_data, redact, run_seal, seal, seal_problem
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
-from .errors import (FlowctlError, MaxStepsExceeded, NoTransitionMatched, PayloadTooLarge, ReviewTimeout,
-                     RunTimeout, StepError, UsageError, error_names)
+from .errors import (FlowctlError, MaxStepsExceeded, NoTransitionMatched, PayloadTooLarge, RecordTampered,
+                     ReviewTimeout, RunTimeout, StepError, UsageError, error_names)
 from .expressions import RECORDER, Recorder, compile_expr
 from .payload import FIT_STRING, MAX_PAYLOAD, fits
 from .policy import Gate
@@ -75,7 +75,7 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
     merged.update(params)
     now = engine.clock.time()
     digest = project.digest()
-    engine.store.save_definition(digest, dict(project.files))
+    engine.store.save_definition(digest, dict(project.snapshot))
     run_id = run_id or new_run_id(engine.clock)
     cursor = {"state": flow.start, "entered": False, "step": 0, "attempt": 1, "visits": {}, "path": [],
               "context": {}, "response": None, "error": None, "review": None, "saga": [], "residue": [],
@@ -94,6 +94,8 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
     first = runner.take_events()
     row["last_seq"] = first[-1]["seq"]
     row["last_hash"] = "" if runner.lazy else seal(first, "")
+    if not runner.lazy:
+        row["seal"] = run_seal(run_id, row["last_seq"], row["last_hash"], "running", None, cursor)
     engine.store.create_run(row, first)
     runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
     return runner.drive()
@@ -367,6 +369,10 @@ class Runner:
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
+        forged = None if self.lazy else seal_problem(row)
+        if forged:  # resume, recover, a worker's claim, cancel, remind: never continue a forged checkpoint
+            raise RecordTampered(f"run {self.id}: {forged}; it is not continued",
+                                 hint=f"flowctl audit verify {self.id} says what differs; restore the store from a backup")
         self.gate = Gate(project, engine.store, engine.clock)
         self.sensitive = _sensitive_fields(project, flow)
         self.tools_folder = str(project.orchestration / "tools")
@@ -418,6 +424,10 @@ class Runner:
             run["last_seq"] = events[-1]["seq"]
             if not self.lazy:
                 run["last_hash"] = seal(events, self.last_hash)
+        if not self.lazy:  # the row as this commit leaves it, sealed in the same statement (audit.run_seal)
+            run["seal"] = run_seal(self.id, run.get("last_seq", self.last_seq), run.get("last_hash", self.last_hash),
+                                   run.get("status", self.row["status"]), run.get("error", self.row.get("error")),
+                                   self.cursor)
         steps, self.step_rows = self.step_rows, []
         if self.unleased:
             self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)

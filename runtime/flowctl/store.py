@@ -9,7 +9,7 @@ Shapes (all JSON columns hold text written by :func:`flowctl.audit.canonical`):
 
 * run: ``{id, flow, flow_version, digest, parent_id, status, input, params, output, error,
   cursor, created_at, updated_at, available_at, owner, last_seq, last_hash, steps, queue,
-  priority, lease_until, fence}``; times are epoch **seconds**; ``status`` one of
+  priority, lease_until, fence, cancel_requested, seal}``; times are epoch **seconds**; ``status`` one of
   :data:`STATUSES`. ``available_at`` is when a queued, waiting or paused run is due (a paused
   review's deadline); ``lease_until`` (database clock) and ``fence`` belong to worker leases.
 * event: ``{run_id, seq, ts, type, state, attempt, data, prev_hash, hash, fence}`` (see
@@ -50,7 +50,7 @@ class LeaseLost(RunConflict):
     """A worker's fencing token is no longer the run's (its lease expired or another worker
     claimed the run): the commit wrote nothing and the worker must stop driving the run."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "cancelled")
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 DEFAULT_URL = "sqlite:///.flowctl/flowctl.db"

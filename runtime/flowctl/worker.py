@@ -91,6 +91,10 @@ class _EnqueueStore:
 
     def create_run(self, run, events, steps=(), **_):
         row = dict(run, status="queued", owner=None, queue=self._queue, priority=self._priority, available_at=None)
+        if "seal" in row:  # sealed as it is written: queued
+            from .audit import run_seal
+
+            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, row["cursor"])
         if self._delay:
             row["available_at"] = self._store.now_expr + float(self._delay)
         self._store.create_run(row, events, steps)
