@@ -171,7 +171,8 @@ def test_rehashed_rewrite_passes_plain_verify_but_not_an_anchored_head(tmp_path)
         prev = digest
     db.execute("UPDATE flowctl_steps SET output = ? WHERE run_id = ?", (json.dumps({"ok": True, "id": "999"}), paused.run_id))
     db.execute("UPDATE flowctl_runs SET last_hash = ?, seal = ? WHERE id = ?",
-               (prev, run_seal(row["id"], row["last_seq"], prev, row["status"], row["error"], row["cursor"]), row["id"]))
+               (prev, run_seal(row["id"], row["last_seq"], prev, row["status"], row["error"], encode_data(row["cursor"])),
+                row["id"]))
     db.commit()
     assert _cli(["audit", "verify", paused.run_id], h.root, tmp_path).returncode == 0  # re-hashed: consistent
     verify = _cli(["audit", "verify", paused.run_id, "--expect-head", anchored], h.root, tmp_path)

@@ -110,17 +110,18 @@ def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str
 SEAL_VERSION = "flowctl-run-seal-1"
 
 
-def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor) -> str:
+def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor_json: str) -> str:
     """The seal of a run row (sha256 hex), written by every commit in the same statement as the row::
 
         sha256(f"flowctl-run-seal-1\\n{id}\\n{last_seq}\\n{last_hash}\\n{status}\\n{error_json}\\n{cursor_json}")
 
-    ``error_json`` and ``cursor_json`` are :func:`canonical` (sorted keys: the text does not depend on
-    the order a store kept the keys in; ``""`` for no error). ``last_hash`` ties the row to the head of the
+    ``error_json`` is :func:`canonical` of the error (``""`` for none); ``cursor_json`` is the
+    checkpoint as stored, :func:`encode_data` of it (the commit hands the same text to the store,
+    so sealing costs one sha256 per step, no second encoding). ``last_hash`` ties the row to the head of the
     event chain, so the checkpoint a resume continues from is bound to the log that led to it.
     Unkeyed, like the chain: see :func:`verify_run`."""
     text = (f"{SEAL_VERSION}\n{run_id}\n{last_seq}\n{last_hash}\n{status}\n"
-            f"{'' if error is None else _sorted_json(error)}\n{_sorted_json(cursor)}")
+            f"{'' if error is None else _sorted_json(error)}\n{cursor_json}")
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -156,9 +157,10 @@ def seal_problem(row: dict) -> str | None:
         statuses.append("queued")
     if row.get("status") == "running" and row.get("lease_until") is not None:
         statuses.extend(s for s in _CLAIMED_FROM if s != "running")
+    cursor_json = encode_data(row.get("cursor"))  # the stored text: encode_data of it gives it back
     for status in statuses:
         if run_seal(row["id"], row.get("last_seq"), row.get("last_hash"), status, row.get("error"),
-                    row.get("cursor")) == sealed:
+                    cursor_json) == sealed:
             return None
     return ("the run row's status, checkpoint or error is not what its last commit sealed "
             "(edited in the store)")

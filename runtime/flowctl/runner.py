@@ -95,7 +95,8 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
     row["last_seq"] = first[-1]["seq"]
     row["last_hash"] = "" if runner.lazy else seal(first, "")
     if not runner.lazy:
-        row["seal"] = run_seal(run_id, row["last_seq"], row["last_hash"], "running", None, cursor)
+        row["cursor_json"] = encode_data(cursor)
+        row["seal"] = run_seal(run_id, row["last_seq"], row["last_hash"], "running", None, row["cursor_json"])
     engine.store.create_run(row, first)
     runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
     return runner.drive()
@@ -425,9 +426,10 @@ class Runner:
             if not self.lazy:
                 run["last_hash"] = seal(events, self.last_hash)
         if not self.lazy:  # the row as this commit leaves it, sealed in the same statement (audit.run_seal)
+            run["cursor_json"] = encode_data(self.cursor)  # the store writes this very text
             run["seal"] = run_seal(self.id, run.get("last_seq", self.last_seq), run.get("last_hash", self.last_hash),
                                    run.get("status", self.row["status"]), run.get("error", self.row.get("error")),
-                                   self.cursor)
+                                   run["cursor_json"])
         steps, self.step_rows = self.step_rows, []
         if self.unleased:
             self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)
@@ -437,6 +439,7 @@ class Runner:
         if events:
             self.last_seq = run["last_seq"]
             self.last_hash = run.get("last_hash", self.last_hash)
+        run.pop("cursor_json", None)
         self.row.update(run)
 
     def check_size(self, value, what: str) -> None:

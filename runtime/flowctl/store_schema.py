@@ -184,7 +184,7 @@ def _seal_live_runs(conn) -> None:
     it upgrades; from then on a change outside flowctl is detected)."""
     import json
 
-    from .audit import run_seal
+    from .audit import encode_data, run_seal
 
     r = runs
     rows = conn.execute(sa.select(r.c.id, r.c.last_seq, r.c.last_hash, r.c.status, r.c.error, r.c.cursor)
@@ -192,7 +192,7 @@ def _seal_live_runs(conn) -> None:
     for run_id, last_seq, last_hash, status, error, cursor in rows:
         try:
             value = run_seal(run_id, last_seq, last_hash, status, None if error is None else json.loads(error),
-                             None if cursor is None else json.loads(cursor))
+                             encode_data(None if cursor is None else json.loads(cursor)))
         except ValueError:
             continue  # a corrupt row stays unsealed: resuming it is refused, audit verify names it
         conn.execute(r.update().where(r.c.id == run_id).values(seal=value))

@@ -94,7 +94,7 @@ class _EnqueueStore:
         if "seal" in row:  # sealed as it is written: queued
             from .audit import run_seal
 
-            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, row["cursor"])
+            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, row["cursor_json"])
         if self._delay:
             row["available_at"] = self._store.now_expr + float(self._delay)
         self._store.create_run(row, events, steps)
