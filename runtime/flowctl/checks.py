@@ -553,7 +553,7 @@ def import_check(project: Project):
     try:
         for found in project.contracts.values():
             for c in found:
-                for key in ("entrypoint", "verify", "compensate"):
+                for key in ("entrypoint", "verify", "compensate", "snapshot"):
                     ref = getattr(c, key)
                     if not ref or ref == "none":
                         continue
@@ -568,7 +568,7 @@ def import_check(project: Project):
 
 #: How the engine calls each kind of tool function (tools.py, task.py, saga.py).
 _CALLED_WITH = {"entrypoint": ("input", "call"), "verify": ("input", "output", "call"),
-                "compensate": ("input", "output", "call")}
+                "compensate": ("input", "output", "call"), "snapshot": ("input", "call")}
 
 
 def resolve_callable_problem(ref: str, called_with: tuple = ()):

@@ -268,7 +268,7 @@ def _contract(doc: Document) -> Contract:
                     d.get("compensate"), d.get("reason"), d.get("idempotency_key"), d.get("input_schema"),
                     d.get("output_schema"), tuple(d.get("side_effects") or ()), tuple(d.get("sensitive") or ()),
                     _seconds(d.get("timeout")), bool(d.get("compensate_on_failure", False)), d.get("compensate_retry"),
-                    tuple(d.get("examples") or ()))
+                    tuple(d.get("examples") or ()), d.get("snapshot"))
 
 
 def _policy(doc: Document) -> Policy:

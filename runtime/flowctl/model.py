@@ -174,6 +174,9 @@ class Contract(Located):
     compensate_on_failure: bool = False
     compensate_retry: Mapping | None = None
     examples: tuple = ()
+    #: ``module:function (input, call) -> dict``: read-only capture of the declared side effects'
+    #: state, called before the tool and after verify (both recorded)
+    snapshot: str | None = None
 
     @cached_property  # read on every step: computed once (cached_property writes past frozen=True)
     def side_effecting(self) -> bool:
