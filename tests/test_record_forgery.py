@@ -191,3 +191,18 @@ def test_a_store_of_schema_3_is_upgraded_and_its_paused_run_still_resumes(tmp_pa
     done = fresh.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
     assert done.status == "succeeded"
     assert _cli(["audit", "verify", paused.run_id], h.root, tmp_path).returncode == 0
+
+
+def test_checkpoint_forgery_a_worker_does_not_drive_a_forged_queued_run(tmp_path):
+    from flowctl.worker import Worker, enqueue
+
+    root = build(tmp_path, FLOW, TOOLS)
+    h = Harness(root, store=sqlite_store(tmp_path))
+    run_id = enqueue(h.engine, "f")
+    _forge_cursor(tmp_path, run_id, lambda c: c.update(state="approve"))  # skip the charge's gate and record
+    logged = []
+    stats = Worker(h.project, sqlite_store(tmp_path), max_runs=1, poll=0.05, lease=5.0, listen=False,
+                   log=lambda event, fields: logged.append((event, fields))).run()
+    assert stats["error"] == 1 and stats.get("succeeded", 0) == 0 and stats.get("paused", 0) == 0
+    assert any("RecordTampered" in (f.get("detail") or "") for e, f in logged if e == "error")
+    assert h.store.get_run(run_id)["last_seq"] == 1  # nothing was appended to its log
