@@ -8,7 +8,7 @@ import pytest
 from flowctl.diagnostics import CODES
 from flowctl.loader import load_project
 from flowctl.checks import CHECKS, validate
-from helpers import MINIMAL, of, one, problems, where
+from helpers import MINIMAL, Link, of, one, problems, where
 
 FLOW = "orchestration/transitions/flow.yaml"
 
@@ -597,6 +597,7 @@ CATALOGUE = {
     "FC001": {**MINIMAL, "states/done.yaml": "id: done\ntype: [succeed\n"},
     "FC002": {**MINIMAL, "states/done.yaml": "id: done\ntype: succeed\ntype: succeed\n"},
     "FC003": {**MINIMAL, "states/done.yaml": "a: &a [1, *a]\n"},
+    "FC008": {**MINIMAL, "states/leak.yaml": Link("/etc/hostname")},
     "FC004": {**MINIMAL, "states/done.yaml": "id: done\ntype: succeed\ndescription: x\n", "states/no.yaml": "id: no\ntype: succeed\n",
               "transitions/flow.yaml": flow("begin>no?input.x", "begin>done")},
     "FC005": {**MINIMAL, "states/done.yaml": "id: finished\ntype: succeed\n"},
