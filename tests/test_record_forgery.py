@@ -17,6 +17,7 @@ from enginekit import Harness, allow_all, build, contract, effect_contract, sqli
 from flowctl.audit import encode_data, event_hash, run_seal
 from flowctl.errors import RecordTampered
 from helpers import FLOWCTL_EXE
+from pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
 LEDGER = []
@@ -206,3 +207,27 @@ def test_checkpoint_forgery_a_worker_does_not_drive_a_forged_queued_run(tmp_path
     assert stats["error"] == 1 and stats.get("succeeded", 0) == 0 and stats.get("paused", 0) == 0
     assert any("RecordTampered" in (f.get("detail") or "") for e, f in logged if e == "error")
     assert h.store.get_run(run_id)["last_seq"] == 1  # nothing was appended to its log
+
+
+def test_checkpoint_forgery_is_refused_on_postgresql_too(tmp_path, pg_url):
+    """The seal rides in the hot path's one statement per step (store_hot.py) on PostgreSQL."""
+    import psycopg
+
+    from flowctl.store import open_store
+
+    root = build(tmp_path, FLOW, TOOLS)
+    h = Harness(root, store=open_store(pg_url))
+    paused = h.run()
+    assert paused.status == "paused"
+    assert _cli_pg(["audit", "verify", paused.run_id], root, pg_url).returncode == 0
+    with psycopg.connect("postgresql://" + pg_url.split("://", 1)[1], autocommit=True) as conn:
+        conn.execute("UPDATE flowctl_runs SET cursor = replace(cursor, %s, %s) WHERE id = %s",
+                     ('"state":"approve"', '"state":"done"', paused.run_id))
+    with pytest.raises(RecordTampered):
+        Harness(root, store=open_store(pg_url)).engine.resume(paused.run_id, token=paused.review["token"],
+                                                             decision="approve")
+    assert _cli_pg(["audit", "verify", paused.run_id], root, pg_url).returncode == 1
+
+
+def _cli_pg(args, root, url):
+    return subprocess.run([FLOWCTL_EXE, *args, "--db", url], cwd=root, capture_output=True, text=True, timeout=120)
