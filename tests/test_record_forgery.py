@@ -231,3 +231,16 @@ def test_checkpoint_forgery_is_refused_on_postgresql_too(tmp_path, pg_url):
 
 def _cli_pg(args, root, url):
     return subprocess.run([FLOWCTL_EXE, *args, "--db", url], cwd=root, capture_output=True, text=True, timeout=120)
+
+
+def test_step_records_whose_values_the_log_redacted_still_verify(tmp_path):
+    """A sensitive field of another contract in the flow is redacted in the events but not in the
+    step record: that is not a forgery."""
+    tools = TOOLS + "\ndef look(input, call):\n    return {'x': 1}\n"
+    files = {**effect_contract("pay", "pay"), **allow_all("pay"), **contract("look", "look", extra="sensitive: [amount]\n"),
+             **task("charge", "pay@1.0.0", extra="input: {id: \"'1'\", amount: input.amount}\n"), **task("peek", "look@1.0.0"),
+             "transitions/f.yaml": "flow: f\nstart: charge\ntransitions:\n  - {from: charge, to: peek}\n  - {from: peek, to: done}\n"}
+    h = Harness(build(tmp_path, files, tools), store=sqlite_store(tmp_path))
+    result = h.run(input={"amount": 5})
+    assert result.status == "succeeded"
+    assert _cli(["audit", "verify", result.run_id], h.root, tmp_path).returncode == 0

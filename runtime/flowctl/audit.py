@@ -169,27 +169,39 @@ def seal_problem(row: dict) -> str | None:
 def verify_steps(steps: list, events: list) -> list[str]:
     """Problems of the step records (``flowctl_steps``) against the hash-chained log: every step
     row must have its ``tool_invoked`` event (same state, attempt, tool, idempotency key and input),
-    and a ``succeeded`` row's output must be the output its ``tool_succeeded`` event recorded."""
+    and a ``succeeded`` row's output must be the output its ``tool_succeeded`` event recorded.
+    Values the log redacted (whole or inside a text) match whatever the step row holds there."""
     invoked: dict = {}
     outputs: dict = {}
     for ev in events:
         d = ev.get("data") or {}
         key = (ev.get("state"), ev.get("attempt"), d.get("tool"))
         if ev["type"] == "tool_invoked":
-            invoked.setdefault(key + (d.get("idempotency_key"),), []).append(d.get("input"))
-        elif ev["type"] in ("tool_succeeded", "step_recovered"):
+            invoked.setdefault(key, []).append((d.get("idempotency_key"), d.get("input")))
+        elif ev["type"] == "tool_succeeded":
             outputs.setdefault(key, []).append(d.get("output"))
     problems = []
     for s in steps:
         label = f"step record {s.get('step_no')}#{s.get('attempt')} ({s.get('state')})"
         key = (s.get("state"), s.get("attempt"), s.get("tool"))
-        recorded = invoked.get(key + (s.get("idempotency_key"),))
-        if not recorded or not any(canonical(r) == canonical(s.get("input")) for r in recorded):
+        if not any(_recorded_as(k, s.get("idempotency_key")) and _recorded_as(i, s.get("input"))
+                   for k, i in invoked.get(key, ())):
             problems.append(f"{label} has no matching tool_invoked event (added or edited in the store)")
         elif s.get("status") == "succeeded" and s.get("output") not in (None, {}) and not any(
-                canonical(o) == canonical(s.get("output")) for o in outputs.get(key, ())):
+                _recorded_as(o, s.get("output")) for o in outputs.get(key, ())):
             problems.append(f"{label} has an output no tool_succeeded event recorded (edited in the store)")
     return problems
+
+
+def _recorded_as(recorded, actual) -> bool:
+    """:func:`_same_but_redacted`, also where the log redacted a value inside a text."""
+    if isinstance(recorded, str) and REDACTED in recorded:
+        return True
+    if isinstance(recorded, dict) and isinstance(actual, dict):
+        return recorded.keys() == actual.keys() and all(_recorded_as(recorded[k], actual[k]) for k in recorded)
+    if isinstance(recorded, list) and isinstance(actual, list):
+        return len(recorded) == len(actual) and all(_recorded_as(r, a) for r, a in zip(recorded, actual))
+    return _same_but_redacted(recorded, actual)
 
 
 def verify_head(events: list, head: str) -> list[str]:
