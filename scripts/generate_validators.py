@@ -4,6 +4,10 @@ The generated modules are plain Python produced by fastjsonschema's code generat
 "is this file valid?" check that needs neither fastjsonschema nor jsonschema at run time, so
 `flowctl validate` starts fast. Detailed, located messages still come from jsonschema, only for
 files that fail. tests/test_schema.py fails when these modules are stale: run `make schemas`.
+
+First the metaschema of embedded JSON Schemas (``input_schema``, ``output_schema``: the ``$defs``
+in scripts/json_schema_defs.json) is copied into every kind's schema that uses it, so one
+definition checks them all (types of keywords, local ``$ref`` only) on the fast path too.
 """
 from __future__ import annotations
 
@@ -27,6 +31,25 @@ JsonSchemaValuesException = JsonSchemaValueException
 '''
 
 
+DEFS = ROOT / "scripts" / "json_schema_defs.json"
+
+
+def sync_defs(kind: str) -> bool:
+    """Copy the embedded-schema ``$defs`` into ``schemas/<kind>.json``; True if the file changed."""
+    path = SCHEMAS / f"{kind}.json"
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    defs = data.get("$defs") or {}
+    if "json_schema" not in defs:
+        return False
+    defs.update(json.loads(DEFS.read_text(encoding="utf-8")))
+    new = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+        return True
+    return False
+
+
 def generate(kind: str) -> str:
     import fastjsonschema
 
@@ -40,6 +63,7 @@ def main() -> int:
     OUT.mkdir(exist_ok=True)
     (OUT / "__init__.py").write_text('"""Generated fast validators, one module per kind (see scripts/generate_validators.py)."""\n')
     for kind in ("state", "flow", "contract", "policy", "project"):
+        sync_defs(kind)
         (OUT / f"{kind}.py").write_text(generate(kind))
     return 0
 

@@ -19,11 +19,15 @@ MINIMAL = {
 }
 
 
+class Link(str):
+    """A value for :func:`write_project`: make the file a symbolic link to this path."""
+
+
 def write_project(root: Path, files: dict) -> Path:
     """Write ``{relative path: text|bytes|None}`` under ``root`` and return ``root``.
 
     Paths without a leading ``orchestration/`` get it prepended; ``None`` skips the entry (so a
-    test can drop a file of a base project). Text is dedented and its leading newline dropped, so
+    test can drop a file of a base project), a :class:`Link` makes a symbolic link. Text is dedented and its leading newline dropped, so
     line numbers in assertions are the lines of the dedented text.
     """
     root.mkdir(parents=True, exist_ok=True)
@@ -34,7 +38,9 @@ def write_project(root: Path, files: dict) -> Path:
         rel = rel if rel.startswith("orchestration/") else f"orchestration/{rel}"
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
+        if isinstance(content, Link):
+            target.symlink_to(content)
+        elif isinstance(content, bytes):
             target.write_bytes(content)
         else:
             target.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 from flowctl.diagnostics import CODES
 from flowctl.loader import load_project
 from flowctl.checks import CHECKS, validate
-from helpers import MINIMAL, of, one, problems, where
+from helpers import MINIMAL, Link, of, one, problems, where
 
 FLOW = "orchestration/transitions/flow.yaml"
 
@@ -484,7 +484,7 @@ def test_fc609_embedded_schemas_that_cannot_work(make_project):
     diags = sorted(of(problems(root), "FC609"), key=lambda d: d.line)
     assert [d.line for d in diags] == [7, 8, 9, 10]
     assert "did you mean 'string'" in diags[0].message and "does not compile" in diags[1].message
-    assert "does not resolve" in diags[2].message and "outside the schema" in diags[3].message
+    assert "does not resolve" in diags[2].message and "not a local reference" in diags[3].message
 
 
 def test_a_handler_with_two_actions_and_impossible_times(make_project):
@@ -597,6 +597,7 @@ CATALOGUE = {
     "FC001": {**MINIMAL, "states/done.yaml": "id: done\ntype: [succeed\n"},
     "FC002": {**MINIMAL, "states/done.yaml": "id: done\ntype: succeed\ntype: succeed\n"},
     "FC003": {**MINIMAL, "states/done.yaml": "a: &a [1, *a]\n"},
+    "FC008": {**MINIMAL, "states/leak.yaml": Link("/etc/hostname")},
     "FC004": {**MINIMAL, "states/done.yaml": "id: done\ntype: succeed\ndescription: x\n", "states/no.yaml": "id: no\ntype: succeed\n",
               "transitions/flow.yaml": flow("begin>no?input.x", "begin>done")},
     "FC005": {**MINIMAL, "states/done.yaml": "id: finished\ntype: succeed\n"},

@@ -626,7 +626,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     from flowctl.audit import verify_chain
     from flowctl.store import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
@@ -634,12 +634,13 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
         assert (row["status"], row["queue"], row["priority"], row["fence"], row["lease_until"]) == \
             (status, "default", 0, 0, None)
         assert row["cancel_requested"] is None  # version 3
+        assert bool(row["seal"]) == (status not in ("succeeded", "failed", "cancelled"))  # version 4: live runs sealed
         events = store.events(run_id)
         assert verify_chain(events, row["last_seq"], row["last_hash"]) == []
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "3"
+    assert version == "4"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
@@ -649,7 +650,10 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     waiting = "01a22a5c173b3d8cc896f8b8"
     row = store.get_run(waiting)  # its hour is up (as if an hour passed)
     row["cursor"]["pending"]["due"] = 0
-    store.commit(waiting, row["last_seq"], {"cursor": row["cursor"], "available_at": 0})
+    from flowctl.audit import encode_data, run_seal
+
+    resealed = run_seal(waiting, row["last_seq"], row["last_hash"], row["status"], row["error"], encode_data(row["cursor"]))
+    store.commit(waiting, row["last_seq"], {"cursor": row["cursor"], "available_at": 0, "seal": resealed})
     engine = Engine(flowctl.load_project(root), store)
     worker = _worker(engine, max_runs=1)
     thread, _ = _run_in_thread(worker)
@@ -673,7 +677,7 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
     store = open_store(db_url)
     assert store.get_run(run_id)["cancel_requested"] is None and store.get_run(run_id)["status"] == "queued"
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "3"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "4"
     store.close()
 
 

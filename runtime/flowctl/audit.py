@@ -107,6 +107,118 @@ def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str
     return problems
 
 
+SEAL_VERSION = "flowctl-run-seal-1"
+
+
+def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor_json: str) -> str:
+    """The seal of a run row (sha256 hex), written by every commit in the same statement as the row::
+
+        sha256(f"flowctl-run-seal-1\\n{id}\\n{last_seq}\\n{last_hash}\\n{status}\\n{error_json}\\n{cursor_json}")
+
+    ``error_json`` is :func:`canonical` of the error (``""`` for none); ``cursor_json`` is the
+    checkpoint as stored, :func:`encode_data` of it (the commit hands the same text to the store,
+    so sealing costs one sha256 per step, no second encoding). ``last_hash`` ties the row to the head of the
+    event chain, so the checkpoint a resume continues from is bound to the log that led to it.
+    Unkeyed, like the chain: see :func:`verify_run`."""
+    text = (f"{SEAL_VERSION}\n{run_id}\n{last_seq}\n{last_hash}\n{status}\n"
+            f"{'' if error is None else _sorted_json(error)}\n{cursor_json}")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _sorted_json(value) -> str:
+    """:func:`canonical`, also for keys that do not sort together (1 and "a"): as stored, all text."""
+    try:
+        return canonical(value)
+    except TypeError:
+        return canonical(json.loads(encode_data(value)))
+
+
+#: statuses a run row may show while its seal (written by its last commit) says another: a worker's
+#: claim makes a due run ``running`` in SQL, and its own first commit seals it again
+_CLAIMED_FROM = ("queued", "waiting", "paused", "running")
+
+
+def seal_problem(row: dict) -> str | None:
+    """Why ``row`` (a run as the store returns it) is not the one its last commit sealed, or None.
+
+    The seal must match the row's own status, or — for a ``running`` row a worker claimed
+    (``lease_until`` set) — the status it had before the claim; a ``waiting`` row may have been
+    sealed ``queued`` (a worker continues a queued run as a due one). A row without a seal is
+    accepted only when the run has ended (rows finished before store schema 4)."""
+    if "seal" not in row:
+        return None  # a store without seals (memory)
+    sealed = row.get("seal")
+    if not sealed:
+        if row.get("status") in FINAL_EVENTS:
+            return None
+        return "the run row has no seal (its status, checkpoint or error was written outside flowctl)"
+    statuses = [row.get("status")]
+    if row.get("status") == "waiting":
+        statuses.append("queued")
+    if row.get("status") == "running" and row.get("lease_until") is not None:
+        statuses.extend(s for s in _CLAIMED_FROM if s != "running")
+    cursor_json = encode_data(row.get("cursor"))  # the stored text: encode_data of it gives it back
+    for status in statuses:
+        if run_seal(row["id"], row.get("last_seq"), row.get("last_hash"), status, row.get("error"),
+                    cursor_json) == sealed:
+            return None
+    return ("the run row's status, checkpoint or error is not what its last commit sealed "
+            "(edited in the store)")
+
+
+def verify_steps(steps: list, events: list) -> list[str]:
+    """Problems of the step records (``flowctl_steps``) against the hash-chained log: every step
+    row must have its ``tool_invoked`` event (same state, attempt, tool, idempotency key and input),
+    and a ``succeeded`` row's output must be the output its ``tool_succeeded`` event recorded.
+    Values the log redacted (whole or inside a text) match whatever the step row holds there."""
+    invoked: dict = {}
+    outputs: dict = {}
+    for ev in events:
+        d = ev.get("data") or {}
+        key = (ev.get("state"), ev.get("attempt"), d.get("tool"))
+        if ev["type"] == "tool_invoked":
+            invoked.setdefault(key, []).append((d.get("idempotency_key"), d.get("input")))
+        elif ev["type"] == "tool_succeeded":
+            outputs.setdefault(key, []).append(d.get("output"))
+    problems = []
+    for s in steps:
+        label = f"step record {s.get('step_no')}#{s.get('attempt')} ({s.get('state')})"
+        key = (s.get("state"), s.get("attempt"), s.get("tool"))
+        if not any(_recorded_as(k, s.get("idempotency_key")) and _recorded_as(i, s.get("input"))
+                   for k, i in invoked.get(key, ())):
+            problems.append(f"{label} has no matching tool_invoked event (added or edited in the store)")
+        elif s.get("status") == "succeeded" and s.get("output") not in (None, {}) and not any(
+                _recorded_as(o, s.get("output")) for o in outputs.get(key, ())):
+            problems.append(f"{label} has an output no tool_succeeded event recorded (edited in the store)")
+    return problems
+
+
+def _recorded_as(recorded, actual) -> bool:
+    """:func:`_same_but_redacted`, also where the log redacted a value inside a text."""
+    if isinstance(recorded, str) and REDACTED in recorded:
+        return True
+    if isinstance(recorded, dict) and isinstance(actual, dict):
+        return recorded.keys() == actual.keys() and all(_recorded_as(recorded[k], actual[k]) for k in recorded)
+    if isinstance(recorded, list) and isinstance(actual, list):
+        return len(recorded) == len(actual) and all(_recorded_as(r, a) for r, a in zip(recorded, actual))
+    return _same_but_redacted(recorded, actual)
+
+
+def verify_head(events: list, head: str) -> list[str]:
+    """``head`` is ``SEQ:HASH`` as ``flowctl audit head`` printed it: the stored event ``SEQ`` must
+    still have hash ``HASH`` (so events 1..SEQ are exactly those that existed then)."""
+    seq_text, _, expected = head.partition(":")
+    if not seq_text.isdigit() or len(expected) != 64:
+        return [f"--expect-head {head!r} is not SEQ:HASH as flowctl audit head prints it"]
+    seq = int(seq_text)
+    found = next((e for e in events if e["seq"] == seq), None)
+    if found is None:
+        return [f"event {seq} of the anchored head is not in the store (the log was cut)"]
+    if found.get("hash") != expected:
+        return [f"event {seq} no longer has the anchored hash: the log up to it was rewritten"]
+    return []
+
+
 FINAL_EVENTS = {"succeeded": "run_succeeded", "failed": "run_failed", "cancelled": "run_cancelled"}
 
 

@@ -24,6 +24,7 @@ from .durations import parse_duration
 from .expressions import lint as lint_expression
 from .gatechecks import check_gate, check_same_function, check_tool_code, import_same_function
 from .model import Project
+from .schema_lint import schema_problems
 from .schema import did_you_mean
 
 
@@ -444,54 +445,14 @@ def check_children(project: Project):
                                          (key,), key=True, hint=f"add {name}: <expression> to {key}")
 
 
-_JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _YEAR = 365 * 86400.0
-
-
-def _schema_problems(schema, path, root):
-    """(path, message) for what jsonschema would choke on at run time: unknown types, patterns
-    that do not compile, $refs that do not resolve inside the schema. Cheap: no jsonschema import."""
-    import re
-
-    if not isinstance(schema, dict):
-        return
-    t = schema.get("type")
-    for name in (t if isinstance(t, list) else [t] if t is not None else []):
-        if name not in _JSON_TYPES:
-            hint = did_you_mean(str(name), _JSON_TYPES)
-            yield path + ("type",), f"unknown JSON Schema type {name!r}" + (f" ({hint})" if hint else "")
-    if isinstance(schema.get("pattern"), str):
-        try:
-            re.compile(schema["pattern"])
-        except re.error as exc:
-            yield path + ("pattern",), f"pattern {schema['pattern']!r} does not compile: {exc}"
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        if not ref.startswith("#"):
-            yield path + ("$ref",), f"$ref {ref!r} points outside the schema; only local refs (#/...) are resolved"
-        else:
-            target = root
-            for part in [p.replace("~1", "/").replace("~0", "~") for p in ref[1:].split("/") if p]:
-                target = target.get(part) if isinstance(target, dict) else None
-            if target is None:
-                yield path + ("$ref",), f"$ref {ref!r} does not resolve inside the schema"
-    for key, value in schema.items():
-        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") and isinstance(value, dict):
-            for k, sub in value.items():
-                yield from _schema_problems(sub, path + (key, k), root)
-        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-                     "unevaluatedProperties", "unevaluatedItems", "additionalItems") and isinstance(value, dict):
-            yield from _schema_problems(value, path + (key,), root)
-        elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
-            for i, sub in enumerate(value):
-                yield from _schema_problems(sub, path + (key, i), root)
 
 
 def check_values(project: Project):
     """FC609 embedded JSON Schemas that cannot work; FC010 a handler with two actions; FC502 a
     timeout of 0 or a duration over a year."""
     for doc, path, schema in _embedded_schemas(project):
-        for sub, message in _schema_problems(schema, path, schema):
+        for sub, message in schema_problems(schema, path, schema):
             yield doc.diag("FC609", message, sub, hint="see https://json-schema.org/understanding-json-schema/")
     for element in list(project.states.values()) + list(project.flows.values()):
         for h in element.on_error:
@@ -583,7 +544,7 @@ def import_check(project: Project):
     try:
         for found in project.contracts.values():
             for c in found:
-                for key in ("entrypoint", "verify", "compensate"):
+                for key in ("entrypoint", "verify", "compensate", "snapshot"):
                     ref = getattr(c, key)
                     if not ref or ref == "none":
                         continue
@@ -608,7 +569,7 @@ def _imported(ref: str):
 
 #: How the engine calls each kind of tool function (tools.py, task.py, saga.py).
 _CALLED_WITH = {"entrypoint": ("input", "call"), "verify": ("input", "output", "call"),
-                "compensate": ("input", "output", "call")}
+                "compensate": ("input", "output", "call"), "snapshot": ("input", "call")}
 
 
 def resolve_callable_problem(ref: str, called_with: tuple = ()):

@@ -283,9 +283,21 @@ def audit_log(run_id, root, db, fmt):
 @audit.command(name="verify")
 @click.argument("run_id", metavar="RUN")
 @_root_db
-def audit_verify(run_id, root, db):
-    """Check RUN's hash chain: exit 0 when intact, 1 when any event was edited, removed or added."""
-    _call("audit", run_id=run_id, root=root, db=db)
+@click.option("--expect-head", metavar="SEQ:HASH", help="Also require the chain to hold this head, as `flowctl audit head` "
+              "printed it earlier (kept outside the store).")
+def audit_verify(run_id, root, db, expect_head):
+    """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
+    run row (status, checkpoint, error), a step record or the definition snapshot differs from it."""
+    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head)
+
+
+@audit.command(name="head")
+@click.argument("run_id", metavar="RUN")
+@_root_db
+def audit_head(run_id, root, db):
+    """Print SEQ:HASH of RUN's last event. Keep it outside the store; `audit verify RUN
+    --expect-head SEQ:HASH` then detects a rewrite of the log up to it, even a re-hashed one."""
+    _call("audit_head", run_id=run_id, root=root, db=db)
 
 
 @main.group()

@@ -21,6 +21,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC005": ("id-mismatch", ERROR),
     "FC006": ("duplicate-id", ERROR),
     "FC007": ("unsupported-tag", ERROR),
+    "FC008": ("link-outside-repository", ERROR),
     "FC010": ("schema", ERROR),
     "FC011": ("unknown-field", ERROR),
     "FC012": ("field-not-for-type", ERROR),

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .clock import SystemClock
-from .errors import ProjectError, RunNotFound, StoreError, UsageError
+from .errors import ProjectError, RecordTampered, RunNotFound, StoreError, UsageError
 from .store import FINAL
 
 EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 1, "paused": 3, "waiting": 3, "running": 3}
@@ -227,14 +227,20 @@ class Engine:
                         self.tool_function(contract, kind, folder)
 
     def project_for(self, digest: str):
-        """The project a run started with (its stored snapshot); the live one if digests match."""
+        """The project a run started with (its stored snapshot); the live one if digests match.
+        Raises :class:`RecordTampered` when the stored files do not hash to ``digest``."""
         if digest == self.project.digest():
             return self.project
         found = self._projects.get(digest)
         if found is None:
             from .loader import load_files
+            from .model import files_digest
 
             files = self.store.load_definition(digest)
+            if files_digest(files) != digest:  # the snapshot was edited in the store
+                raise RecordTampered(f"the definition snapshot {digest[:12]} in the store does not hash to its "
+                                     "digest: it was changed after the run started; the run is not continued",
+                                     hint="restore the store from a backup; flowctl audit verify RUN checks a run")
             found = self._projects[digest] = load_files(files, self.project.root)
         return found
 

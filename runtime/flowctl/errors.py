@@ -9,7 +9,8 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
     ├── StoreError        STORE       the run store cannot be opened or used (CLI exit 2)
     │   ├── RunNotFound   RUN_NOT_FOUND   no run with that id or prefix (CLI exit 2)
     │   ├── SecretKeyError SECRET_KEY     no usable key to encrypt or open a run's secrets (CLI exit 2)
-    │   └── RunConflict   RUN_CONFLICT    another process advanced the run; this one stopped (exit 1)
+    │   ├── RunConflict   RUN_CONFLICT    another process advanced the run; this one stopped (exit 1)
+    │   └── RecordTampered RECORD_TAMPERED  a snapshot or run row differs from its hash: not continued
     └── StepError         STEP_ERROR  raised while a run executes; handlers match these by name
         ├── ToolError             TOOL_ERROR           raised by tool code; ``error_type`` names it
         │   ├── ToolUnavailable   TOOL_UNAVAILABLE     transient: the system behind the tool is down
@@ -71,6 +72,14 @@ class SecretKeyError(StoreError):
 
 class RunConflict(StoreError):
     code = "RUN_CONFLICT"
+
+
+class RecordTampered(StoreError):
+    """The store's record of a run no longer matches its own hashes: the definition snapshot is
+    not the one its digest names, or the run row (status, checkpoint, error) is not the one its
+    last commit sealed. Nothing continues from it; ``flowctl audit verify RUN`` says what differs."""
+
+    code = "RECORD_TAMPERED"
 
 
 class StepError(FlowctlError):

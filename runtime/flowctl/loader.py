@@ -48,28 +48,60 @@ def find_root(start: str | os.PathLike | None = None) -> Path:
     )
 
 
-def read_tree(root: Path) -> dict[str, bytes]:
-    """Relative path -> bytes of every definition file under ``root/orchestration``."""
+def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
+    """Relative path -> bytes of every definition file under ``root/orchestration``.
+
+    Only the repository is read: a file (or a folder, or ``orchestration/`` itself) that is a
+    symbolic link resolving outside ``root`` is never opened; it is put in ``refused`` (relative
+    path -> where it leads) when given."""
     files: dict[str, bytes] = {}
     base = root / "orchestration"
+    top = os.path.realpath(root)
+
+    def inside(path) -> bool:
+        real = os.path.realpath(path)
+        return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
     for folder in FOLDERS:
         directory = base / folder
         if not directory.is_dir():
             continue
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.name.endswith(EXTENSIONS) and entry.is_file():
+                rel = f"orchestration/{folder}/{entry.name}"
+                if not inside(entry.path):
+                    if refused is not None:
+                        refused[rel] = os.path.realpath(entry.path)
+                    continue
                 with open(entry.path, "rb") as fh:
-                    files[f"orchestration/{folder}/{entry.name}"] = fh.read()
+                    files[rel] = fh.read()
     for rel in PROJECT_FILES:
-        if (root / rel).is_file():
-            files[rel] = (root / rel).read_bytes()
+        path = root / rel
+        if path.is_file():
+            if not inside(path):
+                if refused is not None:
+                    refused[rel] = os.path.realpath(path)
+                continue
+            files[rel] = path.read_bytes()
     return files
 
 
 def load_project(root: str | os.PathLike | None = None) -> Project:
-    """Load the project at ``root`` (or found from the current directory). See :func:`find_root`."""
+    """Load the project at ``root`` (or found from the current directory). See :func:`find_root`.
+    A definition file that is a link leaving the repository is FC008 (and not read)."""
+    import dataclasses
+
     path = find_root(root)
-    return load_files(read_tree(path), path)
+    refused: dict = {}
+    project = load_files(read_tree(path, refused), path)
+    if not refused:
+        return project
+    diags = [Diagnostic("FC008", f"{rel} is a link to {target}, outside the repository; flowctl reads only "
+                        "the repository", rel, hint="copy the file into the repository, or link inside it")
+             for rel, target in sorted(refused.items())]
+    broken = {(FOLDERS[rel.split("/")[1]], _guess_id(FOLDERS[rel.split("/")[1]], rel.split("/")[2].rsplit(".", 1)[0]))
+              for rel in refused}
+    return dataclasses.replace(project, diagnostics=project.diagnostics + tuple(diags), broken=project.broken | broken)
 
 
 def load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Project:
@@ -97,6 +129,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
     policies: dict = {}
     seen: dict = {}
     broken: set = set()
+    rejected: set = set()  # paths of files that did not load
     docs: list[Document] = []
     diags: list[Diagnostic] = []
     tool_packages: tuple = ()
@@ -120,10 +153,12 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
             if not any(d.severity == ERROR for d in doc.diagnostics):  # `---`, `~` or `null` alone
                 diags.append(doc.diag("FC010", f"a {kind} file holds one mapping, not null"))
             broken.add((kind, _guess_id(kind, stem)))
+            rejected.add(rel)
             continue
         if not isinstance(doc.data, dict):
             diags.append(doc.diag("FC010", f"a {kind} file holds one mapping, not {type(doc.data).__name__}"))
             broken.add((kind, _guess_id(kind, stem)))
+            rejected.add(rel)
             continue
         problems = schemas.check(kind, doc)
         element_id = _element_id(kind, doc.data)
@@ -148,6 +183,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         if any(p.severity == ERROR for p in problems):
             broken.add((kind, element_id if isinstance(element_id, str) else _guess_id(kind, stem)))
             broken.add((kind, _guess_id(kind, stem)))  # references by file name (FC005) are not unknown either
+            rejected.add(rel)
             continue
         try:
             if kind == "state":
@@ -161,6 +197,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         except ValueError as exc:  # a value the schema admits but the model cannot use
             diags.append(doc.diag("FC010", str(exc)))
             broken.add((kind, element_id))
+            rejected.add(rel)
     ordered = {k: tuple(sorted(v, key=lambda c: versions.parse_version(c.version))) for k, v in contracts.items()}
     return Project(
         root=Path(root),
@@ -173,6 +210,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         broken=frozenset(broken),
         files=MappingProxyType(dict(files)),
         tool_packages=tool_packages,
+        rejected=frozenset(rejected),
     )
 
 
@@ -271,7 +309,7 @@ def _contract(doc: Document) -> Contract:
                     d.get("compensate"), d.get("reason"), d.get("idempotency_key"), d.get("input_schema"),
                     d.get("output_schema"), tuple(d.get("side_effects") or ()), tuple(d.get("sensitive") or ()),
                     _seconds(d.get("timeout")), bool(d.get("compensate_on_failure", False)), d.get("compensate_retry"),
-                    tuple(d.get("examples") or ()))
+                    tuple(d.get("examples") or ()), d.get("snapshot"))
 
 
 def _policy(doc: Document) -> Policy:

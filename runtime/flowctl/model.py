@@ -174,6 +174,9 @@ class Contract(Located):
     compensate_on_failure: bool = False
     compensate_retry: Mapping | None = None
     examples: tuple = ()
+    #: ``module:function (input, call) -> dict``: read-only capture of the declared side effects'
+    #: state, called before the tool and after verify (both recorded)
+    snapshot: str | None = None
 
     @cached_property  # read on every step: computed once (cached_property writes past frozen=True)
     def side_effecting(self) -> bool:
@@ -216,6 +219,7 @@ class Project:
     ``states``/``flows``/``policies``: id -> element. ``contracts``: id -> tuple of versions,
     lowest first. ``diagnostics``: what loading found (syntax, schema, ids). ``broken``: ids of
     files that exist but did not load, so references to them are not reported twice.
+    ``rejected``: the relative paths of those files (never stored with a run).
     """
 
     root: Path
@@ -227,6 +231,8 @@ class Project:
     diagnostics: tuple = ()
     broken: frozenset = frozenset()
     files: Mapping = field(default_factory=dict, repr=False, compare=False)
+    #: paths of ``files`` that did not load (errors of their own): left out of :attr:`snapshot`
+    rejected: frozenset = frozenset()
     _resolved: dict = field(default_factory=dict, repr=False, compare=False)
     #: installed packages whose functions contracts may name besides orchestration/tools/
     #: (``tool_packages`` of orchestration/project.yaml)
@@ -253,12 +259,24 @@ class Project:
         return next((c for c in candidates if c.version == chosen), None)
 
     @cached_property
+    def snapshot(self) -> dict:
+        """The definition snapshot a run keeps: ``files`` without those that did not load
+        (``rejected``: syntax, schema or id errors), so a file validate refuses is never stored."""
+        return {k: v for k, v in self.files.items() if k not in self.rejected}
+
+    @cached_property
     def _digest(self) -> str:
-        h = hashlib.sha256()
-        for name in sorted(self.files):
-            h.update(name.encode() + b"\0" + hashlib.sha256(self.files[name]).digest())
-        return h.hexdigest()
+        return files_digest(self.snapshot)
 
     def digest(self) -> str:
-        """sha256 over every definition file's path and bytes: the id of the definition snapshot."""
+        """:func:`files_digest` of :attr:`snapshot`: the id of the definition snapshot."""
         return self._digest
+
+
+def files_digest(files: Mapping) -> str:
+    """sha256 over every file's path and the sha256 of its bytes, in path order (hex). A stored
+    snapshot is re-hashed with this when it is loaded (:meth:`flowctl.engine.Engine.project_for`)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()

@@ -23,12 +23,12 @@ import os
 import secrets
 
 from . import saga, sensitive, task
-from .audit import canonical, encode_data, seal
+from .audit import canonical, encode_data, run_seal, seal, seal_problem
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
-from .errors import (FlowctlError, MaxStepsExceeded, NoTransitionMatched, PayloadTooLarge, ReviewTimeout,
-                     RunTimeout, StepError, UsageError, error_names)
+from .errors import (FlowctlError, MaxStepsExceeded, NoTransitionMatched, PayloadTooLarge, RecordTampered,
+                     ReviewTimeout, RunTimeout, StepError, UsageError, error_names)
 from .expressions import RECORDER, Recorder, compile_expr
 from .payload import FIT_STRING, MAX_PAYLOAD, fits
 from .policy import Gate
@@ -81,7 +81,7 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
     merged.update(params)
     now = engine.clock.time()
     digest = project.digest()
-    engine.store.save_definition(digest, dict(project.files))
+    engine.store.save_definition(digest, dict(project.snapshot))
     run_id = run_id or new_run_id(engine.clock)
     cursor = {"state": flow.start, "entered": False, "step": 0, "attempt": 1, "visits": {}, "path": [],
               "context": {}, "response": None, "error": None, "review": None, "saga": [], "residue": [],
@@ -100,7 +100,11 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
     first = runner.take_events()
     row["last_seq"] = first[-1]["seq"]
     row["last_hash"] = "" if runner.lazy else seal(first, "")
-    engine.store.create_run(row if runner.secrets is None else sensitive.new_row(runner, row), first)
+    stored = row if runner.secrets is None else sensitive.new_row(runner, row)
+    if not runner.lazy:
+        _seal_row(run_id, stored, row["last_seq"], row["last_hash"], "running", None)
+    engine.store.create_run(stored, first)
+    row.pop("cursor_json", None)
     runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
     return runner.drive()
 
@@ -327,6 +331,20 @@ def _live_owner(owner, me):
     return owner
 
 
+def _seal_row(run_id, stored: dict, last_seq, last_hash, status, error) -> None:
+    """Seal ``stored`` (a run row as the store will write it) for :func:`flowctl.audit.seal_problem`:
+    ``stored["seal"]`` over its checkpoint text, and ``stored["cursor_json"]``, that very text for the
+    store to write, when the checkpoint is kept in plaintext. An encrypted checkpoint (a run with
+    secrets, :mod:`flowctl.sensitive`) is written as its ciphertext and sealed by its plaintext,
+    which is what a reader gets back."""
+    cursor = stored["cursor"]
+    plain = getattr(cursor, "plain", cursor)
+    text = encode_data(plain)
+    if plain is cursor:
+        stored["cursor_json"] = text
+    stored["seal"] = run_seal(run_id, last_seq, last_hash, status, error, text)
+
+
 def _sensitive_fields(project, flow) -> frozenset:
     """Every field name marked ``sensitive`` by a contract this flow or a flow it starts uses:
     redacted in all of the run's stored data (:mod:`flowctl.sensitive`)."""
@@ -392,6 +410,10 @@ class Runner:
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
+        forged = None if self.lazy else seal_problem(row)
+        if forged:  # resume, recover, a worker's claim, cancel, remind: never continue a forged checkpoint
+            raise RecordTampered(f"run {self.id}: {forged}; it is not continued",
+                                 hint=f"flowctl audit verify {self.id} says what differs; restore the store from a backup")
         self.gate = Gate(project, engine.store, engine.clock)
         self.sensitive = _sensitive_fields(project, flow)
         #: names and values redacted from what is stored, the row sealed while live (None: no secrets)
@@ -447,7 +469,12 @@ class Runner:
         steps, self.step_rows = self.step_rows, []
         stored = run
         if self.secrets is not None:
+            if "error" not in run and self.row.get("error") is not None:
+                run["error"] = self.row["error"]  # written again, scrubbed: the seal covers the stored text
             stored, steps = sensitive.protect(self, run, steps, status)
+        if not self.lazy:  # the row as this commit leaves it, sealed in the same statement (audit.run_seal)
+            _seal_row(self.id, stored, run.get("last_seq", self.last_seq), run.get("last_hash", self.last_hash),
+                      run.get("status", self.row["status"]), stored.get("error", self.row.get("error")))
         if self.unleased:
             self.store.commit(self.id, self.last_seq, stored, events, steps, unleased=True)
         else:  # the first commit of this writer clears a lease that expired (the run is taken over)
@@ -456,6 +483,8 @@ class Runner:
         if events:
             self.last_seq = run["last_seq"]
             self.last_hash = run.get("last_hash", self.last_hash)
+        run.pop("cursor_json", None)
+        run.pop("seal", None)
         self.row.update(run)
         if self.secrets is not None and status in FINAL:
             sensitive.drop_children(self)

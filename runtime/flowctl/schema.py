@@ -15,6 +15,8 @@ from .diagnostics import Diagnostic
 from .yamlio import Document
 
 KINDS = ("state", "flow", "contract", "policy", "project")
+#: fields holding a JSON Schema (checked against the metaschema in ``$defs/json_schema``: FC609)
+EMBEDDED_SCHEMAS = frozenset({"input_schema", "output_schema"})
 DURATION_FIELDS = frozenset({"timeout", "interval", "max_delay", "duration", "remind_after", "window"})
 
 
@@ -95,6 +97,17 @@ def check(kind: str, doc: Document) -> list[Diagnostic]:
             if (tuple(error.absolute_path), missing) in suggested:
                 continue
         out.extend(_translate(error, doc))
+    if any(d.code == "FC609" for d in out):  # the file is refused: say everything wrong with its schemas at once
+        from .schema_lint import schema_problems
+
+        seen = {d.location for d in out}
+        for key in sorted(EMBEDDED_SCHEMAS):
+            if isinstance(doc.data.get(key), dict):
+                for sub, message in schema_problems(doc.data[key], (key,), doc.data[key]):
+                    d = doc.diag("FC609", message, sub, hint=_SCHEMA_HINT)
+                    if d.location not in seen:
+                        seen.add(d.location)
+                        out.append(d)
     return out
 
 
@@ -102,6 +115,8 @@ def _translate(error, doc: Document) -> list[Diagnostic]:
     from jsonschema.exceptions import best_match
 
     path = tuple(error.absolute_path)
+    if path and path[0] in EMBEDDED_SCHEMAS:
+        return [_embedded(error, doc, path)]
     if error.validator in ("anyOf", "oneOf") and error.context:
         if path and path[-1] in DURATION_FIELDS:
             return [_duration(doc, path, error.instance)]
@@ -132,6 +147,27 @@ def _translate(error, doc: Document) -> list[Diagnostic]:
     if error.validator == "pattern" and path and path[-1] in ("id", "flow", "policy"):
         return [doc.diag("FC010", f"{where}: {error.instance!r} is not a valid id (no spaces or slashes)", path)]
     return [doc.diag("FC010", f"{where}: {error.message}", path)]
+
+
+_SCHEMA_HINT = "see https://json-schema.org/understanding-json-schema/"
+
+
+def _embedded(error, doc: Document, path) -> Diagnostic:
+    """FC609 for a JSON Schema written inside a file: the deepest reason (of ``anyOf`` branches, the
+    one that went furthest into the value), a non-local ``$ref`` said as such."""
+    while error.validator in ("anyOf", "oneOf", "allOf") and error.context:
+        error = max(error.context, key=lambda e: (len(e.absolute_path), e.validator != "type"))
+    path = tuple(error.absolute_path)
+    where = "/".join(map(str, path))
+    if path and path[-1] == "type" or len(path) > 1 and path[-2] == "type" and error.validator == "enum":
+        close = did_you_mean(str(error.instance), error.validator_value) if error.validator == "enum" else ""
+        if close:
+            return doc.diag("FC609", f"{where}: unknown JSON Schema type {error.instance!r} ({close})", path,
+                            hint=_SCHEMA_HINT)
+    if path and path[-1] in ("$ref", "$dynamicRef", "$recursiveRef") and error.validator == "pattern":
+        return doc.diag("FC609", f"{where}: {error.instance!r} is not a local reference; flowctl never fetches "
+                        "schemas", path, hint="define it under $defs and write $ref: '#/$defs/NAME'")
+    return doc.diag("FC609", f"{where}: {error.message}", path, hint=_SCHEMA_HINT)
 
 
 def _duration(doc: Document, path, value) -> Diagnostic:

@@ -5,12 +5,64 @@ Each distinct schema (keyed by its JSON text) is compiled once: into plain Pytho
 decides when the fast validator cannot compile a schema, and it words the message of every
 failure. :func:`check_instance` returns ``None`` when ``instance`` is valid, else one readable line
 naming the first problem and where in the instance it is (``at /carrier: 'ups' is not one of …``).
+
+Nothing is ever fetched and no pattern can stall a run:
+
+* a schema holding a ``$ref`` (``$dynamicRef``, ``$recursiveRef``) that does not start with ``#``
+  is refused before either library sees it (the answer names it); besides, ``jsonschema`` gets an
+  empty ``referencing`` registry (no retrieval) and ``fastjsonschema`` a handler that refuses every
+  URI scheme, so neither library can resolve a remote reference even if one slipped through;
+* ``pattern`` and ``patternProperties`` (and the property names ``additionalProperties`` tests
+  against them) are matched with RE2 (``google-re2``): linear time in the length of the value, so
+  ``^(a+)+$`` on a long string answers at once. ``flowctl validate`` refuses patterns RE2 cannot
+  run (look-around, back-references: FC609). A schema whose own text is invalid (``pattern: 5``,
+  ``$ref: "#"`` at its root) is reported as a problem, never raised as a Python error.
 """
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 _validators: dict = {}
+REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def remote_ref(schema):
+    """The first ``$ref``-like value in ``schema`` (any depth) that is not local, or None."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in REF_KEYS and isinstance(value, str) and not value.startswith("#"):
+                    return value
+                if isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return None
+
+
+@lru_cache(maxsize=4096)
+def linear_regex(pattern: str):
+    """``pattern`` compiled by RE2 (raises ``re2.error`` for what RE2 cannot run, e.g. look-around)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+class _Refused(dict):
+    """fastjsonschema's URI handlers: every scheme is "handled", by refusing it."""
+
+    def __contains__(self, scheme):
+        return True
+
+    def __getitem__(self, scheme):
+        def refuse(uri):
+            raise ValueError(f"schemas are never fetched ({uri})")
+        return refuse
 
 
 def _compile(schema: dict):
@@ -21,22 +73,62 @@ def _compile(schema: dict):
     found = _validators.get(key)
     if found is None:
         fast = None
-        try:
-            import fastjsonschema
+        remote = remote_ref(schema)
+        if remote is None:
+            try:
+                import fastjsonschema
 
-            fast = fastjsonschema.compile(schema)
-        except Exception:  # noqa: BLE001 - a schema the fast compiler does not support
-            fast = None
-        found = _validators[key] = [fast, None, schema]
-    _validators[id(schema)] = [found[0], found[1], schema]  # definition schemas live as long as their project
+                fast = fastjsonschema.compile(schema, handlers=_Refused())
+                patterns = fast.__globals__.get("REGEX_PATTERNS")
+                if patterns:  # the original patterns (keys), by RE2 instead of backtracking `re`
+                    fast.__globals__["REGEX_PATTERNS"] = {p: linear_regex(p) for p in patterns}
+            except Exception:  # noqa: BLE001 - a schema the fast compiler does not support (or RE2 cannot run)
+                fast = None
+        found = _validators[key] = [fast, None, schema, remote]
+    _validators[id(schema)] = [found[0], found[1], schema, found[3]]  # definition schemas live as long as their project
     return found
+
+
+@lru_cache(maxsize=1)
+def _validator_class():
+    """Draft 2020-12 with RE2 for ``pattern``, ``patternProperties`` and ``additionalProperties``."""
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import ValidationError
+
+    def pattern(validator, patrn, instance, schema):
+        if validator.is_type(instance, "string") and not linear_regex(patrn).search(instance):
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    def pattern_properties(validator, patterns, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in patterns.items():
+            for k, v in instance.items():
+                if linear_regex(patrn).search(k):
+                    yield from validator.descend(v, subschema, path=k, schema_path=patrn)
+
+    def additional_properties(validator, additional, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        known = schema.get("properties", {})
+        patterns = [linear_regex(p) for p in schema.get("patternProperties", {})]
+        extras = [k for k in instance if k not in known and not any(p.search(k) for p in patterns)]
+        if validator.is_type(additional, "object"):
+            for extra in extras:
+                yield from validator.descend(instance[extra], additional, path=extra)
+        elif not additional and extras:
+            yield ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, sorted(extras)))} "
+                                  f"{'was' if len(extras) == 1 else 'were'} unexpected)")
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern, "patternProperties": pattern_properties,
+                                                    "additionalProperties": additional_properties})
 
 
 def _slow(entry, schema):
     if entry[1] is None:
-        from jsonschema import Draft202012Validator
+        from referencing import Registry
 
-        entry[1] = Draft202012Validator(schema)
+        entry[1] = _validator_class()(schema, registry=Registry())  # an empty registry: nothing is retrieved
     return entry[1]
 
 
@@ -44,6 +136,8 @@ def check_instance(schema, instance):
     if not schema:
         return None
     entry = _compile(schema)
+    if entry[3] is not None:
+        return f"the schema refers to {entry[3]!r}, which is not inside it; schemas are never fetched"
     fast = entry[0]
     if fast is not None:
         try:
@@ -51,11 +145,17 @@ def check_instance(schema, instance):
             return None
         except Exception:  # noqa: BLE001 - fall through to the authority for the message
             pass
-    v = _slow(entry, schema)
-    if v.is_valid(instance):
-        return None
-    from jsonschema.exceptions import best_match
+    try:
+        v = _slow(entry, schema)
+        if v.is_valid(instance):
+            return None
+        from jsonschema.exceptions import best_match
 
-    error = best_match(v.iter_errors(instance))
+        error = best_match(v.iter_errors(instance))
+    except RecursionError:
+        return "the schema refers to itself without end ($ref cycle); it cannot be checked"
+    except Exception as exc:  # noqa: BLE001 - an invalid schema (pattern: 5, an unresolvable $ref …)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"the schema itself is invalid ({type(exc).__name__}: {first})"
     where = "/" + "/".join(map(str, error.absolute_path))
     return f"at {where}: {error.message}"

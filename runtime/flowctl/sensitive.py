@@ -340,10 +340,15 @@ def drop_children(runner) -> None:
         if child["status"] not in FINAL or not kept:
             continue
         s = Secrets(kept.get("fields") or (), kept.get("values") or ())
-        cursor = {k: v for k, v in child["cursor"].items() if k != "secrets"}
-        store.drop_secrets(child["id"], child["last_seq"], {
-            "input": s.scrub(child.get("input")), "params": s.scrub(child.get("params")),
-            "cursor": s.scrub(cursor), "output": s.scrub(child.get("output"))})
+        cursor = s.scrub({k: v for k, v in child["cursor"].items() if k != "secrets"})
+        fields = {"input": s.scrub(child.get("input")), "params": s.scrub(child.get("params")),
+                  "cursor": cursor, "output": s.scrub(child.get("output"))}
+        if child.get("seal"):  # the redacted checkpoint is what the row holds now: sealed again (audit.run_seal)
+            from .audit import run_seal
+
+            fields["seal"] = run_seal(child["id"], child["last_seq"], child["last_hash"], child["status"],
+                                      child.get("error"), encode_data(cursor))
+        store.drop_secrets(child["id"], child["last_seq"], fields)
 
 
 def flow_fields(project, flow) -> frozenset:

@@ -9,7 +9,7 @@ Shapes (all JSON columns hold text written by :func:`flowctl.audit.canonical`):
 
 * run: ``{id, flow, flow_version, digest, parent_id, status, input, params, output, error,
   cursor, created_at, updated_at, available_at, owner, last_seq, last_hash, steps, queue,
-  priority, lease_until, fence}``; times are epoch **seconds**; ``status`` one of
+  priority, lease_until, fence, cancel_requested, seal}``; times are epoch **seconds**; ``status`` one of
   :data:`STATUSES`. ``available_at`` is when a queued, waiting or paused run is due (a paused
   review's deadline); ``lease_until`` (database clock) and ``fence`` belong to worker leases.
 * event: ``{run_id, seq, ts, type, state, attempt, data, prev_hash, hash, fence}`` (see
@@ -51,7 +51,7 @@ class LeaseLost(RunConflict):
     """A worker's fencing token is no longer the run's (its lease expired or another worker
     claimed the run): the commit wrote nothing and the worker must stop driving the run."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "cancelled")
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 DEFAULT_URL = "sqlite:///.flowctl/flowctl.db"
@@ -313,7 +313,9 @@ class SqlStore:
         run starts leased by ``run["owner"]`` (fence 1), as a worker creating a child run does.
         Returns the run's fencing token."""
         sa, t = self.sa, self.t
-        row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items()}
+        row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items() if k != "cursor_json"}
+        if run.get("cursor_json") is not None:  # the text the run's seal covers
+            row["cursor"] = run["cursor_json"]
         fence = 0
         if lease is not None:
             fence = row["fence"] = 1
@@ -336,8 +338,15 @@ class SqlStore:
         while the run stays running and released when it parks or ends. Without ``fence`` the run
         must not be leased by a live worker, and an expired lease is cleared (the run is taken over)
         unless the caller knows there is none (``unleased``: its previous commit cleared it).
+        ``run`` may carry ``cursor_json``, the checkpoint already encoded (the text its ``seal`` covers):
+        it is written as is instead of encoding ``cursor`` again.
         Raises :class:`LeaseLost` / :class:`RunConflict`, :class:`StoreError` when the database fails."""
-        row = {k: (_dump_run_field(k, v) if k in _JSON_RUN else v) for k, v in run.items()}
+        text = run.get("cursor_json")  # the checkpoint encoded once by the runner, and sealed (audit.run_seal)
+        if text is None:
+            row = {k: (_dump_run_field(k, v) if k in _JSON_RUN else v) for k, v in run.items()}
+        else:
+            row = {k: (_dumps(v) if k in _JSON_RUN else v) for k, v in run.items() if k not in ("cursor", "cursor_json")}
+            row["cursor"] = text
         due = _review_due(run)
         if due is not None:
             row["available_at"] = due
@@ -968,6 +977,7 @@ class MemoryStore:
             raise StoreError(f"definition {digest[:12]} is not in the store") from None
 
     def create_run(self, run, events, steps=(), *, lease=None):
+        run = {k: v for k, v in run.items() if k != "cursor_json"}
         with self._lock:
             self._runs[run["id"]] = dict(run)
             self._events[run["id"]] = _kept(events)  # run_id is added on read
@@ -976,6 +986,8 @@ class MemoryStore:
             self._put_steps(run["id"], steps)
 
     def commit(self, run_id, expect_seq, run, events=(), steps=(), *, fence=None, lease=None, unleased=False):
+        if "cursor_json" in run:  # a runner's encoded checkpoint: this store keeps the dict
+            run = {k: v for k, v in run.items() if k != "cursor_json"}
         with self._lock:
             current = self._runs[run_id]
             if current["last_seq"] != expect_seq:

@@ -11,7 +11,12 @@ heartbeats) and ``flowctl_limits`` (store-wide concurrency limits per flow and p
 
 Version 3: runs gain ``cancel_requested`` (JSON ``{by, compensate, at}``): ``flowctl cancel`` of a
 run a live worker holds records the request there, and that worker cancels the run at its next
-checkpoint. :func:`upgrade` adds what is missing to a version-1 or version-2 store in place.
+checkpoint.
+
+Version 4: runs gain ``seal`` (:func:`flowctl.audit.run_seal`: sha256 of the row's status, error and
+checkpoint bound to the head of its event chain, written by every commit in the same statement);
+the upgrade seals every run that has not ended as it stands, so it can go on. :func:`upgrade` adds
+what is missing to a version-1, 2 or 3 store in place.
 """
 from __future__ import annotations
 
@@ -54,6 +59,8 @@ runs = sa.Table(
     sa.Column("fence", sa.Integer, nullable=False, default=0, server_default="0"),
     # version 3: cancel requests
     sa.Column("cancel_requested", sa.Text),
+    # version 4: the seal of status, error and cursor (flowctl.audit.run_seal)
+    sa.Column("seal", sa.String(64)),
 )
 
 #: The two branches of a claim: due runs (queued, waiting, paused with a review deadline) and
@@ -150,6 +157,9 @@ _V2_COLUMNS = (
 _V3_COLUMNS = (
     ("flowctl_runs", "cancel_requested", "TEXT"),
 )
+_V4_COLUMNS = (
+    ("flowctl_runs", "seal", "VARCHAR(64)"),
+)
 
 
 def upgrade(conn, from_version: int) -> None:
@@ -157,10 +167,32 @@ def upgrade(conn, from_version: int) -> None:
     transaction (new tables were already created by ``create_all``). Safe to repeat."""
     present = {(t, c["name"]) for t in ("flowctl_runs", "flowctl_events")
                for c in sa.inspect(conn).get_columns(t)}
-    added = (_V2_COLUMNS if from_version < 2 else ()) + (_V3_COLUMNS if from_version < 3 else ())
+    added = ((_V2_COLUMNS if from_version < 2 else ()) + (_V3_COLUMNS if from_version < 3 else ())
+             + (_V4_COLUMNS if from_version < 4 else ()))
     for table, column, ddl in added:
         if (table, column) not in present:
             conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
     if from_version < 2:
         for index in RUN_INDEXES:
             index.create(conn, checkfirst=True)
+    if from_version < 4:
+        _seal_live_runs(conn)
+
+
+def _seal_live_runs(conn) -> None:
+    """Seal every run that has not ended, as it stands (the upgrade to version 4 trusts the store
+    it upgrades; from then on a change outside flowctl is detected)."""
+    import json
+
+    from .audit import encode_data, run_seal
+
+    r = runs
+    rows = conn.execute(sa.select(r.c.id, r.c.last_seq, r.c.last_hash, r.c.status, r.c.error, r.c.cursor)
+                        .where(r.c.status.notin_(("succeeded", "failed", "cancelled")))).all()
+    for run_id, last_seq, last_hash, status, error, cursor in rows:
+        try:
+            value = run_seal(run_id, last_seq, last_hash, status, None if error is None else json.loads(error),
+                             encode_data(None if cursor is None else json.loads(cursor)))
+        except ValueError:
+            continue  # a corrupt row stays unsealed: resuming it is refused, audit verify names it
+        conn.execute(r.update().where(r.c.id == run_id).values(seal=value))

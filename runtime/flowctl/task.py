@@ -24,6 +24,7 @@ import time
 from .audit import redact
 from .clock import iso
 from .errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, ToolTimeout, error_names
+from .evidence import take_snapshot
 from .expressions import compile_expr
 from .schemas_runtime import check_instance
 from .payload import FIT_STRING, MAX_PAYLOAD, flat_copy
@@ -209,6 +210,8 @@ def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, 
     # a run with secrets redacts every record it stores by name and value (flowctl.sensitive)
     # (a notify payload's token is sensitive by name only, so it is always redacted by name here)
     shown_input = tool_input if runner.secrets is not None and purpose is None else redact(tool_input, contract.sensitive)
+    if contract.snapshot and contract.side_effecting:  # committed with the started record, before the effect
+        take_snapshot(runner, contract, tool_input, call, "before")
     given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
     extra = {"purpose": purpose} if purpose else {}
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
@@ -251,12 +254,20 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
     problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
         ok = _verify(runner, contract, tool_input, output, call)
-        if not ok:
-            runner.emit("verify_failed", state.id, attempt, tool=contract.ref)
+        if not ok:  # the output the tool gave is evidence too: kept with the verdict
+            runner.emit("verify_failed", state.id, attempt, tool=contract.ref, verified=False,
+                        output=redact(output, contract.sensitive))
+            take_snapshot(runner, contract, tool_input, call, "after")
+            runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "failed",
+                                              redact(tool_input, contract.sensitive), redact(output, contract.sensitive),
+                                              None, runner.clock.time()))
             _undo_partial(runner, state, contract, tool_input, call, output=output, checked=True)
             c["inflight"] = None
             raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
                                     "(see the verify_failed event); it was compensated")
+        runner.emit("verify_passed", state.id, attempt, tool=contract.ref, verified=True)
+    if contract.snapshot and contract.side_effecting:  # after verify (a failed verify took it above)
+        take_snapshot(runner, contract, tool_input, call, "after")
     lean = runner.secrets is not None and stored_input is None  # by name and value when stored; a notify by name here
     shown = output if lean else redact(output, contract.sensitive)
     if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail

@@ -19,6 +19,10 @@ for the order (``Payments.CardDeclined`` for A-1008).
 
 ``verify_refund`` — true when that refund exists and is not cancelled.
 ``cancel_refund`` — voids the refund and gives the amount back to the payment (idempotent).
+``payment_state`` — the contract's read-only ``snapshot``: what the declared side effects change
+(the payment's status and refunded total, the refunds under this call's idempotency key), taken
+before the refund and after verify, as ``{payment_id, status, refunded, refunds: [{refund_id,
+status, amount}]}`` (amounts in major units); ``{payment_id, found: false}`` for an unknown payment.
 """
 from __future__ import annotations
 
@@ -87,6 +91,23 @@ def cancel_refund(input: dict, output: dict, call) -> None:
             _move(conn, row["payment_id"], -row["amount_cents"])
     finally:
         conn.close()
+
+
+def payment_state(input: dict, call) -> dict:
+    conn = db.connect()
+    try:
+        payment = conn.execute("SELECT status, refunded_cents FROM payments WHERE payment_id = ?",
+                               (input["payment_id"],)).fetchone()
+        rows = conn.execute("SELECT refund_id, status, amount_cents FROM refunds WHERE idempotency_key = ?",
+                            (getattr(call, "idempotency_key", None),)).fetchall()
+    finally:
+        conn.close()
+    if payment is None:
+        return {"payment_id": input["payment_id"], "found": False}
+    return {"payment_id": input["payment_id"], "status": payment["status"],
+            "refunded": db.from_cents(payment["refunded_cents"]),
+            "refunds": [{"refund_id": r["refund_id"], "status": r["status"], "amount": db.from_cents(r["amount_cents"])}
+                        for r in rows]}
 
 
 def _find(conn, key: str):
