@@ -86,3 +86,9 @@ def test_a_paused_run_in_memory_says_it_cannot_be_resumed(tmp_path):
     code, out = _flowctl(tmp_path, "run", "f", "--db", "memory")
     assert code == 3, out
     assert "--db memory keeps nothing" in out and "flowctl resume" not in out, out
+
+
+def test_a_number_too_large_for_a_float_is_refused_not_stored_as_infinity(tmp_path):
+    write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "run", "f", "--db", "memory", "--input", '{"amount": 1e999}')
+    assert code == 2 and "1e999 is too large for a number" in out, out

@@ -118,7 +118,8 @@ def parse_json_arg(value, what: str):
         if len(text) > MAX_ARG_FILE:
             raise UsageError(f"{what}: the JSON text is {len(text)} characters; the limit is {MAX_ARG_FILE}")
     try:
-        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates,
+                           parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what}: not valid JSON ({source}:{exc.lineno}:{exc.colno}: {exc.msg})",
                          hint="pass JSON like '{\"order_id\": \"A-1\"}' or @file.json") from None
@@ -130,6 +131,16 @@ def parse_json_arg(value, what: str):
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise UsageError(f"{what}: the JSON holds a lone surrogate (\\ud800…), which is not text") from None
+    return value
+
+
+def _finite_float(text):
+    """A JSON number as a float; one too large for a float (``1e999``) is refused, not infinity."""
+    import math
+
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for a number (at most about 1.8e308)")
     return value
 
 
