@@ -82,7 +82,7 @@ def main() -> None:
     recorded and undoable.
 
     Definitions live in orchestration/ (states/, transitions/, contracts/, policies/, tools/),
-    found from the current folder or --root.
+    found from the current folder or the --root option of each command.
 
     \b
     Typical use:
@@ -125,8 +125,9 @@ def schema(kind):
 
     \b
     Save it and point your editor at it, e.g. in a state file:
+      mkdir -p .flowctl/schemas && flowctl schema state > .flowctl/schemas/state.json
+      # then, first line of a state file:
       # yaml-language-server: $schema=../../.flowctl/schemas/state.json
-      flowctl schema state > .flowctl/schemas/state.json
     """
     _call("schema", kind=kind)
 

@@ -17,7 +17,7 @@ def parse_duration(text) -> float:
     if isinstance(text, bool) or not isinstance(text, str):
         raise ValueError(f"{text!r} has no unit; write it as '{text}s' (units: ms, s, m, h, d)")
     if not _WHOLE.match(text):
-        raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 3s, 5m, 1h or 1h30m")
+        raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 3s, 5m, 1h, 1d or 1h30m")
     return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
 
 

@@ -175,6 +175,6 @@ def _duration(doc: Document, path, value) -> Diagnostic:
         hint = f"write '{value}s' (or 500ms, 5m, 1h)"
         msg = f"{path[-1]}: {value!r} has no unit"
     else:
-        hint = "durations are a number and a unit: 500ms, 3s, 5m, 1h, or {expr: …} where allowed"
+        hint = "durations are a number and a unit: 500ms, 3s, 5m, 1h, 1d, or {expr: …} where allowed"
         msg = f"{path[-1]}: {value!r} is not a duration"
     return doc.diag("FC502", msg, path, hint=hint)
