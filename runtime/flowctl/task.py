@@ -280,6 +280,8 @@ def _complete(runner, state, contract, attempt, tool_input, output, raw_text, ca
                               "input": tool_input if stored_input is None else stored_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
+    if recovered:  # verify confirmed the effect after a crash but gave no output: the response is {}
+        data["output_unknown"] = True
     if raw_text is not None:
         data["raw"] = raw_text if not contract.sensitive else None
     # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
@@ -307,7 +309,8 @@ def recover_inflight(runner, state, contract):
     if isinstance(answer, dict):
         return _complete(runner, state, contract, inflight["attempt"], inflight["input"], answer, None, call, 0.0)
     # verify said it happened but cannot give the output: the step is done, its response is {}
-    # (return the output dict from verify to keep it); the output_schema cannot apply to nothing.
+    # (return the output dict from verify to keep it); the output_schema cannot apply to nothing,
+    # so tool_succeeded says output_unknown and trace shows the step as recovered.
     return _complete(runner, state, contract, inflight["attempt"], inflight["input"], {}, None, call, 0.0,
                      recovered=True)
 

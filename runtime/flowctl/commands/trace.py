@@ -30,7 +30,8 @@ def steps_of(events) -> list:
             current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
         elif t == "tool_succeeded":
             current["duration_ms"] += d.get("duration_ms") or 0
-            current["outcome"] = "ok"
+            # a call recovered after a crash whose verify confirmed it but could not give its output
+            current["outcome"] = "ok (recovered, output unknown)" if d.get("output_unknown") else "ok"
         elif t == "tool_failed":
             current["duration_ms"] += d.get("duration_ms") or 0
             current["outcome"] = "failed"
