@@ -92,6 +92,20 @@ def test_recorded_review_decisions_and_errors_are_replayed(tmp_path):
     assert "ToolUnavailable was caught by the flow's on_error[0]" in result.text()
 
 
+def test_a_run_cancelled_at_its_review_replays_to_the_same_point_without_a_false_divergence(tmp_path):
+    root = project(tmp_path)
+    store, run = record(root, [{"status": "unsure", "amount": 10}])
+    assert run.status == "paused"
+    engine = flowctl.Engine(flowctl.load_project(root), store, clock=FakeClock(), max_inline_wait=1e9)
+    assert engine.cancel(run.run_id, by="ops").status == "cancelled"
+    result = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert not result.diverged, result.text()
+    assert "the recorded run was cancelled at 'review_it'; the replay reaches the same point" in result.notes
+    # a changed condition still diverges before that point
+    other = changed(tmp_path, root, "when: \"response.status == 'unsure'\"", "when: \"response.amount > `100`\"")
+    assert replay(load_recording(store, run.run_id), other, "changed/").step == 2
+
+
 def test_a_definition_that_calls_more_tools_than_recorded_stops_the_replay(tmp_path):
     root = project(tmp_path)
     store, run = record(root, [{"status": "missing"}])

@@ -454,8 +454,15 @@ def _locate(result: ReplayResult, rec_events: list, seen: list, finished: bool) 
     """Set ``result.step`` and ``result.reason``: the first step whose state differs, else the last
     step when the outcome differs (or the replay did not finish)."""
     i = first_difference(result.recorded_path, result.replayed_path)
-    if i is None and (not finished or result.replayed_status != result.recorded_status
-                      or _err(result.replayed_error) != _err(result.recorded_error)):
+    # a run cancelled while it paused or waited: the replay, with no decision to give, stops at
+    # the same point; that agrees with the record (the cancel was a command, not the flow's doing)
+    cancelled_there = (i is None and finished and result.recorded_status == "cancelled"
+                       and result.replayed_status in ("paused", "waiting"))
+    if cancelled_there:
+        result.notes.append(f"the recorded run was cancelled at '{result.recorded_path[-1] if result.recorded_path else '?'}'; "
+                            "the replay reaches the same point")
+    elif i is None and (not finished or result.replayed_status != result.recorded_status
+                        or _err(result.replayed_error) != _err(result.recorded_error)):
         i = max(len(result.recorded_path) - 1, 0)
     if i is not None:
         result.step = i + 1
