@@ -336,6 +336,10 @@ def test_files_that_do_not_load_are_not_reported_as_removed(tmp_path):
     assert data["changes"] == []
     assert data["warnings"] == [f"{new}: 1 file(s) have errors and are left out of the diff (run flowctl validate)",
                                 "state refund does not load on one side; not compared"]
+    # the summary line and the PR comment say so too: "no changes" would vouch for the broken file
+    assert run_diff(new, str(old), str(new)).startswith(f"flowctl diff {old} → {new}: no changes among the files that load")
+    md = run_diff(new, str(old), str(new), "--format", "markdown")
+    assert "**no changes among the files that load**" in md and "> [!WARNING]" in md
 
 
 def test_errors_are_exit_2_with_a_hint_and_no_traceback(history, tmp_path, monkeypatch):

@@ -29,8 +29,8 @@ _COLOUR = {"+": "green", "-": "red", "~": "yellow", "!": "magenta"}
 
 def count_line(diff: ProjectDiff) -> str:
     """``2 added, 1 removed, 4 changed; 2 risks; 1 flow affected`` (or ``no changes``)."""
-    if diff.empty:
-        return "no changes"
+    if diff.empty:  # files that do not load were left out: "no changes" would be a claim about them too
+        return "no changes among the files that load" if diff.warnings else "no changes"
     c = diff.counts()
     parts = [f"{c['added']} added, {c['removed']} removed, {c['changed']} changed"]
     risks = len(diff.risks())
@@ -108,10 +108,10 @@ def markdown(diff: ProjectDiff, *, svg_hint: str = "") -> str:
 
     head = [MARKER, f"### flowctl diff {code(diff.base_label)} → {code(diff.head_label)}", "",
             f"**{count_line(diff)}**", ""]
-    if diff.empty:
-        return "\n".join(head + ["No change to flows, states, transitions, handlers, contracts or policies.", ""])
     for w in diff.warnings:
         head += [f"> [!WARNING]\n> {_escape(w)}", ""]
+    if diff.empty:
+        return "\n".join(head + ["No change to flows, states, transitions, handlers, contracts or policies.", ""])
     risks = diff.risks()
     if risks:
         head += ["> [!CAUTION]", "> **Risks to review**"]
