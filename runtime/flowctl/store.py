@@ -110,7 +110,7 @@ def _refuse_sqlite_memory(url: str) -> None:
     durable record: refused (``--db memory`` says plainly that nothing is kept)."""
     path, _, query = url[len("sqlite:///"):].partition("?")
     if path.strip() in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in query:
-        raise StoreError(f"{url!r} is an SQLite database in memory: it keeps nothing, and the run store must",
+        raise StoreError(f"{url!r} is an SQLite database in memory, which keeps nothing once the process ends; the run store must keep every run",
                          hint="use sqlite:///path/to/flowctl.db (or --db memory to keep nothing on purpose)")
 
 

@@ -95,6 +95,8 @@ def parse_json_arg(value, what: str):
         if not value[1:]:
             raise UsageError(f"{what}: @ needs a file name", hint=f"{what} @input.json, or JSON text")
         path = Path(value[1:])
+        if path.is_dir():
+            raise UsageError(f"{what}: {path} is a folder, not a file", hint=f"{what} @input.json, or JSON text")
         if not path.is_file():
             raise UsageError(f"{what}: no such file {path}")
         size = path.stat().st_size
