@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
-from flowctl.audit import encode_data, event_hash, run_seal
+from flowctl.audit import encode_data, event_hash, row_identity, run_seal
 from flowctl.errors import RecordTampered
 from helpers import FLOWCTL_EXE
 from pg import pg_url  # noqa: F401 - fixture
@@ -107,8 +107,13 @@ def test_checkpoint_forgery_a_decision_written_into_the_cursor_is_refused(tmp_pa
     assert fresh.store.get_run(paused.run_id)["output"] is None
 
 
-@pytest.mark.parametrize("column, value", [("status", "'running'"), ("error", "'{\"code\": \"X\"}'")])
-def test_run_row_forgery_status_and_error_are_sealed(tmp_path, column, value):
+@pytest.mark.parametrize("column, value", [
+    ("status", "'running'"), ("error", "'{\"code\": \"X\"}'"),
+    # what the run is about: a bigger amount, other params, another definition, a child's output
+    ("input", "'{\"amount\": 9999}'"), ("params", "'{\"limit\": 100000}'"),
+    ("digest", "'0000000000000000000000000000000000000000000000000000000000000000'"),
+    ("output", "'{\"amount\": 9}'")])
+def test_run_row_forgery_status_error_input_params_digest_and_output_are_sealed(tmp_path, column, value):
     h, paused = _paused(tmp_path)
     db = _db(tmp_path)
     db.execute(f"UPDATE flowctl_runs SET {column} = {value}, owner = 'gone:1' WHERE id = ?", (paused.run_id,))
@@ -172,7 +177,8 @@ def test_rehashed_rewrite_passes_plain_verify_but_not_an_anchored_head(tmp_path)
         prev = digest
     db.execute("UPDATE flowctl_steps SET output = ? WHERE run_id = ?", (json.dumps({"ok": True, "id": "999"}), paused.run_id))
     db.execute("UPDATE flowctl_runs SET last_hash = ?, seal = ? WHERE id = ?",
-               (prev, run_seal(row["id"], row["last_seq"], prev, row["status"], row["error"], encode_data(row["cursor"])),
+               (prev, run_seal(row["id"], row["last_seq"], prev, row["status"], row["error"], encode_data(row["cursor"]),
+                         row_identity(row)),
                 row["id"]))
     db.commit()
     assert _cli(["audit", "verify", paused.run_id], h.root, tmp_path).returncode == 0  # re-hashed: consistent
@@ -244,3 +250,22 @@ def test_step_records_whose_values_the_log_redacted_still_verify(tmp_path):
     result = h.run(input={"amount": 5})
     assert result.status == "succeeded"
     assert _cli(["audit", "verify", result.run_id], h.root, tmp_path).returncode == 0
+
+
+def test_child_output_forgery_a_parent_never_takes_a_forged_childs_outcome(tmp_path):
+    # the parent reads a finished child's row for its response: that row must be what the child sealed
+    from flowctl import fanout, runner as runner_mod
+
+    files = dict(FLOW, **{"states/sub.yaml": "id: sub\ntype: subflow\nflow: f\n",
+                          "transitions/parent.yaml": "flow: parent\nstart: sub\ntransitions:\n  - {from: sub, to: done}\n"})
+    h = Harness(build(tmp_path, files, TOOLS), store=sqlite_store(tmp_path))
+    child = h.run("f")
+    done = h.engine.resume(child.run_id, token=child.review["token"], decision="approve")
+    assert done.status == "succeeded"
+    db = _db(tmp_path)
+    db.execute("UPDATE flowctl_runs SET output = '{\"amount\": 9}' WHERE id = ?", (child.run_id,))
+    db.commit()
+    fresh = Harness(h.root, store=sqlite_store(tmp_path))
+    row = fresh.store.get_run(child.run_id)
+    with pytest.raises(RecordTampered):
+        fanout._trusted_result(runner_mod, fresh.engine, row)

@@ -650,9 +650,10 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     waiting = "01a22a5c173b3d8cc896f8b8"
     row = store.get_run(waiting)  # its hour is up (as if an hour passed)
     row["cursor"]["pending"]["due"] = 0
-    from flowctl.audit import encode_data, run_seal
+    from flowctl.audit import encode_data, row_identity, run_seal
 
-    resealed = run_seal(waiting, row["last_seq"], row["last_hash"], row["status"], row["error"], encode_data(row["cursor"]))
+    resealed = run_seal(waiting, row["last_seq"], row["last_hash"], row["status"], row["error"], encode_data(row["cursor"]),
+                        row_identity(row))
     store.commit(waiting, row["last_seq"], {"cursor": row["cursor"], "available_at": 0, "seal": resealed})
     engine = Engine(flowctl.load_project(root), store)
     worker = _worker(engine, max_runs=1)

@@ -107,21 +107,36 @@ def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str
     return problems
 
 
-SEAL_VERSION = "flowctl-run-seal-1"
+SEAL_VERSION = "flowctl-run-seal-2"
 
 
-def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor_json: str) -> str:
+def row_identity(row: dict) -> str:
+    """What a run row says the run *is* (sha256 hex): the definition digest it is pinned to, its
+    flow, its parent, its input, params and output, as a reader of the store gets them back (an
+    encrypted value by its plaintext). Part of :func:`run_seal`, so a swapped digest, an edited
+    input or a forged child output is refused like an edited checkpoint."""
+    def plain(value):
+        return getattr(value, "plain", value)
+
+    text = _sorted_json([row.get("digest"), row.get("flow"), row.get("parent_id"), plain(row.get("input")),
+                         plain(row.get("params")), plain(row.get("output"))])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor_json: str,
+             identity: str = "") -> str:
     """The seal of a run row (sha256 hex), written by every commit in the same statement as the row::
 
-        sha256(f"flowctl-run-seal-1\\n{id}\\n{last_seq}\\n{last_hash}\\n{status}\\n{error_json}\\n{cursor_json}")
+        sha256(f"flowctl-run-seal-2\\n{id}\\n{last_seq}\\n{last_hash}\\n{status}\\n{error_json}\\n{identity}\\n{cursor_json}")
 
+    ``identity`` is :func:`row_identity` of the row (digest, flow, parent, input, params, output);
     ``error_json`` is :func:`canonical` of the error (``""`` for none); ``cursor_json`` is the
     checkpoint as stored, :func:`encode_data` of it (the commit hands the same text to the store,
     so sealing costs one sha256 per step, no second encoding). ``last_hash`` ties the row to the head of the
     event chain, so the checkpoint a resume continues from is bound to the log that led to it.
     Unkeyed, like the chain: see :func:`verify_run`."""
     text = (f"{SEAL_VERSION}\n{run_id}\n{last_seq}\n{last_hash}\n{status}\n"
-            f"{'' if error is None else _sorted_json(error)}\n{cursor_json}")
+            f"{'' if error is None else _sorted_json(error)}\n{identity}\n{cursor_json}")
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -158,12 +173,13 @@ def seal_problem(row: dict) -> str | None:
     if row.get("status") == "running" and row.get("lease_until") is not None:
         statuses.extend(s for s in _CLAIMED_FROM if s != "running")
     cursor_json = encode_data(row.get("cursor"))  # the stored text: encode_data of it gives it back
+    identity = row_identity(row)
     for status in statuses:
         if run_seal(row["id"], row.get("last_seq"), row.get("last_hash"), status, row.get("error"),
-                    cursor_json) == sealed:
+                    cursor_json, identity) == sealed:
             return None
-    return ("the run row's status, checkpoint or error is not what its last commit sealed "
-            "(edited in the store)")
+    return ("the run row's status, checkpoint, error, input, params, output or definition digest is not "
+            "what its last commit sealed (edited in the store)")
 
 
 def verify_steps(steps: list, events: list) -> list[str]:
@@ -241,6 +257,9 @@ def verify_run(row: dict, events: list[dict]) -> list[str]:
             problems.append(f"the run row says flow {row.get('flow')!r}, run_started says {data.get('flow')!r}")
         if not _same_but_redacted(data.get("input"), row.get("input")):
             problems.append("the run row's input differs from the input recorded in run_started")
+        if data.get("digest") is not None and data.get("digest") != row.get("digest"):
+            problems.append(f"the run row is pinned to definition {str(row.get('digest'))[:12]}, but run_started "
+                            f"recorded {str(data.get('digest'))[:12]}")
     expected = FINAL_EVENTS.get(row.get("status"))
     if expected:
         finals = [e for e in events if e["type"] in FINAL_EVENTS.values()]

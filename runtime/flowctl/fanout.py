@@ -187,6 +187,13 @@ def _record(runner, state, fan, ch, result) -> None:
                 status=result.status, error=result.error)
 
 
+def _trusted_result(runner_mod, engine, row):
+    """A finished child's outcome, once its row is what its last commit sealed: a parent never
+    takes a forged output (or status, or error) of a child as its response (RECORD_TAMPERED)."""
+    runner_mod._refuse_forged(engine, row)
+    return runner_mod.result_from_row(row)
+
+
 def _drive_queued(runner, state, fan) -> None:
     """Worker mode (see the module docstring): record the children that ended, queue the next ones
     up to ``max_concurrency`` open, and park the parent until a child ends, or return when all did."""
@@ -202,7 +209,7 @@ def _drive_queued(runner, state, fan) -> None:
             continue
         row = engine.store.get_run(ch["run_id"], exact=True)
         if row["status"] in FINAL:
-            _record(runner, state, fan, ch, runner_mod.result_from_row(row))
+            _record(runner, state, fan, ch, _trusted_result(runner_mod, engine, row))
             failures += ch["status"] == "failed"
         else:
             open_ids.append(ch["run_id"])
@@ -232,7 +239,7 @@ def _drive_queued(runner, state, fan) -> None:
         else:
             if row["status"] in FINAL:  # and it may have ended since: its wake-up went to a parent still running
                 ch["queued"] = True
-                _record(runner, state, fan, ch, runner_mod.result_from_row(row))
+                _record(runner, state, fan, ch, _trusted_result(runner_mod, engine, row))
                 failures += ch["status"] == "failed"
                 fan["failed"] = fan.get("failed") or failures > fan["tolerated"]
                 continue
@@ -260,9 +267,9 @@ def _run_child(engine, runner, state, fan, ch, stop):
                       "secrets": runner.secrets and runner.secrets.kept()}
             return runner_mod.start(engine, project, flow, ch["input"], {}, ch["run_id"], parent=parent, stop=stop)
         if row["status"] in FINAL:
-            return runner_mod.result_from_row(row)
+            return _trusted_result(runner_mod, engine, row)
         if row["status"] == "paused":
-            return runner_mod.result_from_row(row)  # waits for its reviewer
+            return _trusted_result(runner_mod, engine, row)  # waits for its reviewer
         return runner_mod.resume(engine, row, stop=stop, continue_parent=False)
     except UsageError as exc:  # e.g. the child flow's input_schema refuses the built input
         from .engine import RunResult

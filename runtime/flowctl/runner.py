@@ -23,7 +23,7 @@ import os
 import secrets
 
 from . import saga, sensitive, task
-from .audit import canonical, encode_data, run_seal, seal, seal_problem
+from .audit import canonical, encode_data, row_identity, run_seal, seal, seal_problem
 from .clock import iso
 from .durations import parse_duration
 from .engine import RunResult, new_run_id
@@ -102,7 +102,7 @@ def start(engine, project, flow, run_input, params, run_id=None, *, parent: dict
     row["last_hash"] = "" if runner.lazy else seal(first, "")
     stored = row if runner.secrets is None else sensitive.new_row(runner, row)
     if not runner.lazy:
-        _seal_row(run_id, stored, row["last_seq"], row["last_hash"], "running", None)
+        _seal_row(run_id, stored, row["last_seq"], row["last_hash"], "running", None, row_identity(stored))
     engine.store.create_run(stored, first)
     row.pop("cursor_json", None)
     runner.last_seq, runner.last_hash = row["last_seq"], row["last_hash"]
@@ -137,7 +137,7 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     if token is not None and status != "paused":  # a token decides a paused review, and only that
         raise UsageError(f"run {row['id']} is not paused for review (it is {status}); the token cannot be used",
                          hint=f"continue it without a token: flowctl resume {row['id']} (or flowctl recover)")
-    project = engine.project_for(row["digest"])
+    project = _trusted_project(engine, row)
     flow = project.flows[row["flow"]]
     runner = Runner(engine, project, flow, row, stop=stop)
     if status == "running":
@@ -218,7 +218,7 @@ def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> Ru
         if live:
             raise UsageError(f"run {row['id']} is being executed by {live}",
                              hint="stop that process first; the run stays resumable and can then be cancelled")
-    project = engine.project_for(row["digest"])
+    project = _trusted_project(engine, row)
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     runner.emit("run_cancelled", by=by, compensate=compensate)
     # a cancel that an earlier (stopped) cancel began goes on as that one asked
@@ -275,7 +275,7 @@ def fire_due_reviews(engine) -> list:
 def remind(engine, row) -> None:
     """``remind_after`` passed with no decision: call the review's ``notify`` tool again with a new
     token (the old one stops working; only hashes are stored) and ``reminder: true``."""
-    project = engine.project_for(row["digest"])
+    project = _trusted_project(engine, row)
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     pending = runner.cursor["pending"]
     state = project.states[pending["state"]]
@@ -297,7 +297,7 @@ def reissue_token(engine, row, by=None) -> str:
     """A new one-time token for a run paused for review; the old token stops working."""
     if row["status"] != "paused" or ((row.get("cursor") or {}).get("pending") or {}).get("kind") != "review":
         raise UsageError(f"run {row['id']} is not paused for review (it is {row['status']})")
-    project = engine.project_for(row["digest"])
+    project = _trusted_project(engine, row)
     runner = Runner(engine, project, project.flows[row["flow"]], row)
     token = secrets.token_urlsafe(24)
     runner.cursor["pending"] = dict(runner.cursor["pending"], token_hash=_hash_token(token), refused_at=[])
@@ -331,18 +331,37 @@ def _live_owner(owner, me):
     return owner
 
 
-def _seal_row(run_id, stored: dict, last_seq, last_hash, status, error) -> None:
+def _refuse_forged(engine, row) -> None:
+    """Raise :class:`RecordTampered` unless ``row`` is what its last commit sealed (resume, recover,
+    a worker's claim, cancel, remind: never continue a forged row)."""
+    forged = None if getattr(engine.store, "seals_on_read", False) else seal_problem(row)
+    if forged:
+        raise RecordTampered(f"run {row['id']}: {forged}; it is not continued",
+                             hint=f"flowctl audit verify {row['id']} says what differs; restore the store from a backup")
+
+
+def _trusted_project(engine, row):
+    """The definition ``row`` is pinned to, once the row is trusted (a swapped digest would
+    otherwise choose the definition before :class:`Runner` could refuse the row)."""
+    _refuse_forged(engine, row)
+    return engine.project_for(row["digest"])
+
+
+_IDENTITY_KEYS = ("digest", "flow", "parent_id", "input", "params", "output")
+
+
+def _seal_row(run_id, stored: dict, last_seq, last_hash, status, error, identity: str) -> None:
     """Seal ``stored`` (a run row as the store will write it) for :func:`flowctl.audit.seal_problem`:
-    ``stored["seal"]`` over its checkpoint text, and ``stored["cursor_json"]``, that very text for the
-    store to write, when the checkpoint is kept in plaintext. An encrypted checkpoint (a run with
-    secrets, :mod:`flowctl.sensitive`) is written as its ciphertext and sealed by its plaintext,
-    which is what a reader gets back."""
+    ``stored["seal"]`` over its checkpoint text and ``identity`` (:func:`flowctl.audit.row_identity`),
+    and ``stored["cursor_json"]``, that very text for the store to write, when the checkpoint is kept
+    in plaintext. An encrypted checkpoint (a run with secrets, :mod:`flowctl.sensitive`) is written
+    as its ciphertext and sealed by its plaintext, which is what a reader gets back."""
     cursor = stored["cursor"]
     plain = getattr(cursor, "plain", cursor)
     text = encode_data(plain)
     if plain is cursor:
         stored["cursor_json"] = text
-    stored["seal"] = run_seal(run_id, last_seq, last_hash, status, error, text)
+    stored["seal"] = run_seal(run_id, last_seq, last_hash, status, error, text, identity)
 
 
 def _sensitive_fields(project, flow) -> frozenset:
@@ -410,10 +429,8 @@ class Runner:
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
-        forged = None if self.lazy else seal_problem(row)
-        if forged:  # resume, recover, a worker's claim, cancel, remind: never continue a forged checkpoint
-            raise RecordTampered(f"run {self.id}: {forged}; it is not continued",
-                                 hint=f"flowctl audit verify {self.id} says what differs; restore the store from a backup")
+        self._identity = None
+        _refuse_forged(engine, row)
         self.gate = Gate(project, engine.store, engine.clock)
         self.sensitive = _sensitive_fields(project, flow)
         #: names and values redacted from what is stored, the row sealed while live (None: no secrets)
@@ -474,7 +491,8 @@ class Runner:
             stored, steps = sensitive.protect(self, run, steps, status)
         if not self.lazy:  # the row as this commit leaves it, sealed in the same statement (audit.run_seal)
             _seal_row(self.id, stored, run.get("last_seq", self.last_seq), run.get("last_hash", self.last_hash),
-                      run.get("status", self.row["status"]), stored.get("error", self.row.get("error")))
+                      run.get("status", self.row["status"]), stored.get("error", self.row.get("error")),
+                      self.identity(stored))
         if self.unleased:
             self.store.commit(self.id, self.last_seq, stored, events, steps, unleased=True)
         else:  # the first commit of this writer clears a lease that expired (the run is taken over)
@@ -488,6 +506,16 @@ class Runner:
         self.row.update(run)
         if self.secrets is not None and status in FINAL:
             sensitive.drop_children(self)
+
+    def identity(self, stored: dict) -> str:
+        """:func:`flowctl.audit.row_identity` of the row as this commit leaves it (``stored`` over
+        the row); computed again only when one of its values is another object than last time."""
+        view = {k: stored[k] if k in stored else self.row.get(k) for k in _IDENTITY_KEYS}
+        key = tuple(id(v) for v in view.values())
+        cached = self._identity
+        if cached is None or cached[0] != key:
+            cached = self._identity = (key, row_identity(view), view)  # the view keeps the ids valid
+        return cached[1]
 
     def check_size(self, value, what: str) -> None:
         if fits(value):

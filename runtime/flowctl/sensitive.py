@@ -344,10 +344,10 @@ def drop_children(runner) -> None:
         fields = {"input": s.scrub(child.get("input")), "params": s.scrub(child.get("params")),
                   "cursor": cursor, "output": s.scrub(child.get("output"))}
         if child.get("seal"):  # the redacted checkpoint is what the row holds now: sealed again (audit.run_seal)
-            from .audit import run_seal
+            from .audit import row_identity, run_seal
 
             fields["seal"] = run_seal(child["id"], child["last_seq"], child["last_hash"], child["status"],
-                                      child.get("error"), encode_data(cursor))
+                                      child.get("error"), encode_data(cursor), row_identity(dict(child, **fields)))
         store.drop_secrets(child["id"], child["last_seq"], fields)
 
 

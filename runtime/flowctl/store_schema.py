@@ -13,7 +13,8 @@ Version 3: runs gain ``cancel_requested`` (JSON ``{by, compensate, at}``): ``flo
 run a live worker holds records the request there, and that worker cancels the run at its next
 checkpoint.
 
-Version 4: runs gain ``seal`` (:func:`flowctl.audit.run_seal`: sha256 of the row's status, error and
+Version 4: runs gain ``seal`` (:func:`flowctl.audit.run_seal`: sha256 of the row's status, error, identity (digest,
+flow, parent, input, params, output) and
 checkpoint bound to the head of its event chain, written by every commit in the same statement);
 the upgrade seals every run that has not ended as it stands, so it can go on. :func:`upgrade` adds
 what is missing to a version-1, 2 or 3 store in place.
@@ -184,15 +185,20 @@ def _seal_live_runs(conn) -> None:
     it upgrades; from then on a change outside flowctl is detected)."""
     import json
 
-    from .audit import encode_data, run_seal
+    from .audit import encode_data, row_identity, run_seal
+
+    def load(text):
+        return None if text is None else json.loads(text)
 
     r = runs
-    rows = conn.execute(sa.select(r.c.id, r.c.last_seq, r.c.last_hash, r.c.status, r.c.error, r.c.cursor)
+    rows = conn.execute(sa.select(r.c.id, r.c.last_seq, r.c.last_hash, r.c.status, r.c.error, r.c.cursor,
+                                  r.c.digest, r.c.flow, r.c.parent_id, r.c.input, r.c.params, r.c.output)
                         .where(r.c.status.notin_(("succeeded", "failed", "cancelled")))).all()
-    for run_id, last_seq, last_hash, status, error, cursor in rows:
+    for run_id, last_seq, last_hash, status, error, cursor, digest, flow, parent_id, inp, params, output in rows:
         try:
-            value = run_seal(run_id, last_seq, last_hash, status, None if error is None else json.loads(error),
-                             encode_data(None if cursor is None else json.loads(cursor)))
+            identity = row_identity({"digest": digest, "flow": flow, "parent_id": parent_id, "input": load(inp),
+                                     "params": load(params), "output": load(output)})
+            value = run_seal(run_id, last_seq, last_hash, status, load(error), encode_data(load(cursor)), identity)
         except ValueError:
             continue  # a corrupt row stays unsealed: resuming it is refused, audit verify names it
         conn.execute(r.update().where(r.c.id == run_id).values(seal=value))

@@ -79,12 +79,12 @@ class _EnqueueStore:
     def create_run(self, run, events, steps=(), **_):
         row = dict(run, status="queued", owner=None, queue=self._queue, priority=self._priority, available_at=None)
         if "seal" in row:  # sealed as it is written: queued
-            from .audit import encode_data, run_seal
+            from .audit import encode_data, row_identity, run_seal
 
             text = row.get("cursor_json")  # None for an encrypted checkpoint: sealed by its plaintext
             if text is None:
                 text = encode_data(getattr(row["cursor"], "plain", row["cursor"]))
-            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, text)
+            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, text, row_identity(row))
         if self._delay:
             row["available_at"] = self._store.now_expr + float(self._delay)
         self._store.create_run(row, events, steps)
