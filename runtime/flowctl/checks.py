@@ -431,7 +431,7 @@ def check_children(project: Project):
         for child in child_flows(state):
             schema = project.flows[child].input_schema if child in project.flows else None
             required = (schema or {}).get("required") if isinstance(schema, dict) else None
-            for name in required or ():
+            for name in required if isinstance(required, list) else ():
                 if isinstance(name, str) and name not in mapping:
                     key = "item_input" if state.type == "map" else "input"
                     yield state.doc.diag("FC108", f"child flow '{child}' requires input '{name}', which {key} never sets",
@@ -451,7 +451,7 @@ def _schema_problems(schema, path, root):
         return
     t = schema.get("type")
     for name in (t if isinstance(t, list) else [t] if t is not None else []):
-        if name not in _JSON_TYPES:
+        if not isinstance(name, str) or name not in _JSON_TYPES:
             hint = did_you_mean(str(name), _JSON_TYPES)
             yield path + ("type",), f"unknown JSON Schema type {name!r}" + (f" ({hint})" if hint else "")
     if isinstance(schema.get("pattern"), str):
@@ -554,7 +554,8 @@ def check_tool_inputs(project: Project):
         if not isinstance(schema, dict) or schema.get("type") not in (None, "object"):
             continue
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        for name in schema.get("required") or ():
+        required = schema.get("required")
+        for name in required if isinstance(required, list) else ():  # a malformed one is FC609's
             if isinstance(name, str) and name not in state.input:
                 close = did_you_mean(name, [k for k in state.input if k not in props])
                 yield state.doc.diag("FC605", f"input never sets '{name}', which {contract.ref} requires", ("input",),
