@@ -73,10 +73,10 @@ class FlowData:
         ctx, _ = scope.field("context")
         for name, (shape, always) in sorted(ctx.props.items()):
             out["always" if always else "sometimes"].append(f"context.{name}")
-        for root in ("response", "error", "review"):
+        for root in ("error", "review"):
             shape, _ = scope.field(root)
             if shape.types is None or shape.non_null():
-                out["sometimes" if shape.may_be("null") and root != "response" else "always"].append(root)
+                out["sometimes" if shape.may_be("null") else "always"].append(root)
         return out
 
 
