@@ -231,8 +231,22 @@ _BARE = {
 }
 
 
+_TREES: dict = {}
+
+
+def parsed(text: str) -> dict:
+    """jmespath's parsed tree of ``text``, cached (lint and :mod:`flowctl.flowdata` share it).
+    Raises as ``jmespath.compile`` does."""
+    tree = _TREES.get(text)
+    if tree is None:
+        tree = jmespath.compile(text).parsed
+        if len(_TREES) < 200_000:
+            _TREES[text] = tree
+    return tree
+
+
 def _unknown_names(text: str, names: tuple) -> list:
-    tree = jmespath.compile(text).parsed
+    tree = parsed(text)
     problems = []
     for name in _root_fields(tree):
         if name in names:
@@ -287,7 +301,7 @@ def _lint(text: str) -> list:
     if not text:
         return [("FC401", 0, "the expression is empty", "write a JMESPath expression, e.g. input.order_id")]
     try:
-        tree = jmespath.compile(text).parsed
+        tree = parsed(text)
     except jexc.LexerError as exc:
         # LexerError keeps its text in ``message``; its ``msg`` is ParseError's generic default.
         pos = exc.lexer_position or 0

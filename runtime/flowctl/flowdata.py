@@ -34,10 +34,11 @@ from . import shapes as S
 from .diagnostics import Diagnostic
 from .shapes import ANY, BOOLEAN, NULL, NUMBER, STRING, Shape, join
 
-#: Nesting depth past which an expression is refused (FC408) and not analysed.
-from .expressions import MAX_NESTING as MAX_TREE_DEPTH  # noqa: E402
 
 _ERROR = S.obj({"type": STRING, "code": ANY, "message": STRING, "state": ANY, "attempt": ANY}, closed=True)
+#: visits is not tracked in the shapes (it would grow them by a key per state): whether
+#: ``visits.X`` can be defined at S is asked of the graph instead (:meth:`_Analysis.may_precede`)
+_VISITS = S.obj({}, closed=False)
 _STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
 _RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
                    "depth": NUMBER}, closed=True)
@@ -123,10 +124,10 @@ def parse(text):
         return found
     tree = None
     try:
-        import jmespath
+        from .expressions import MAX_NESTING, _nesting, parsed
 
-        tree = jmespath.compile(text).parsed
-        if tree_depth(tree) > MAX_TREE_DEPTH:
+        tree = parsed(text)
+        if _nesting(tree, text) > MAX_NESTING:  # FC408: not analysed (nor run)
             tree = None
     except Exception:  # noqa: BLE001 - reported by lint
         tree = None
@@ -135,19 +136,19 @@ def parse(text):
     return tree
 
 
-def tree_depth(tree) -> int:
-    """Nesting depth of a parsed JMESPath tree, without recursion."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-        if isinstance(node, dict):
-            for child in node.get("children") or ():
-                if isinstance(child, dict):
-                    stack.append((child, depth + 1))
-    return deepest
+_ROOTS: dict = {}
+
+
+def _roots(text, tree):
+    """The scope names ``tree`` reads (None: it may read the whole scope, e.g. ``@``)."""
+    found = _ROOTS.get(text, False)
+    if found is False:
+        from .expressions import _root_fields
+
+        found = None if "@" in text else tuple(_root_fields(tree))
+        if len(_ROOTS) < 200_000:
+            _ROOTS[text] = found
+    return found
 
 
 class _Val:
@@ -242,11 +243,10 @@ class _Infer:
         return self.visit(tree, _Val(scope, ""))
 
     def visit(self, node, cur: _Val) -> _Val:
-        kind = node.get("type") if isinstance(node, dict) else None
-        fn = getattr(self, "_" + str(kind), None)
+        fn = _DISPATCH.get(node.get("type")) if isinstance(node, dict) else None
         if fn is None:
             return _Val(ANY)
-        return fn(node, cur)
+        return fn(self, node, cur)
 
     # -------------------------------------------------------------- paths
     def _field(self, node, cur):
@@ -256,6 +256,10 @@ class _Infer:
             return _Val(NULL)  # bare literals are field names that are always null (FC406/FC407)
         shape, presence = cur.shape.field(name)
         label = name if at_root else (f"{cur.label}.{name}" if cur.label else None)
+        if cur.label == "visits" and self.site is not None and self.site.state \
+                and not self.a.may_precede(name, self.site.state):
+            self._never(cur, name, label)
+            return _Val(ANY)
         if presence == "never":
             if not at_root and cur.shape.known and self.site is not None:
                 self._never(cur, name, label)
@@ -295,9 +299,10 @@ class _Infer:
             msg = f"no path into {where}{flow} sets {what}, so it is always null"
             hint = close or ("set it in a transition's or handler's set: first" if not choices
                              else "context has: " + ", ".join(choices[:12]))
-        elif (cur.label or "").startswith("visits"):
+        elif cur.label == "visits":
             msg = f"no path into {where}{flow} enters state '{name}' first, so {what} is always null"
-            hint = close or "visits counts the states entered so far"
+            states = sorted(self.a.data.entry)
+            hint = did_you_mean(name, states) or "visits counts the states entered so far"
         else:
             msg = f"{parent} has no field '{name}' on any path into {where}{flow} (its schema allows only " \
                   f"{', '.join(choices[:12]) or 'no fields'}), so {what} is always null"
@@ -510,6 +515,10 @@ class _Infer:
         return _Val(ANY)
 
 
+_DISPATCH = {name[1:]: fn for name, fn in vars(_Infer).items() if name.startswith("_") and not name.startswith("__")
+             and callable(fn) and name not in ("_never", "_compare", "_check_args", "_elements")}
+
+
 def _literal_side(children, left, right):
     for child, val in zip(children, (left, right)):
         if isinstance(child, dict) and child.get("type") == "literal":
@@ -537,7 +546,8 @@ class _Analysis:
         self.data = FlowData(flow)
         self.sites: dict = {}
         self.edges: list = []  # (src, dst, set mappings applied, when-text) for witness paths
-        self.pending_sometimes: dict = {}
+        self.exits: dict = {}  # state id -> (scope after it, scope when it raised), at the fixpoint
+        self.reach: dict = {}
 
     # -------------------------------------------------------------- driver
     def run(self) -> FlowData:
@@ -559,7 +569,7 @@ class _Analysis:
             "params": S.obj({str(k): ANY for k in params}, closed=True),
             "context": S.obj({}, closed=True),
             "response": NULL, "error": NULL, "review": NULL,
-            "visits": S.obj({}, closed=True),
+            "visits": _VISITS,
             "state": _STATE_INFO, "run": _RUN_INFO, "item": NULL, "index": NULL,
         }, closed=True)
 
@@ -567,7 +577,7 @@ class _Analysis:
         states = self.project.states
         entry = self.data.entry
         start = self.flow.start
-        entry[start] = _enter(self._initial(), start)
+        entry[start] = self._initial()
         work = deque([start])
         queued = {start}
         updates: dict = {}
@@ -580,7 +590,6 @@ class _Analysis:
             for target, fact in self._successors(state, entry[sid]):
                 if target not in states:
                     continue
-                fact = _enter(fact, target)
                 old = entry.get(target)
                 new = fact if old is None else join(old, fact)
                 if old is not None and new == old:
@@ -590,14 +599,15 @@ class _Analysis:
                     new = _widen(new)
                     if old is not None and new == old:
                         continue
-                entry[target] = S.capped(new)
+                entry[target] = new
                 if target not in queued:
                     queued.add(target)
                     work.append(target)
 
     # -------------------------------------------------------------- transfer
     def _successors(self, state, fact):
-        """(target, scope on the way in) for every edge out of ``state``."""
+        """(target, scope on the way in) for every edge out of ``state``; records the state's exit
+        scopes (normal or through a fallback, and on error) in ``self.exits``."""
         flow = self.flow
         exits = [self._exit(state, fact)]
         err_fact = _with(join(fact, exits[0]), error=_ERROR)
@@ -605,8 +615,9 @@ class _Analysis:
             if h.fallback and _may_raise(self.project, state, h.errors):
                 after = self._apply_set(err_fact, h.set)
                 contract = self.project.resolve_tool(h.fallback)
-                exits.append(_with(after, response=_output(contract)))
+                exits.append(_with(after, response=self._output(contract)))
         exit_fact = S.join_all(exits)
+        self.exits[state.id] = (exit_fact, err_fact)
         for t in flow.transitions_from(state.id):
             out = self._apply_set(exit_fact, t.set)
             out = _refine(out, t.when)
@@ -628,11 +639,36 @@ class _Analysis:
                 if "*" in h.errors:
                     break
 
+    def _successors_exits(self, state, fact):
+        for _ in self._successors(state, fact):
+            pass
+        return self.exits[state.id]
+
+    def may_precede(self, first: str, then: str) -> bool:
+        """Can a run of this flow enter ``first`` before (or as) ``then``? (``visits.first`` at ``then``)"""
+        if first == then:
+            return first in self.data.entry
+        if first not in self.data.entry:
+            return False
+        found = self.reach.get(first)
+        if found is None:
+            found, queue = {first}, deque([first])
+            while queue:
+                state = self.project.states.get(queue.popleft())
+                if state is None:
+                    continue
+                for dst, _, _ in _edges(self.project, self.flow, state):
+                    if dst not in found:
+                        found.add(dst)
+                        queue.append(dst)
+            self.reach[first] = found
+        return then in found
+
     def _exit(self, state, fact) -> Shape:
         kind = state.type
         if kind == "task":
             contract = self.project.resolve_tool(state.tool) if isinstance(state.tool, str) else None
-            return _with(fact, response=_output(contract))
+            return _with(fact, response=self._output(contract))
         if kind == "pass":
             return self._apply_set(fact, state.get("set"))
         if kind == "review":
@@ -643,6 +679,17 @@ class _Analysis:
         if kind in _CHILD_TYPES:
             return _with(fact, response=self._children_output(state, fact))
         return fact
+
+    def _output(self, contract) -> Shape:
+        """The shape of ``contract``'s output (cached per contract for the whole validate run)."""
+        if contract is None:
+            return ANY
+        key = ("output", id(contract))
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = _output(contract)
+            self.cache[("keep", id(contract))] = contract  # the id stays this contract's while cached
+        return found
 
     def _children_output(self, state, fact) -> Shape:
         tolerated = bool(state.get("tolerated_failures"))
@@ -679,8 +726,8 @@ class _Analysis:
             return fact
         ctx, _ = fact.field("context")
         values = [(str(k), self._mapping_shape(v, fact)) for k, v in mapping.items()]
-        for key, value in values:
-            ctx = _write(ctx, key.split("."), value)
+        for key, value in values:  # depth-capped, so that a loop of set: {a: [context.a]} ends
+            ctx = _write(ctx, key.split("."), S.capped(value))
         return _with(fact, context=ctx)
 
     def _mapping_shape(self, value, fact, item=None) -> Shape:
@@ -688,7 +735,7 @@ class _Analysis:
             tree = parse(value)
             if tree is None:
                 return ANY
-            return _Infer(self).run(tree, fact).shape
+            return self.infer(value, tree, fact).shape
         if isinstance(value, dict):
             return S.obj({str(k): self._mapping_shape(v, fact) for k, v in value.items()}, closed=True)
         if isinstance(value, list):
@@ -746,16 +793,10 @@ class _Analysis:
             for key in ("timeout", "error", "cause"):
                 if isinstance(d.get(key), dict) and isinstance(d[key].get("expr"), str):
                     self._site(doc, (key, "expr"), d[key]["expr"], sid, fact)
-            exit_fact = self._exit(state, fact)
-            err_fact = _with(join(fact, exit_fact), error=_ERROR)
-            exits = [exit_fact]
+            exit_all, err_fact = self.exits.get(sid) or self._successors_exits(state, fact)
             for h in state.on_error:
                 if h.set and _may_raise(self.project, state, h.errors):
                     self._mapping_sites(doc, h.path + ("set",), h.set, sid, err_fact)
-                if h.fallback and _may_raise(self.project, state, h.errors):
-                    contract = self.project.resolve_tool(h.fallback)
-                    exits.append(_with(self._apply_set(err_fact, h.set), response=_output(contract)))
-            exit_all = S.join_all(exits)
             for t in flow.transitions_from(sid):
                 if t.when is not None:
                     self._site(flow.doc, t.path + ("when",), t.when, sid, exit_all, condition=True)
@@ -784,10 +825,29 @@ class _Analysis:
             tree = parse(site.text)
             if tree is None:
                 continue
-            _Infer(self, site).run(tree, fact)
+            self.infer(site.text, tree, fact, site)
             found.extend(site.found.values())
         found.extend(self._required_inputs())
         self.data.diagnostics = found
+
+    def infer(self, text, tree, fact, site=None) -> _Val:
+        """:class:`_Infer` of ``tree`` on ``fact``, memoised on the shapes of the names it reads
+        (shared shapes make most lookups hits: the same ``input``, the same contract's output).
+        With a ``site``, findings are reported there; a memo says when there are none."""
+        key = None
+        roots = _roots(text, tree)
+        if roots is not None:
+            parts = tuple(fact.props.get(r, (None,))[0] for r in roots)
+            key = (text, tuple(map(id, parts)), site.state if site is not None and "visits" in roots else None,
+                   site is not None and site.condition)
+            found = self.cache.get(key)
+            if found is not None and (site is None or not found[1]):
+                return found[0]
+        infer = _Infer(self, site)
+        val = infer.run(tree, fact)
+        if key is not None:
+            self.cache[key] = (val, bool(site.found) if site is not None else True, parts)
+        return val
 
     def sometimes(self, site, label):
         """FC804 for ``label`` (a context key) read in a condition at ``site``."""
@@ -907,15 +967,6 @@ def _with(fact: Shape, **roots) -> Shape:
     return Shape(fact.types, props, fact.closed, fact.items, fact.prefix)
 
 
-def _enter(fact: Shape, sid: str) -> Shape:
-    visits, _ = fact.field("visits")
-    if visits.types is None:
-        return fact
-    props = dict(visits.props)
-    props[sid] = (NUMBER, True)
-    return _with(fact, visits=Shape(visits.types, props, visits.closed))
-
-
 def _widen(fact: Shape) -> Shape:
     props = dict(fact.props)
     for k in ("context", "response", "review", "error"):
@@ -1008,10 +1059,21 @@ def _calls_side_effect(project, state) -> bool:
     return False
 
 
-def _asserted(when) -> set:
+_ASSERTED: dict = {}
+
+
+def _asserted(when) -> frozenset:
     """Context keys a true ``when`` proves set (not null): bare paths, ``== literal``, ``!= null``,
     orderings, joined by ``&&``."""
-    tree = parse(when) if isinstance(when, str) else None
+    if not isinstance(when, str):
+        return frozenset()
+    found = _ASSERTED.get(when)
+    if found is None:
+        found = _ASSERTED[when] = frozenset(_asserted_keys(parse(when)))
+    return found
+
+
+def _asserted_keys(tree) -> set:
     out: set = set()
     if tree is None:
         return out

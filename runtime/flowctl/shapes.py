@@ -24,11 +24,12 @@ class Shape:
     __slots__ = ("types", "props", "closed", "items", "prefix", "_key")
 
     def __init__(self, types=None, props=None, closed=False, items=None, prefix=None):
-        self.types = None if types is None else frozenset(types)
-        self.props = dict(props) if props else {}
+        # the arguments are owned by the new shape (never mutated after): no copies
+        self.types = types if types is None or type(types) is frozenset else frozenset(types)
+        self.props = props if type(props) is dict else (dict(props) if props else {})
         self.closed = bool(closed)
         self.items = items
-        self.prefix = tuple(prefix) if prefix else ()
+        self.prefix = prefix if type(prefix) is tuple else (tuple(prefix) if prefix else ())
         self._key = None
 
     # ------------------------------------------------------------------ identity
@@ -44,7 +45,7 @@ class Shape:
         return self._key
 
     def __eq__(self, other):
-        return isinstance(other, Shape) and self.key() == other.key()
+        return isinstance(other, Shape) and _same(self, other)
 
     def __hash__(self):
         return hash(self.key())
@@ -98,6 +99,30 @@ class Shape:
         if isinstance(index, int) and self.prefix:
             return join(items, NULL)  # past the known elements: the array may be shorter
         return join(items, NULL)
+
+
+def _same(a: Shape, b: Shape) -> bool:
+    """Structural equality, short-cut on shared sub-shapes (the fixpoint's common case)."""
+    if a is b:
+        return True
+    if a.types != b.types:
+        return False
+    if a.types is None:
+        return True
+    if "object" in a.types:
+        if a.closed != b.closed or a.props.keys() != b.props.keys():
+            return False
+        for k, pa in a.props.items():
+            pb = b.props[k]
+            if pa is not pb and (pa[1] != pb[1] or not _same(pa[0], pb[0])):
+                return False
+    if "array" in a.types:
+        ia, ib = a.items, b.items
+        if ia is not ib and (ia is None or ib is None or not _same(ia, ib)):
+            return False
+        if len(a.prefix) != len(b.prefix) or not all(x is y or _same(x, y) for x, y in zip(a.prefix, b.prefix)):
+            return False
+    return True
 
 
 ANY = Shape(None)
@@ -155,10 +180,14 @@ def join(a: Shape, b: Shape) -> Shape:
         a_obj, b_obj = "object" in a.types, "object" in b.types
         if a_obj and b_obj:
             closed = a.closed and b.closed
-            for k in set(a.props) | set(b.props):
-                pa, pb = a.props.get(k), b.props.get(k)
+            bp = b.props
+            for k in (a.props.keys() | bp.keys()) if a.props.keys() != bp.keys() else a.props:
+                pa, pb = a.props.get(k), bp.get(k)
                 if pa is not None and pb is not None:
-                    props[k] = (join(pa[0], pb[0]), pa[1] and pb[1])
+                    if pa is pb or (pa[0] is pb[0] and pa[1] == pb[1]):
+                        props[k] = pa
+                    else:
+                        props[k] = (join(pa[0], pb[0]) if pa[0] is not pb[0] else pa[0], pa[1] and pb[1])
                 else:
                     p = pa or pb
                     other = b if pa is not None else a
