@@ -355,6 +355,8 @@ def _lint(text: str) -> list:
 
 def _nesting(tree, text: str) -> int:
     """The deeper of the parsed tree's depth and the bracket nesting of ``text`` (no recursion)."""
+    if 2 * len(text) < MAX_NESTING:
+        return 0  # every level of the tree takes at least one character of the text
     deepest = 0
     stack = [(tree, 1)]
     while stack:

@@ -39,6 +39,8 @@ _ERROR = S.obj({"type": STRING, "code": ANY, "message": STRING, "state": ANY, "a
 #: visits is not tracked in the shapes (it would grow them by a key per state): whether
 #: ``visits.X`` can be defined at S is asked of the graph instead (:meth:`_Analysis.may_precede`)
 _VISITS = S.obj({}, closed=False)
+_REVIEW = S.obj({"decision": STRING, "data": ANY, "by": ANY, "at": ANY, "state": STRING, "step": ANY,
+                 "policy": BOOLEAN}, closed=True)
 _STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
 _RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
                    "depth": NUMBER}, closed=True)
@@ -458,6 +460,10 @@ class _Infer:
                 args.append(None)
                 continue
             args.append(self.visit(child, cur))
+        if name == "has" and len(args) == 2 and args[0] is not None and args[0].label == "context":
+            key = node["children"][1].get("value") if node["children"][1].get("type") == "literal" else None
+            if isinstance(key, str):
+                self.unsure_seen.add(f"context.{key}")  # has(context, 'k') && context.k …: tested first
         if self.site is not None:
             self._check_args(name, args)
         if name in ("reverse",) and args and args[0] is not None:
@@ -618,7 +624,7 @@ class _Analysis:
                 exits.append(_with(after, response=self._output(contract)))
         exit_fact = S.join_all(exits)
         self.exits[state.id] = (exit_fact, err_fact)
-        for t in flow.transitions_from(state.id):
+        for t in _moves(flow, state.id):
             out = self._apply_set(exit_fact, t.set)
             out = _refine(out, t.when)
             yield t.to, _with(out, error=NULL)
@@ -632,7 +638,7 @@ class _Analysis:
         timeout = state.get("on_timeout") if state.type == "review" else None
         if isinstance(timeout, dict) and isinstance(timeout.get("goto"), str) and state.get("timeout") is not None:
             yield timeout["goto"], _with(fact, error=_ERROR)
-        if not state.terminal and not caught_all:
+        if _can_leave(self.flow, state) and not caught_all:
             for h in flow.on_error:
                 if h.goto and _may_raise(self.project, state, h.errors):
                     yield h.goto, self._apply_set(err_fact, h.set)
@@ -668,14 +674,14 @@ class _Analysis:
         kind = state.type
         if kind == "task":
             contract = self.project.resolve_tool(state.tool) if isinstance(state.tool, str) else None
-            return _with(fact, response=self._output(contract))
+            out = _with(fact, response=self._output(contract))
+            if _calls_side_effect(self.project, state):  # a policy's review_when pauses for a review first
+                out = _with(out, review=join(fact.field("review")[0], _REVIEW))
+            return out
         if kind == "pass":
             return self._apply_set(fact, state.get("set"))
         if kind == "review":
-            decisions = state.get("decisions")
-            decision = STRING
-            return _with(fact, review=S.obj({"decision": decision, "data": ANY, "by": ANY, "at": ANY,
-                                             "state": STRING}, closed=True))
+            return _with(fact, review=_REVIEW)
         if kind in _CHILD_TYPES:
             return _with(fact, response=self._children_output(state, fact))
         return fact
@@ -797,12 +803,12 @@ class _Analysis:
             for h in state.on_error:
                 if h.set and _may_raise(self.project, state, h.errors):
                     self._mapping_sites(doc, h.path + ("set",), h.set, sid, err_fact)
-            for t in flow.transitions_from(sid):
+            for t in _moves(flow, sid):
                 if t.when is not None:
                     self._site(flow.doc, t.path + ("when",), t.when, sid, exit_all, condition=True)
                 if t.set:
                     self._mapping_sites(flow.doc, t.path + ("set",), t.set, sid, exit_all)
-            if not state.terminal:
+            if _can_leave(flow, state):
                 for h in flow.on_error:
                     if h.set and _may_raise(self.project, state, h.errors):
                         self._mapping_sites(flow.doc, h.path + ("set",), h.set, sid, err_fact)
@@ -823,8 +829,8 @@ class _Analysis:
         found = []
         for site, fact in self.sites.values():
             tree = parse(site.text)
-            if tree is None:
-                continue
+            if tree is None or tree.get("type") in ("literal", "field"):
+                continue  # a literal or a bare name proves nothing (FC406 has the names)
             self.infer(site.text, tree, fact, site)
             found.extend(site.found.values())
         found.extend(self._required_inputs())
@@ -931,7 +937,7 @@ def _edges(project, flow, state):
     """(target, set mappings on the way, when) of every edge the analysis follows out of ``state``."""
     own = [state.get("set")] if state.type == "pass" else []
     fallback_sets = [h.set for h in state.on_error if h.fallback]
-    for t in flow.transitions_from(state.id):
+    for t in _moves(flow, state.id):
         yield t.to, own + [t.set], t.when
         for s in fallback_sets:  # through the fallback: its handler's set, not the state's own
             yield t.to, [s, t.set], t.when
@@ -945,12 +951,38 @@ def _edges(project, flow, state):
     timeout = state.get("on_timeout") if state.type == "review" else None
     if isinstance(timeout, dict) and isinstance(timeout.get("goto"), str) and state.get("timeout") is not None:
         yield timeout["goto"], [], None
-    if not state.terminal and not caught_all:
+    if _can_leave(flow, state) and not caught_all:
         for h in flow.on_error:
             if h.goto and _may_raise(project, state, h.errors):
                 yield h.goto, [h.set], None
             if "*" in h.errors:
                 break
+
+
+_MOVES: dict = {}
+
+
+def _moves(flow, sid) -> tuple:
+    """``flow.transitions_from(sid)``, indexed once per flow object."""
+    found = _MOVES.get(id(flow))
+    if found is None or found[0] is not flow:
+        index: dict = {}
+        for t in flow.transitions:
+            index.setdefault(t.source, []).append(t)
+        if len(_MOVES) > 50_000:
+            _MOVES.clear()
+        found = _MOVES[id(flow)] = (flow, {k: tuple(v) for k, v in index.items()})
+    return found[1].get(sid, ())
+
+
+def _can_leave(flow, state) -> bool:
+    """Can an error in ``state`` go through the flow's handlers? Every state but an end whose
+    expressions cannot fail (a fail state's ``{expr}``, the flow's ``output`` on succeed can)."""
+    if not state.terminal:
+        return True
+    if state.type == "fail":
+        return any(isinstance(state.get(k), dict) for k in ("error", "cause"))
+    return flow.output is not None and not isinstance(flow.output, (int, float, bool))
 
 
 def _sets_key(mapping, key) -> bool:
