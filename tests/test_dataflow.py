@@ -310,3 +310,11 @@ CATALOGUE = {
                                        "  - {from: mid, when: 'context.k == `1`', to: other}\n  - {from: mid, to: done}\n"},
     "FC805": _when("abs('x') == `1`"),
 }
+
+
+def test_the_golden_case_flows_have_no_data_flow_error(tmp_path):
+    # the flow of the flow-test tests (the shipped golden cases use the shipped flows, above)
+    import testingkit
+
+    root = testingkit.project(tmp_path)
+    assert [d for d in problems(root) if d.code.startswith("FC8") and d.severity == "error"] == []

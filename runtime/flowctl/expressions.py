@@ -318,7 +318,8 @@ def _lint(text: str) -> list:
         pos = exc.lex_position or 0
         return [("FC401", pos, f"invalid expression {text!r}: {what} (column {pos + 1})", _SYNTAX_HINT)]
     except ValueError as exc:  # after ParseError (a ValueError too): e.g. an index of more digits than int() takes
-        return [("FC401", 0, f"invalid expression: {str(exc)[:120]}", _SYNTAX_HINT)]
+        what = "a number in it has too many digits" if "digits" in str(exc) else str(exc)[:120]
+        return [("FC401", 0, f"invalid expression: {what}", "write indices and numbers of at most a few digits")]
     deep = _nesting(tree, text)
     if deep > MAX_NESTING:
         return [("FC408", 0, f"the expression nests {deep} levels deep; flowctl evaluates at most {MAX_NESTING} "

@@ -442,7 +442,8 @@ class _Infer:
             hint = _literal_fix(lit, a if lit is right else b) if lit is not None else ""
             left_name = f"`{left.label}`" if left.label else "the left side"
             right_name = f"`{right.label}`" if right.label else "the right side"
-            never = "always false" if op == "eq" else "always true" if op == "ne" else "always null (false)"
+            never = "always false" if op == "eq" else "always true" if op == "ne" else \
+                "an ExpressionError at run time"
             site.report("FC802", f"{left_name} is {S.type_names(a)} and {right_name} is {S.type_names(b)}: "
                         f"`{symbol}` of different JSON types is {never}",
                         (left.label or right.label or "").split(".")[-1].split("[")[0],
