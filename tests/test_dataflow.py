@@ -12,7 +12,10 @@ import pytest
 
 import flowctl
 from flowctl.loader import load_project
+from flowctl import flowdata
 from helpers import REPO, SHARED_CASES, of, one, problems, where
+
+flowdata.RAISE = True  # a failure of the analysis itself fails these tests instead of going silent
 
 REFUND = {
     "contracts/fraud_score.v1.0.0.yaml": """\
@@ -318,3 +321,48 @@ def test_the_golden_case_flows_have_no_data_flow_error(tmp_path):
 
     root = testingkit.project(tmp_path)
     assert [d for d in problems(root) if d.code.startswith("FC8") and d.severity == "error"] == []
+
+
+# ------------------------------------------------------------------ precision: the edges the analysis follows
+def test_an_error_edge_the_state_cannot_take_sets_nothing_missing(make_project):
+    # PolicyDenied only comes from side-effecting tools: the choice 'decide' cannot take the flow handler
+    # to 'ask', so 'ask' is reached only with context.amount set and 'pay' has all it requires
+    root = make_project({**REFUND, **flow("""\
+  - {from: score, to: decide, set: {amount: '`1`'}}
+  - {from: decide, to: ask}
+  - {from: ask, to: pay}
+  - {from: pay, to: done}
+on_error:
+  - {errors: [PolicyDenied], goto: ask}
+""")})
+    assert of(problems(root), "FC803") == []
+
+
+def test_visits_of_a_state_no_path_enters_first_is_an_error(make_project):
+    diags = run_checks(make_project, BASE + """\
+  - from: decide
+    when: "visits.pay > `1` || visits.decide > `1` || visits.score > `1`"
+    to: ask
+""" + TAIL)
+    d = one(diags, "FC801")
+    assert "visits.pay" in d.message
+
+
+def test_after_a_fallback_the_response_is_the_fallbacks_output(make_project):
+    extra = {
+        "contracts/cache.v1.0.0.yaml": "id: cache\nversion: 1.0.0\nentrypoint: m:c\noutput_schema:\n  type: object\n"
+                                       "  additionalProperties: false\n  properties: {cached: {type: boolean}}\n",
+        "states/score.yaml": "id: score\ntype: task\ntool: fraud_score@^1\ninput: {order_id: input.order_id}\n"
+                             "on_error:\n  - {errors: [ToolTimeout], fallback: cache@^1}\n",
+    }
+    diags = run_checks(make_project, """\
+  - from: score
+    when: "response.cached == `true` || response.score > `1`"
+    to: done
+  - from: score
+    when: "response.nothing"
+    to: done
+  - {from: score, to: done}
+""", extra)
+    d = one(diags, "FC801")  # cached (the fallback's) and score (the tool's) are fine; neither has 'nothing'
+    assert "response.nothing" in d.message

@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 from flowctl.diagnostics import CODES, Diagnostic
 from flowctl.expressions import lint
 from flowctl.loader import FOLDERS, load_files
+from flowctl import flowdata
 from flowctl.checks import validate
 from flowctl.yamlio import read_document
 
 EXAMPLES = int(os.environ.get("FLOWCTL_FUZZ_EXAMPLES") or 200)
+flowdata.RAISE = True  # a failure of the data-flow analysis is a finding here, not a silence
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 KIND_PATHS = {
     "state": "orchestration/states/{}.yaml",
