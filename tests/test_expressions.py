@@ -207,3 +207,17 @@ def test_fc408_expressions_too_deep_to_run_are_refused(text):
 def test_fc408_leaves_long_flat_expressions_alone():
     assert lint(" && ".join(["input.a"] * 100), RUN_NAMES) == []
     assert lint(".".join(["input"] + ["a"] * 5000), RUN_NAMES) == []
+
+
+def test_a_bare_null_does_not_refuse_the_run(tmp_path):
+    import flowctl
+    from flowctl.store import MemoryStore
+    from helpers import MINIMAL, write_project
+
+    files = {**MINIMAL, "states/other.yaml": "id: other\ntype: succeed\n",
+             "transitions/flow.yaml": "flow: flow\nstart: begin\ntransitions:\n"
+                                      "  - {from: begin, when: 'input.x != null', to: other}\n  - {from: begin, to: done}\n"}
+    project = flowctl.load_project(write_project(tmp_path / "p", files))
+    assert [d.code for d in flowctl.validate(project)] == ["FC407"]
+    result = flowctl.Engine(project, MemoryStore()).run("flow", {"x": 1})
+    assert result.status == "succeeded" and result.path == ["begin", "other"]
