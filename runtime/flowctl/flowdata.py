@@ -572,6 +572,7 @@ class _Analysis:
         try:
             self._fixpoint()
             self._check()
+            self.data.entry = {sid: self.full(fact) for sid, fact in self.data.entry.items()}
         finally:
             cache[flow.id] = self.data
         return self.data
@@ -580,14 +581,15 @@ class _Analysis:
         flow = self.flow
         input_shape = S.from_schema(flow.input_schema) if isinstance(flow.input_schema, dict) else ANY
         params = flow.params if isinstance(flow.params, dict) else {}
-        return S.obj({
-            "input": input_shape,
-            "params": S.obj({str(k): ANY for k in params}, closed=True),
-            "context": S.obj({}, closed=True),
-            "response": NULL, "error": NULL, "review": NULL,
-            "visits": _VISITS,
-            "state": _STATE_INFO, "run": _RUN_INFO, "item": NULL, "index": NULL,
-        }, closed=True)
+        # the names whose shape is the same at every state stay out of the per-state scopes
+        self.const = {"input": (input_shape, True), "params": (S.obj({str(k): ANY for k in params}, closed=True), True),
+                      "visits": (_VISITS, True), "state": (_STATE_INFO, True), "run": (_RUN_INFO, True),
+                      "item": (NULL, True), "index": (NULL, True)}
+        return S.obj({"context": S.obj({}, closed=True), "response": NULL, "error": NULL, "review": NULL}, closed=True)
+
+    def full(self, fact: Shape) -> Shape:
+        """The whole scope: ``fact`` (context, response, error, review …) and the constant names."""
+        return Shape(fact.types, {**self.const, **fact.props}, True)
 
     def _fixpoint(self):
         states = self.project.states
@@ -798,7 +800,7 @@ class _Analysis:
                     self._site(doc, ("items",), d["items"], sid, fact)
                     tree = parse(d["items"])
                     if tree is not None:
-                        items_shape = _Infer(self).run(tree, fact).shape
+                        items_shape = self.infer(d["items"], tree, fact).shape
                 element = items_shape.element() if items_shape.known else ANY
                 if "item_input" in d:
                     self._mapping_sites(doc, ("item_input",), d["item_input"], sid,
@@ -851,15 +853,15 @@ class _Analysis:
         With a ``site``, findings are reported there; a memo says when there are none."""
         key = None
         roots = _roots(text, tree)
+        props, const = fact.props, self.const
         if roots is not None:
-            parts = tuple(fact.props.get(r, (None,))[0] for r in roots)
+            parts = tuple((props.get(r) or const.get(r) or (None,))[0] for r in roots)
             key = (text, tuple(map(id, parts)), site.state if site is not None and "visits" in roots else None,
                    site is not None and site.condition)
             found = self.cache.get(key)
             if found is not None and (site is None or not found[1]):
                 return found[0]
-        infer = _Infer(self, site)
-        val = infer.run(tree, fact)
+        val = _Infer(self, site).run(tree, self.full(fact))
         if key is not None:
             self.cache[key] = (val, bool(site.found) if site is not None else True, parts)
         return val
@@ -899,7 +901,7 @@ class _Analysis:
                     tree = parse(state.input[name])
                     if tree is None:
                         continue
-                    val = _Infer(self).run(tree, fact)
+                    val = self.infer(state.input[name], tree, fact)
                     if not val.unsure or not val.label or S.accepts_null(props.get(name)) is not False:
                         continue
                     key = val.unsure.split(".")[1]
