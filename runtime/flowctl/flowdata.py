@@ -447,8 +447,7 @@ class _Infer:
         site = self.site
         symbol = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "lte": "<=", "gte": ">="}.get(op, op)
         if a and b and not (a & b):
-            lit = _literal_side(children, left, right)
-            hint = _literal_fix(lit, a if lit is right else b) if lit is not None else ""
+            hint = _literal_fix(children, a, b)
             left_name = f"`{left.label}`" if left.label else "the left side"
             right_name = f"`{right.label}`" if right.label else "the right side"
             never = "always false" if op == "eq" else "always true" if op == "ne" else \
@@ -535,21 +534,24 @@ _DISPATCH = {name[1:]: fn for name, fn in vars(_Infer).items() if name.startswit
              and callable(fn) and name not in ("_never", "_compare", "_check_args", "_elements")}
 
 
-def _literal_side(children, left, right):
-    for child, val in zip(children, (left, right)):
-        if isinstance(child, dict) and child.get("type") == "literal":
-            return val
-    return None
-
-
-def _literal_fix(lit, other_types) -> str:
+def _literal_fix(children, left_types, right_types) -> str:
+    """The fix when one side is a literal: ``'0.8'`` against a number is `` `0.8` ``."""
     import json
 
-    shape = lit.shape
-    if shape.only("string"):
-        return f"for a {S.type_names(other_types)}, write a JSON literal in backticks, e.g. `true` or `0.8` (not a quoted string)"
-    if other_types == {"string"}:
-        return "for a string, write it in single quotes: 'text'"
+    for node, other in zip(children, (right_types, left_types)):
+        if not (isinstance(node, dict) and node.get("type") == "literal"):
+            continue
+        value = node.get("value")
+        if isinstance(value, str):
+            try:
+                meant = S.of_value(json.loads(value))
+            except ValueError:
+                meant = None
+            if meant is not None and meant.types and meant.types <= other:
+                return f"write `{value}` (a JSON literal in backticks), not '{value}'"
+            return f"for a {S.type_names(other)}, write a JSON literal in backticks, not a quoted string"
+        if other == {"string"}:
+            return f"for the string, write '{json.dumps(value)}' in single quotes"
     return ""
 
 
@@ -561,7 +563,6 @@ class _Analysis:
         self.cache = cache
         self.data = FlowData(flow)
         self.sites: dict = {}
-        self.edges: list = []  # (src, dst, set mappings applied, when-text) for witness paths
         self.exits: dict = {}  # state id -> (scope after it, scope when it raised), at the fixpoint
         self.reach: dict = {}
 
