@@ -448,11 +448,11 @@ class _Infer:
         symbol = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "lte": "<=", "gte": ">="}.get(op, op)
         if a and b and not (a & b):
             hint = _literal_fix(children, a, b)
-            left_name = f"`{left.label}`" if left.label else "the left side"
-            right_name = f"`{right.label}`" if right.label else "the right side"
+            left_name = _side_name(children[0], left, "the left side")
+            right_name = _side_name(children[1], right, "the right side")
             never = "always false" if op == "eq" else "always true" if op == "ne" else \
                 "an ExpressionError at run time"
-            site.report("FC802", f"{left_name} is {S.type_names(a)} and {right_name} is {S.type_names(b)}: "
+            site.report("FC802", f"{left_name} is {_a(a)} and {right_name} is {_a(b)}: "
                         f"`{symbol}` of different JSON types is {never}",
                         (left.label or right.label or "").split(".")[-1].split("[")[0],
                         hint=hint or "compare values of the same type (JMESPath does not convert)")
@@ -532,6 +532,20 @@ class _Infer:
 
 _DISPATCH = {name[1:]: fn for name, fn in vars(_Infer).items() if name.startswith("_") and not name.startswith("__")
              and callable(fn) and name not in ("_never", "_compare", "_check_args", "_elements")}
+
+
+def _a(types) -> str:
+    """``a number``, ``an object or a string``."""
+    return " or ".join(("an " if t[0] in "aeiou" else "a ") + t for t in S.JSON_TYPES if t in types)
+
+
+def _side_name(node, val, default) -> str:
+    import json
+
+    if isinstance(node, dict) and node.get("type") == "literal":
+        value = node.get("value")
+        return f"'{value}'" if isinstance(value, str) else f"`{json.dumps(value)}`"
+    return f"`{val.label}`" if val.label else default
 
 
 def _literal_fix(children, left_types, right_types) -> str:
