@@ -245,10 +245,23 @@ def parsed(text: str) -> dict:
     return tree
 
 
+_ROOTS: dict = {}
+
+
+def root_names(text: str, tree) -> list:
+    """:func:`_root_fields` of ``text``'s ``tree``, cached per text (lint and the data-flow share it)."""
+    found = _ROOTS.get(text)
+    if found is None:
+        found = _root_fields(tree)
+        if len(_ROOTS) < 200_000:
+            _ROOTS[text] = found
+    return found
+
+
 def _unknown_names(text: str, names: tuple) -> list:
     tree = parsed(text)
     problems = []
-    for name in _root_fields(tree):
+    for name in root_names(text, tree):
         if name in names:
             continue
         if name in _BARE:

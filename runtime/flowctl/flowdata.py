@@ -28,6 +28,7 @@ Never raises for project content.
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 
 from . import shapes as S
@@ -92,7 +93,10 @@ def dataflow(project, flow, _cache=None) -> FlowData:
     if isinstance(flow, str):
         flow = project.flows[flow]
     cache = _cache if _cache is not None else {}
-    return _Analysis(project, flow, cache).run()
+    try:
+        return _Analysis(project, flow, cache).run()
+    finally:
+        _MOVES.clear()
 
 
 #: re-raise a failure of the analysis itself instead of saying nothing about the flow (tests set it)
@@ -102,18 +106,21 @@ RAISE = False
 def check_dataflow(project):
     """FC801–FC805 for every flow of ``project`` (the ``validate`` check)."""
     cache: dict = {}
-    for flow in project.flows.values():
-        if flow.start not in project.states:
-            continue
-        try:
-            data = _flow_data(project, flow, cache)
-        except RecursionError:  # pathological nesting (a chain of hundreds of child flows): silent
-            continue
-        except Exception:  # noqa: BLE001 - the analysis must not make validate crash: silent where unsure
-            if RAISE:
-                raise
-            continue
-        yield from data.diagnostics
+    try:
+        for flow in project.flows.values():
+            if flow.start not in project.states:
+                continue
+            try:
+                data = _flow_data(project, flow, cache)
+            except RecursionError:  # pathological nesting (a chain of hundreds of child flows): silent
+                continue
+            except Exception:  # noqa: BLE001 - the analysis must not make validate crash: silent where unsure
+                if RAISE:
+                    raise
+                continue
+            yield from data.diagnostics
+    finally:
+        _MOVES.clear()  # holding the flows would keep the whole project alive (slow to free, at exit)
 
 
 def _flow_data(project, flow, cache):
@@ -153,9 +160,9 @@ def _roots(text, tree):
     """The scope names ``tree`` reads (None: it may read the whole scope, e.g. ``@``)."""
     found = _ROOTS.get(text, False)
     if found is False:
-        from .expressions import _root_fields
+        from .expressions import root_names
 
-        found = None if "@" in text else tuple(_root_fields(tree))
+        found = None if "@" in text else tuple(root_names(text, tree))
         if len(_ROOTS) < 200_000:
             _ROOTS[text] = found
     return found
@@ -611,11 +618,12 @@ class _Analysis:
         entry = self.data.entry
         start = self.flow.start
         entry[start] = self._initial()
-        work = deque([start])
+        order = self._rpo()
+        work = [(order.get(start, 0), start)]  # reverse post-order first: a state after what feeds it
         queued = {start}
         updates: dict = {}
         while work:
-            sid = work.popleft()
+            sid = heapq.heappop(work)[1]
             queued.discard(sid)
             state = states.get(sid)
             if state is None:
@@ -635,7 +643,27 @@ class _Analysis:
                 entry[target] = new
                 if target not in queued:
                     queued.add(target)
-                    work.append(target)
+                    heapq.heappush(work, (order.get(target, len(order)), target))
+
+    def _rpo(self) -> dict:
+        """state id -> its place in reverse post-order of the graph from the start (no recursion)."""
+        project, flow = self.project, self.flow
+        post, seen = [], {flow.start}
+        stack = [(flow.start, None)]
+        while stack:
+            sid, it = stack[-1]
+            if it is None:
+                state = project.states.get(sid)
+                it = iter([d for d, _, _ in _edges(project, flow, state)] if state is not None else [])
+                stack[-1] = (sid, it)
+            nxt = next((d for d in it if d not in seen), None)
+            if nxt is None:
+                post.append(sid)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, None))
+        return {sid: i for i, sid in enumerate(reversed(post))}
 
     # -------------------------------------------------------------- transfer
     def _successors(self, state, fact):
@@ -985,18 +1013,17 @@ def _edges(project, flow, state):
                 break
 
 
-_MOVES: dict = {}
+_MOVES: dict = {}  # id(flow) -> (flow, {state: transitions}), for the flows of the current validate only
 
 
 def _moves(flow, sid) -> tuple:
-    """``flow.transitions_from(sid)``, indexed once per flow object."""
+    """``flow.transitions_from(sid)``, indexed once per flow object (:func:`check_dataflow` empties
+    the index when it is done, so that it keeps no project alive)."""
     found = _MOVES.get(id(flow))
     if found is None or found[0] is not flow:
         index: dict = {}
         for t in flow.transitions:
             index.setdefault(t.source, []).append(t)
-        if len(_MOVES) > 50_000:
-            _MOVES.clear()
         found = _MOVES[id(flow)] = (flow, {k: tuple(v) for k, v in index.items()})
     return found[1].get(sid, ())
 
