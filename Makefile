@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 FLOWCTL := $(BIN)/flowctl
 
-.PHONY: install run test bench lint schemas chaos clean
+.PHONY: install run test bench lint schemas chaos fuzz clean
 
 install: $(BIN)/.installed
 
@@ -45,6 +45,12 @@ test: install $(MERMAID_DIR)/node_modules/mermaid
 CHAOS_RUNS ?= 1000
 chaos: install
 	FLOWCTL_CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m pytest -q -s -rs tests/test_chaos.py
+
+# The loader/validate fuzz tests with FUZZ_EXAMPLES generated inputs per test (9 tests: 108,000 by
+# default; about 15 minutes on 2 cores). The suite runs 200 per test.
+FUZZ_EXAMPLES ?= 12000
+fuzz: install
+	FLOWCTL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_loader.py
 
 # The comparative benchmarks (about 12 minutes on 2 cores): installs the peers (transitions,
 # python-statemachine, DBOS) as the `bench` extra, then writes benchmarks/results/latest.json and

@@ -564,7 +564,7 @@ def test_a_tool_returning_nan_is_a_schema_mismatch(tmp_path):
 
 def test_a_failing_handler_set_fails_the_run_instead_of_orphaning_it(tmp_path):
     root = build(tmp_path, {**contract("boom", "boom"),
-                            **task("a", "boom@1.0.0", extra="on_error:\n  - {errors: ['*'], set: {x: \"error.message < `1`\"}, goto: done}\n"),
+                            **task("a", "boom@1.0.0", extra="on_error:\n  - {errors: ['*'], set: {x: \"from_json(error.message)\"}, goto: done}\n"),
                             **flow("a", linear("a"))}, TOOLS)
     h = Harness(root)
     result = h.run()

@@ -176,3 +176,48 @@ def test_fc404_unknown_function_offset():
     assert codes("upper(input.name)") == [("FC404", 0)]
     assert codes("input.a || lower(x)") == [("FC404", 11)]
     assert codes("length(input.items)") == []
+
+
+# ------------------------------------------------------------------ bare literals and nesting (issue 15)
+RUN_NAMES = ("input", "params", "context", "response", "error", "review", "visits", "state", "run", "item", "index")
+
+
+@pytest.mark.parametrize("word", ["true", "false"])
+def test_fc406_a_bare_true_or_false_is_an_error_with_the_backtick_fix(word):
+    ((code, offset, message, hint),) = lint(f"input.flag == {word}", RUN_NAMES)
+    assert (code, offset) == ("FC406", 14)
+    assert f"`{word}`" in hint and "field name" in message
+
+
+def test_fc407_a_bare_null_is_a_warning_with_the_fix_and_means_null():
+    ((code, offset, message, hint),) = lint("input.x != null", RUN_NAMES)
+    assert (code, offset) == ("FC407", 11)
+    assert "`null`" in hint
+    assert ev("input.x != null", {"input": {"x": 1}}) is True and ev("input.x != null", {"input": {}}) is False
+
+
+@pytest.mark.parametrize("text", [" | ".join(["input"] * 10_000), " && ".join(["input.a"] * 50_000)],
+                         ids=["10^4 pipes", "5x10^4 &&"])
+def test_fc408_expressions_too_deep_to_run_are_refused(text):
+    with pytest.raises(RecursionError):  # what a run would meet
+        compile_expr(text).evaluate({"input": {"a": 1}})
+    assert [c for c, *_ in lint(text, RUN_NAMES)] == ["FC408"]
+
+
+def test_fc408_leaves_long_flat_expressions_alone():
+    assert lint(" && ".join(["input.a"] * 100), RUN_NAMES) == []
+    assert lint(".".join(["input"] + ["a"] * 5000), RUN_NAMES) == []
+
+
+def test_a_bare_null_does_not_refuse_the_run(tmp_path):
+    import flowctl
+    from flowctl.store import MemoryStore
+    from helpers import MINIMAL, write_project
+
+    files = {**MINIMAL, "states/other.yaml": "id: other\ntype: succeed\n",
+             "transitions/flow.yaml": "flow: flow\nstart: begin\ntransitions:\n"
+                                      "  - {from: begin, when: 'input.x != null', to: other}\n  - {from: begin, to: done}\n"}
+    project = flowctl.load_project(write_project(tmp_path / "p", files))
+    assert [d.code for d in flowctl.validate(project)] == ["FC407"]
+    result = flowctl.Engine(project, MemoryStore()).run("flow", {"x": 1})
+    assert result.status == "succeeded" and result.path == ["begin", "other"]

@@ -303,3 +303,17 @@ def test_validate_does_not_import_graphviz_or_networkx(project_dir):
 
     out = subprocess.run([sys.executable, "-c", code, str(project_dir)], capture_output=True, text=True).stdout
     assert out.strip().endswith("IMPORTED []")
+
+
+def test_show_data_annotates_each_state_with_what_is_defined_on_entry():
+    from helpers import REPO
+
+    result = CliRunner().invoke(main, ["graph", "order_return", "--root", str(REPO), "--format", "mermaid", "--show-data"])
+    assert result.exit_code == 0, result.output
+    lines = {line.split("(", 1)[0].split("[", 1)[0].split("{", 1)[0].split(">", 1)[0].strip(): line
+             for line in result.output.splitlines() if line.strip().startswith("s_")}
+    assert "in: (nothing set)" in lines["s_validate_order"]  # the start: nothing set yet
+    assert "in: amount, carrier, category" in lines["s_check_return_policy"]  # set by validate_order's transition
+    assert "denied_by?" in lines["s_return_failed"]  # set by one handler only
+    plain = CliRunner().invoke(main, ["graph", "order_return", "--root", str(REPO), "--format", "mermaid"])
+    assert "in: " not in plain.output

@@ -652,6 +652,7 @@ CATALOGUE = {
               "states/k.yaml": "id: k\ntype: succeed\n",
               "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {required: [a]}\ntransitions: []\n"},
 }
+CATALOGUE.update(__import__("test_dataflow").CATALOGUE)  # the data-flow codes (FC407, FC408, FC8xx)
 
 
 @pytest.mark.parametrize("code", sorted(CODES))

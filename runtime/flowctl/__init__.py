@@ -5,6 +5,7 @@ Library API (the CLI is a thin layer over it)::
     import flowctl
     project = flowctl.load_project(".")          # -> flowctl.model.Project
     problems = flowctl.validate(project)         # -> list[flowctl.Diagnostic]
+    data = flowctl.dataflow(project, "order_return")  # -> flowctl.flowdata.FlowData (what is defined where)
     engine = flowctl.Engine(project, flowctl.open_store("sqlite:///.flowctl/flowctl.db"))
     result = engine.run("order_return", {"order_id": "A-1"})   # -> flowctl.RunResult
 
@@ -26,6 +27,7 @@ _LAZY = {
     "load_project": ("flowctl.loader", "load_project"),
     "load_files": ("flowctl.loader", "load_files"),
     "validate": ("flowctl.checks", "validate"),
+    "dataflow": ("flowctl.flowdata", "dataflow"),
     "Engine": ("flowctl.engine", "Engine"),
     "RunResult": ("flowctl.engine", "RunResult"),
     "open_store": ("flowctl.store", "open_store"),

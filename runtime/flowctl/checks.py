@@ -19,6 +19,7 @@ import sys
 from collections import deque
 
 from . import versions
+from .flowdata import check_dataflow
 from .diagnostics import Diagnostic, sort_key
 from .durations import parse_duration
 from .expressions import lint as lint_expression
@@ -438,7 +439,7 @@ def check_children(project: Project):
         for child in child_flows(state):
             schema = project.flows[child].input_schema if child in project.flows else None
             required = (schema or {}).get("required") if isinstance(schema, dict) else None
-            for name in required or ():
+            for name in required if isinstance(required, list) else ():
                 if isinstance(name, str) and name not in mapping:
                     key = "item_input" if state.type == "map" else "input"
                     yield state.doc.diag("FC108", f"child flow '{child}' requires input '{name}', which {key} never sets",
@@ -504,7 +505,8 @@ def check_tool_inputs(project: Project):
         if not isinstance(schema, dict) or schema.get("type") not in (None, "object"):
             continue
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        for name in schema.get("required") or ():
+        required = schema.get("required")
+        for name in required if isinstance(required, list) else ():  # a malformed one is FC609's
             if isinstance(name, str) and name not in state.input:
                 close = did_you_mean(name, [k for k in state.input if k not in props])
                 yield state.doc.diag("FC605", f"input never sets '{name}', which {contract.ref} requires", ("input",),
@@ -531,7 +533,8 @@ def check_fail_states(project: Project):
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
-          check_same_function, check_tool_code)
+          check_same_function, check_tool_code,
+          check_dataflow)
 
 
 def import_check(project: Project):

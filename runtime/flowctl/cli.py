@@ -327,7 +327,8 @@ def secrets_rotate(root, db):
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "mermaid"]), default=None,
               help="Default: from the -o file's suffix (.dot .svg .png .mmd), else dot. svg/png need Graphviz's dot program.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def graph(flow, root, fmt, output):
+@click.option("--show-data", is_flag=True, help="Annotate each state with the context keys defined on entry (key? = on some paths).")
+def graph(flow, root, fmt, output, show_data):
     """Draw FLOW: states shaped by type, transitions labelled with their conditions, error
     edges dashed, retries and fallbacks on the states, child flows as collapsed nodes.
 
@@ -335,9 +336,10 @@ def graph(flow, root, fmt, output):
     Examples:
       flowctl graph order_return -o order_return.svg
       flowctl graph order_return --format mermaid
+      flowctl graph order_return --show-data --format mermaid
       flowctl graph order_return | dot -Tpdf > order_return.pdf
     """
-    _call("graph", flow=flow, root=root, fmt=fmt, output=output)
+    _call("graph", flow=flow, root=root, fmt=fmt, output=output, show_data=show_data)
 
 
 @main.command()

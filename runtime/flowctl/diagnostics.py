@@ -3,7 +3,8 @@
 A :class:`Diagnostic` is located (``file``, 1-based ``line`` and ``column``) and carries a stable
 ``code`` (``FC`` + three digits; the table :data:`CODES` names each one) and a severity. The
 codes are grouped by hundreds: 0xx files and syntax, 1xx references, 2xx graph, 3xx order,
-4xx expressions, 5xx retry and time, 6xx contracts, 7xx policies.
+4xx expressions, 5xx retry and time, 6xx contracts, 7xx policies, 8xx data flow
+(:mod:`flowctl.dataflow`).
 """
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ CODES: dict[str, tuple[str, str]] = {
     "FC404": ("unknown-function", ERROR),
     "FC405": ("literal-looks-like-expression", WARNING),
     "FC406": ("unknown-scope-name", ERROR),
+    "FC407": ("bare-null", WARNING),
+    "FC408": ("expression-too-deep", ERROR),
     "FC501": ("retry-value", ERROR),
     "FC502": ("duration", ERROR),
     "FC601": ("side-effect-undeclared-undo", ERROR),
@@ -61,6 +64,11 @@ CODES: dict[str, tuple[str, str]] = {
     "FC702": ("no-policy-allows", WARNING),
     "FC703": ("policy-limits-nothing", WARNING),
     "FC704": ("same-function-disagrees", ERROR),
+    "FC801": ("undefined-field", ERROR),
+    "FC802": ("type-mismatch-comparison", ERROR),
+    "FC803": ("required-input-unset-on-path", ERROR),
+    "FC804": ("sometimes-defined-in-condition", WARNING),
+    "FC805": ("function-argument-type", WARNING),
 }
 
 

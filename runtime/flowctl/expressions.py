@@ -202,7 +202,9 @@ def lint(text: str, names: tuple | None = None) -> list[tuple[str, int, str, str
     FC402 a double-quoted "literal" (JMESPath reads it as a field name), FC403 a backtick
     literal that is not JSON, FC404 an unknown function, FC406 (when ``names`` is given: the
     fields the scope has) a path starting with another name, which is always null — a typo such
-    as ``respons.total``. Results are cached per text and names.
+    as ``respons.total``, or a bare ``true``/``false``; FC407 a bare ``null`` (a warning: it is
+    null, as meant); FC408 nesting deeper than :data:`MAX_NESTING` (it could not run).
+    Results are cached per text and names.
     """
     key = (text, names)
     found = _LINT_CACHE.get(key)
@@ -215,11 +217,56 @@ def lint(text: str, names: tuple | None = None) -> list[tuple[str, int, str, str
     return list(found)
 
 
+#: Nesting (of the parsed tree, or of brackets in the text) past which an expression is refused:
+#: evaluation recurses once per level, so 10,000 pipes would end in RecursionError at run time.
+MAX_NESTING = 120
+
+_BARE = {
+    "true": ("FC406", "`true` without backticks is a field name in JMESPath (always null), not the boolean",
+             "write `true` (in backticks)"),
+    "false": ("FC406", "`false` without backticks is a field name in JMESPath (always null), not the boolean",
+              "write `false` (in backticks)"),
+    "null": ("FC407", "bare null is a field name in JMESPath; no field is called null, so it is null as meant",
+             "write `null` (in backticks) to say so"),
+}
+
+
+_TREES: dict = {}
+
+
+def parsed(text: str) -> dict:
+    """jmespath's parsed tree of ``text``, cached (lint and :mod:`flowctl.flowdata` share it).
+    Raises as ``jmespath.compile`` does."""
+    tree = _TREES.get(text)
+    if tree is None:
+        tree = jmespath.compile(text).parsed
+        if len(_TREES) < 200_000:
+            _TREES[text] = tree
+    return tree
+
+
+_ROOTS: dict = {}
+
+
+def root_names(text: str, tree) -> list:
+    """:func:`_root_fields` of ``text``'s ``tree``, cached per text (lint and the data-flow share it)."""
+    found = _ROOTS.get(text)
+    if found is None:
+        found = _root_fields(tree)
+        if len(_ROOTS) < 200_000:
+            _ROOTS[text] = found
+    return found
+
+
 def _unknown_names(text: str, names: tuple) -> list:
-    tree = jmespath.compile(text).parsed
+    tree = parsed(text)
     problems = []
-    for name in _root_fields(tree):
+    for name in root_names(text, tree):
         if name in names:
+            continue
+        if name in _BARE:
+            code, message, hint = _BARE[name]
+            problems.append((code, _identifier_offset(text, name), message, hint))
             continue
         import difflib
 
@@ -267,7 +314,7 @@ def _lint(text: str) -> list:
     if not text:
         return [("FC401", 0, "the expression is empty", "write a JMESPath expression, e.g. input.order_id")]
     try:
-        tree = jmespath.compile(text).parsed
+        tree = parsed(text)
     except jexc.LexerError as exc:
         # LexerError keeps its text in ``message``; its ``msg`` is ParseError's generic default.
         pos = exc.lexer_position or 0
@@ -283,6 +330,13 @@ def _lint(text: str) -> list:
             what = f"unexpected {exc.token_value!r}"
         pos = exc.lex_position or 0
         return [("FC401", pos, f"invalid expression {text!r}: {what} (column {pos + 1})", _SYNTAX_HINT)]
+    except ValueError as exc:  # after ParseError (a ValueError too): e.g. an index of more digits than int() takes
+        what = "a number in it has too many digits" if "digits" in str(exc) else str(exc)[:120]
+        return [("FC401", 0, f"invalid expression: {what}", "write indices and numbers of at most a few digits")]
+    deep = _nesting(tree, text)
+    if deep > MAX_NESTING:
+        return [("FC408", 0, f"the expression nests {deep} levels deep; flowctl evaluates at most {MAX_NESTING} "
+                 "(it would fail at run time)", "split it: compute parts in set: and combine those")]
     if '"' not in text and "`" not in text and "(" not in text:
         return []  # nothing the token checks below could find
     problems = []
@@ -311,6 +365,26 @@ def _lint(text: str) -> list:
             problems.append(("FC404", offset, f"unknown function {name}()",
                              "known: " + ", ".join(sorted(_KNOWN_FUNCTIONS))))
     return problems
+
+
+def _nesting(tree, text: str) -> int:
+    """The deeper of the parsed tree's depth and the bracket nesting of ``text`` (no recursion)."""
+    if 2 * len(text) < MAX_NESTING:
+        return 0  # every level of the tree takes at least one character of the text
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, dict):
+            stack.extend((c, depth + 1) for c in node.get("children") or () if isinstance(c, dict))
+    if text.count("(") + text.count("[") + text.count("{") > MAX_NESTING:
+        level = 0
+        for ch in text:  # an over-estimate (brackets in strings count too), only for long texts
+            level += ch in "([{"
+            level -= ch in ")]}"
+            deepest = max(deepest, level)
+    return deepest
 
 
 def _literal_source(text: str, start: int):

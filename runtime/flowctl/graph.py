@@ -247,6 +247,37 @@ def state_node(project: Project, sid: str) -> Node:
     return Node(sid, state.type, tuple(lines), "\n".join(tip))
 
 
+def with_data(graph: FlowGraph, project: Project) -> FlowGraph:
+    """``graph`` with each state annotated with what is defined on entry (``--show-data``): a label
+    line ``in: a, b, c?`` (context keys; ``?`` = set on some paths only; ``error``/``review``
+    when in scope) and the full lists in the tooltip. From :func:`flowctl.dataflow`."""
+    import textwrap
+    from dataclasses import replace
+
+    from .flowdata import dataflow
+
+    flow = project.flows.get(graph.flow)
+    if flow is None or flow.start not in project.states:
+        return graph
+    data = dataflow(project, flow)
+    nodes = dict(graph.nodes)
+    for sid, node in graph.nodes.items():
+        if sid not in data.entry:
+            continue
+        defined = data.defined(sid)
+        names = [n.removeprefix("context.") for n in defined["always"]] + \
+                [n.removeprefix("context.") + "?" for n in defined["sometimes"]]
+        lines = textwrap.wrap("in: " + (", ".join(names) if names else "(nothing set)"), LABEL_WIDTH)
+        if len(lines) > 4:
+            lines = lines[:3] + [f"… {len(names)} in all"]
+        tip = [f"defined on entry: {', '.join(defined['always']) or 'nothing'}"]
+        if defined["sometimes"]:
+            tip.append(f"on some paths only: {', '.join(defined['sometimes'])}")
+        nodes[sid] = replace(node, lines=node.lines + tuple(lines),
+                             tooltip="\n".join(filter(None, [node.tooltip, *tip])))
+    return replace(graph, nodes=nodes)
+
+
 def _child_node(project: Project, child: str) -> Node:
     flow = project.flows.get(child)
     if flow is None:

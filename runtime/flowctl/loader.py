@@ -244,13 +244,16 @@ def _guess_id(kind: str, stem: str) -> str:
     return stem.split(".v")[0] if kind == "contract" else stem
 
 
+_SOME_STATE_FIELD = frozenset().union(*STATE_FIELDS.values())
+
+
 def _fields_for_type(doc: Document) -> list[Diagnostic]:
     allowed = STATE_FIELDS.get(doc.data["type"])
     if allowed is None:
         return []
     out = []
     for key in doc.data:
-        if key not in allowed and key not in ("id", "type", "description"):
+        if key not in allowed and key not in ("id", "type", "description") and key in _SOME_STATE_FIELD:
             users = sorted(t for t, fields in STATE_FIELDS.items() if key in fields)
             if not users:
                 continue  # not a field of any state type: the schema reports it (FC011, did you mean)

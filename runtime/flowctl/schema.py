@@ -87,9 +87,10 @@ def check(kind: str, doc: Document) -> list[Diagnostic]:
     for e in errors:
         if e.validator == "additionalProperties" and isinstance(e.instance, dict):
             known = e.schema.get("properties", {})
-            for key in e.instance:
-                if key not in known and did_you_mean(key, known):
-                    suggested.add((tuple(e.absolute_path), did_you_mean(key, known).split("'")[1]))
+            for key in _unknown_keys(e.instance, known)[:UNKNOWN_REPORTED]:
+                close = did_you_mean(key, known)
+                if close:
+                    suggested.add((tuple(e.absolute_path), close.split("'")[1]))
     out: list[Diagnostic] = []
     for error in errors:
         if error.validator == "required" and isinstance(error.instance, dict):
@@ -126,10 +127,14 @@ def _translate(error, doc: Document) -> list[Diagnostic]:
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = error.schema.get("properties", {})
         out = []
-        for key in error.instance:
-            if key not in known:
-                hint = did_you_mean(key, known) or "known fields: " + ", ".join(sorted(known))
-                out.append(doc.diag("FC011", f"unknown field '{key}'", path + (key,), key=True, hint=hint))
+        unknown = _unknown_keys(error.instance, known)
+        for key in unknown[:UNKNOWN_REPORTED]:
+            hint = did_you_mean(key, known) or "known fields: " + ", ".join(sorted(known))
+            out.append(doc.diag("FC011", f"unknown field '{key}'", path + (key,), key=True, hint=hint))
+        if len(unknown) > UNKNOWN_REPORTED:
+            rest = unknown[UNKNOWN_REPORTED:]
+            out.append(doc.diag("FC011", f"… and {len(rest):,} more unknown fields here ('{rest[0]}' first)",
+                                path + (rest[0],), key=True, hint="known fields: " + ", ".join(sorted(known))))
         return out
     if path and path[-1] in DURATION_FIELDS and error.validator in ("type", "pattern"):
         return [_duration(doc, path, error.instance)]
@@ -168,6 +173,15 @@ def _embedded(error, doc: Document, path) -> Diagnostic:
         return doc.diag("FC609", f"{where}: {error.instance!r} is not a local reference; flowctl never fetches "
                         "schemas", path, hint="define it under $defs and write $ref: '#/$defs/NAME'")
     return doc.diag("FC609", f"{where}: {error.message}", path, hint=_SCHEMA_HINT)
+
+
+#: Unknown fields of one mapping reported one by one; the rest are counted in one more diagnostic
+#: (10^5 unknown keys stay a second's work, not a minute of "did you mean").
+UNKNOWN_REPORTED = 20
+
+
+def _unknown_keys(instance: dict, known) -> list:
+    return [key for key in instance if key not in known]
 
 
 def _duration(doc: Document, path, value) -> Diagnostic:

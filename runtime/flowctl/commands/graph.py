@@ -45,9 +45,9 @@ def emit(result: str | bytes, output: str | None) -> None:
     click.echo(result, nl=False)
 
 
-def run(flow: str, root, fmt: str | None, output: str | None) -> int:
+def run(flow: str, root, fmt: str | None, output: str | None, show_data: bool = False) -> int:
     from ..errors import UsageError
-    from ..graph import build_graph, render
+    from ..graph import build_graph, render, with_data
     from ..loader import load_project
 
     if root and not Path(root).exists():
@@ -55,5 +55,7 @@ def run(flow: str, root, fmt: str | None, output: str | None) -> int:
     fmt = pick_format(fmt, output, "dot")
     project = load_project(root)
     graph = build_graph(project, flow)
+    if show_data:
+        graph = with_data(graph, project)
     emit(render(graph, fmt), output)
     return EXIT_OK
