@@ -646,6 +646,8 @@ CATALOGUE = {
     "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
     "FC609": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\noutput_schema: {type: strin}\n"},
     "FC606": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: os:system\n"},
+    "FC607": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [custmer]\n"
+              "input_schema: {type: object, properties: {customer: {type: string}}}\n"},
     "FC704": {**TASK, "contracts/peek.v1.0.0.yaml": "id: peek\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS
               + "verify: m:v\ncompensate: none\nreason: test\n"},
     "FC108": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: kid\ninput: {b: input.b}\n",
@@ -670,3 +672,16 @@ def test_import_check_finds_a_tool_that_cannot_be_called_as_the_engine_calls_it(
                          "tools/sigcheck_tk.py": "def pay(input):\n    return {}\n"})
     found = of(problems(root, import_check=True), "FC603")
     assert found and "cannot be called as pay(input, call)" in found[0].message
+
+
+def test_fc607_a_sensitive_name_no_schema_declares_is_a_typo_warning_with_the_real_field(make_project):
+    # `custmer` redacts nothing: the customer's address would be stored in plaintext
+    diags = problems(make_project({**TASK, "contracts/pay.v1.0.0.yaml": (
+        "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [custmer, card.number]\n"
+        "input_schema: {type: object, properties: {customer: {type: string}, card: {properties: {number: {}}}}}\n")}))
+    found = one(diags, "FC607")
+    assert found.severity == "warning" and "custmer" in found.message and "customer" in found.hint
+    assert (found.line, found.column) == (4, 13)  # at `custmer` in `sensitive: [custmer, …]`
+    # a contract whose schemas declare no properties gives nothing to compare with: silent
+    assert not of(problems(make_project({**TASK, "contracts/pay.v1.0.0.yaml":
+                                         "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [anything]\n"})), "FC607")

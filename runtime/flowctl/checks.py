@@ -375,6 +375,38 @@ def check_contracts(project: Project):
                     yield c.doc.diag("FC602", "compensate_on_failure needs declared side effects", ("compensate_on_failure",))
 
 
+def _property_names(schema, found: set) -> bool:
+    """Add every property name declared anywhere in ``schema`` to ``found``; True if any was."""
+    if isinstance(schema, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            found.update(k for k in props if isinstance(k, str))
+        for value in schema.values():
+            _property_names(value, found)
+    elif isinstance(schema, list):
+        for value in schema:
+            _property_names(value, found)
+    return bool(found)
+
+
+def check_sensitive(project: Project):
+    """FC607: a ``sensitive`` name that neither of the contract's schemas declares anywhere (a
+    typo leaves the real field in plaintext in the audit log). Silent for contracts whose schemas
+    declare no properties at all: there is nothing to compare with."""
+    for found in project.contracts.values():
+        for c in found:
+            names: set = set()
+            if not c.sensitive or not (_property_names(c.input_schema, names) | _property_names(c.output_schema, names)):
+                continue
+            for i, field in enumerate(c.sensitive):
+                last = str(field).rsplit(".", 1)[-1]
+                if last not in names:
+                    close = did_you_mean(last, names)
+                    yield c.doc.diag("FC607", f"sensitive field '{field}' is declared by neither input_schema nor "
+                                     f"output_schema of '{c.ref}', so nothing is redacted under it",
+                                     ("sensitive", i), hint=close or "fields: " + ", ".join(sorted(names)))
+
+
 def check_policies(project: Project):
     """FC701 policy values that cannot work (a bad regex, a reversed range); FC703 a policy that
     limits nothing and does not say so (no ``allow`` key, rate, dedupe or review_when)."""
@@ -533,7 +565,7 @@ def check_fail_states(project: Project):
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
-          check_same_function, check_tool_code,
+          check_same_function, check_tool_code, check_sensitive,
           check_dataflow)
 
 
