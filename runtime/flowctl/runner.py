@@ -882,7 +882,8 @@ class Runner:
         if self.secrets is not None:
             self.secrets.learn(data)
         self.cursor["review"] = {"decision": decision, "data": data, "by": by, "at": at, "state": pending["state"],
-                                 "step": pending.get("step", self.cursor["step"]), "policy": bool(pending.get("policy"))}
+                                 "step": pending.get("step", self.cursor["step"]), "policy": bool(pending.get("policy")),
+                                 "call": pending.get("call")}
         self.cursor["pending"] = dict(pending, decided=True, token_hash="used")
         self.emit("review_decided", pending["state"], decision=decision, data=data, by=by, at=at)
 

@@ -26,6 +26,14 @@ def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, 
     if contract is None:
         raise UsageError(f"no contract matches '{tool}'", hint=did_you_mean(tool.split("@")[0], project.contracts)
                          or "contracts: " + ", ".join(sorted(project.contracts)))
+    from ..checks import check_policies
+
+    broken = [d for d in check_policies(project) if d.code == "FC701"]
+    if broken:  # the gate would deny every call these policies govern: say where, do not decide
+        d = broken[0]
+        raise UsageError(f"{d.location}: {d.code} {d.message}",
+                         hint=d.hint or "fix the policy (flowctl validate lists every problem); until then the gate "
+                                        "denies the calls it governs")
     tool_input = parse_json_arg(input, "--input")
     seen = {"run_input": parse_json_arg(run_input, "--run-input"), "context": parse_json_arg(context, "--context"),
             "params": parse_params(params, None)}
