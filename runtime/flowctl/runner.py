@@ -523,7 +523,10 @@ class Runner:
                     finish_cancel(self)
                     break
                 if self.cursor.get("after_compensation"):
-                    self.finish_handler(self.cursor["after_compensation"])
+                    try:
+                        self.finish_handler(self.cursor["after_compensation"])
+                    except Park:  # a fallback tool waits for its own gate review
+                        return self.result()
                     continue
                 state = self.project.states[self.cursor["state"]]
                 try:
@@ -746,7 +749,9 @@ class Runner:
             try:
                 response = task.run_fallback(self, state, action["fallback"])
                 self.advance(state, response)
-            except Park:
+            except Park:  # paused for the fallback's gate review: the fallback runs on resume (compensated already)
+                c["after_compensation"] = dict(action, compensate=False)
+                self.commit()
                 raise
             except LIMIT_ERRORS as exc:
                 self.fail_with(state, exc, layer="limit")
