@@ -8,7 +8,7 @@ and rule that decided and why (a :class:`Decision`). Rules, in order:
 3. Each applying policy, in file-name order: every ``allow`` check must hold (``equals``, ``in``,
    ``all_in`` (every element of a list is one of), ``range`` [lo, hi] inclusive with ``null`` as
    open, ``regex`` matching the *whole* value) on the JMESPath ``field`` evaluated on ``{input (the
-   tool input), run, flow, tool, run_input, params, context}``; an operand may be ``{expr: …}`` on
+   tool input), run, flow, tool, run_input, params, context}`` (``regex`` runs in RE2); an operand may be ``{expr: …}`` on
    the same scope (``range: [0, {expr: context.order_total}]``), and one that does not evaluate to
    what the check needs (a null bound, a list that is not a list) denies; then ``rate`` (at most ``max`` allowed
    calls per ``window`` seconds, counted per ``flow``, ``run`` or ``tool`` in the store, so it holds
