@@ -454,7 +454,7 @@ def test_a_review_approval_covers_only_the_call_it_was_shown(tmp_path):
     # a retry whose input changed is a new call: the approval of amount 4 does not cover 32
     files = {**effect_contract("pay", "pay"),
              **task("charge", "pay@^1", extra="input: {amount: input.amount, attempt: state.attempt}\n"
-                                              "retry: [{errors: [ToolUnavailable], max_attempts: 3, interval: 1s}]\n"),
+                                              "retry: [{errors: [\"*\"], max_attempts: 3, interval: 1s}]\n"),
              **_flow("charge", ("charge", "done", None)),
              "policies/big.yaml": "policy: big\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `3`\"\n"}
     h = Harness(build(tmp_path, files, GATE2_TOOLS, name="retry"))
@@ -602,3 +602,12 @@ def test_a_policy_regex_that_does_not_compile_is_a_located_error_and_the_gate_de
     h = Harness(root, check=False)
     denied = Gate(h.project, h.store, h.clock).decide(h.project.resolve_tool("pay@^1"), {"to": "a"}, record=False)
     assert denied.outcome == "deny" and "cannot be run (missing ]" in denied.reason
+
+
+def test_a_gate_review_in_a_state_that_retries_every_error_does_not_spend_its_attempts(tmp_path):
+    h = _charge_project(tmp_path, "allow: []\nreview_when: \"input.amount > `3`\"\n")  # retry: errors ["*"]
+    paused = h.run(input={"amount": 4})
+    assert paused.status == "paused" and "retry_scheduled" not in h.types(paused.run_id)
+    assert sum(1 for t in h.types(paused.run_id) if t == "review_requested") == 1
+    done = _approve(h, paused)
+    assert done.status == "succeeded" and h.ledger() == [("pay", 4)]

@@ -110,6 +110,10 @@ def _names(exc) -> list:
 
 
 def _retry_rule(state, exc):
+    from .runner import Park
+
+    if isinstance(exc, Park):  # the run paused (a gate review) or parked: not an error to retry, even for "*"
+        return None
     names = _names(exc)
     for rule in state.retry:
         if "*" in rule.errors or any(n in rule.errors for n in names):
