@@ -29,20 +29,23 @@ def lock_key(tools) -> int:
 def admit_sql(store, conn, tools, limits, entry):
     sa, log = store.sa, store.t.gate_log
     tools = sorted(set(tools))
-    if store.pg:
+    if store.pg:  # its own statement: a statement's snapshot is taken before its locks are
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key(tools)})
-    for i, limit in enumerate(limits):
+    counts = []  # every limit in one round trip: a count per rate, a 0/1 per dedupe
+    for limit in limits:
         where = [log.c.tool.in_(tools), log.c.at >= limit["since"]]
         if limit["kind"] == "rate":
             if limit.get("column"):
                 where.append(log.c[limit["column"]] == limit["value"])
-            used = conn.execute(sa.select(sa.func.count()).select_from(log).where(*where)).scalar_one()
-            if used >= limit["max"]:
-                return i, used
+            counts.append(sa.select(sa.func.count()).select_from(log).where(*where).scalar_subquery())
         else:
             where += [log.c.run_id == limit["run_id"], log.c.digest == limit["digest"]]
-            if conn.execute(sa.select(log.c.id).where(*where).limit(1)).first() is not None:
-                return i, 1
+            counts.append(sa.select(sa.func.count()).select_from(
+                sa.select(log.c.id).where(*where).limit(1).subquery()).scalar_subquery())
+    used = conn.execute(sa.select(*counts)).one() if counts else ()
+    for i, (limit, n) in enumerate(zip(limits, used)):
+        if n >= (limit["max"] if limit["kind"] == "rate" else 1):
+            return i, n
     if store.gate_hook is not None:
         store.gate_hook()
     if entry is not None:
