@@ -611,3 +611,18 @@ def test_a_gate_review_in_a_state_that_retries_every_error_does_not_spend_its_at
     assert sum(1 for t in h.types(paused.run_id) if t == "review_requested") == 1
     done = _approve(h, paused)
     assert done.status == "succeeded" and h.ledger() == [("pay", 4)]
+
+
+def test_an_approval_covers_only_the_policy_whose_review_was_shown(tmp_path):
+    files = {**effect_contract("pay", "pay"), **task("charge", "pay@^1", extra="input: {amount: input.amount}\n"),
+             **_flow("charge", ("charge", "done", None)),
+             "policies/big.yaml": "policy: big\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `3`\"\n",
+             "policies/odd.yaml": "policy: odd\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount == `5`\"\n"}
+    h = Harness(build(tmp_path, files, GATE2_TOOLS))
+    paused = h.run(input={"amount": 5})
+    assert paused.status == "paused" and paused.review["show"]["policy"] == "big"
+    second = _approve(h, paused)  # odd's review_when holds too: its reviewer has not seen the call
+    assert second.status == "paused" and second.review["show"]["policy"] == "odd" and h.ledger() == []
+    assert _approve(h, second).status == "succeeded" and h.ledger() == [("pay", 5)]
+    allowed = [e["data"] for e in h.events if e["type"] == "policy_decided" and e["data"]["outcome"] == "allow"]
+    assert "approved in review (big, odd: review_when)" in allowed[-1]["reason"]

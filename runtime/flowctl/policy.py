@@ -96,8 +96,9 @@ class Gate:
         checks and ``review_when`` as ``run_input``, ``params`` and ``context``. ``digest``: the
         input's :func:`input_digest` when the caller has it. ``also``: ids of other contracts whose
         entrypoint resolved to the very function this call runs (their policies apply too).
-        ``approved``: ``(policy, rule)`` of a gate review a reviewer approved for this very call (same
-        tool and input): that review no longer holds the call back; every other check still applies.
+        ``approved``: ``(policy, rule)`` pairs of the gate reviews a reviewer approved for this very
+        call (same tool and input): those no longer hold the call back, another policy's
+        ``review_when`` still does, and every other check still applies.
         ``rate`` and ``dedupe`` count the calls of every contract of the function
         (:meth:`function_ids`), and are counted and recorded in one atomic step in the store."""
         if not self.guards(contract, also):
@@ -116,6 +117,7 @@ class Gate:
         if digest is None:
             digest = input_digest(tool_input)
         review = denied = None
+        approved, passed = {tuple(a) for a in approved or ()}, []
         limits, owners = [], []  # the store's checks (rate, dedupe), in rule order, and their policies
         for p in policies:
             for i, check in enumerate(p.allow):
@@ -135,10 +137,12 @@ class Gate:
                 owners.append(p)
             if p.review_when and review is None:
                 value = compile_expr(p.review_when, p.where("review_when")).evaluate(scope)
-                if _truthy(value):
+                if not _truthy(value):
+                    pass
+                elif (p.name, "review_when") in approved:  # a reviewer approved this very call for p
+                    passed.append(p.name)
+                else:
                     review = Decision("review", p.name, "review_when", f"{p.review_when} is true")
-        if review is not None and approved == (review.policy, review.rule):
-            review = None  # a reviewer approved this very call (same tool, input, policy and rule)
         write = record and not retry and denied is None and review is None
         entry = {"at": now, "tool": contract.id, "flow": flow, "run_id": run_id, "digest": digest} if write else None
         if limits:  # counted and recorded in one atomic step, over every contract of the function
@@ -159,8 +163,9 @@ class Gate:
         if review is not None:
             return review
         names = ", ".join(p.name for p in policies)
-        if approved is not None:
-            return Decision("allow", approved[0], "review", f"approved in review ({approved[0]}: {approved[1]})")
+        if passed:
+            return Decision("allow", names, "review", f"every check of {names} holds; approved in review "
+                                                      f"({', '.join(passed)}: review_when)")
         return Decision("allow", names, "allow", f"every check of {names} holds")
 
     def function_ids(self, contract, also=()) -> list:

@@ -385,17 +385,22 @@ def _call_shown(contract, digest, policy, rule) -> dict:
     return {"tool": contract.ref, "digest": digest, "policy": policy, "rule": rule}
 
 
-def _approved(runner, state, contract, digest):
-    """``(policy, rule)`` of the gate review a reviewer approved for exactly this call (same state
-    and step, same contract, same input digest), else None: an approval never carries over to a
+def _same_call(shown, call) -> bool:
+    """Whether a review was about ``call`` (contract, input digest, policy and rule)."""
+    return isinstance(shown, dict) and all(shown.get(k) == call[k] for k in ("tool", "digest", "policy", "rule"))
+
+
+def _approved(runner, state, contract, digest) -> list:
+    """``[(policy, rule)]`` of the gate reviews a reviewer approved for exactly this call (same state
+    and step, same contract, same input digest), else empty: an approval never carries over to a
     fallback tool, a retry with another input, or another policy's review."""
     review = runner.cursor.get("review") or {}
     call = review.get("call") or {}
     if (review.get("policy") and review.get("decision") == "approve" and review.get("state") == state.id
             and review.get("step") == runner.cursor["step"] and call.get("tool") == contract.ref
             and call.get("digest") == digest):
-        return call.get("policy"), call.get("rule")
-    return None
+        return [(call.get("policy"), call.get("rule"))] + [tuple(a) for a in call.get("approved") or ()]
+    return []
 
 
 def _policy_review(runner, state, contract, decision, tool_input, digest) -> None:
@@ -410,13 +415,14 @@ def _policy_review(runner, state, contract, decision, tool_input, digest) -> Non
 
     c = runner.cursor
     review = c.get("review") or {}
-    call = _call_shown(contract, digest, decision.policy, decision.rule)
+    call = dict(_call_shown(contract, digest, decision.policy, decision.rule),
+                approved=[list(a) for a in _approved(runner, state, contract, digest)])  # this call's other reviews
     if review.get("policy") and review.get("state") == state.id and review.get("step") == c["step"] \
-            and review.get("call") == call and review.get("decision") != "approve":
+            and _same_call(review.get("call"), call) and review.get("decision") != "approve":
         raise Denied(f"{contract.id} was rejected in review ({decision.policy}: {decision.reason})")
     pending = c.get("pending") or {}
     if pending.get("policy") and pending.get("state") == state.id and pending.get("step") == c["step"] \
-            and pending.get("call") == call and not pending.get("decided") and runner.review_expired():
+            and _same_call(pending.get("call"), call) and not pending.get("decided") and runner.review_expired():
         c["pending"] = None
         runner.emit("review_timed_out", state.id, c["attempt"], policy=decision.policy, rule="review_timeout")
         raise Denied(f"{contract.id} denied by {decision.policy} (review_timeout): the review was not decided by "
