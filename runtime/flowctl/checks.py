@@ -374,7 +374,7 @@ def check_contracts(project: Project):
                     yield c.doc.diag("FC602", "compensate_on_failure needs declared side effects", ("compensate_on_failure",))
 
 
-def _policy_regex_problems(policy, check):
+def policy_regex_problems(policy, check):
     """FC701 for a policy regex that does not compile, or that RE2 (the gate's engine) cannot run."""
     import re
 
@@ -383,13 +383,12 @@ def _policy_regex_problems(policy, check):
     except (re.error, TypeError) as exc:
         yield policy.doc.diag("FC701", f"regex {check.value!r} does not compile: {exc}", check.path + ("regex",))
         return
-    from .schemas_runtime import linear_regex  # what the gate runs (flowctl.policy.policy_regex)
+    from .schemas_runtime import linear_regex, re2_reason  # what the gate runs (flowctl.policy.policy_regex)
 
     try:
         linear_regex(check.value)
     except Exception as exc:  # noqa: BLE001 - re2.error: look-around, back-references …
-        why = str(exc).strip("b'\"")
-        yield policy.doc.diag("FC701", f"regex {check.value!r} needs a backtracking regex engine ({why})",
+        yield policy.doc.diag("FC701", f"regex {check.value!r} needs a backtracking regex engine ({re2_reason(exc)})",
                               check.path + ("regex",),
                               hint="the gate matches policy regexes with RE2, in linear time: look-around and "
                                    "back-references are not available")
@@ -401,7 +400,7 @@ def check_policies(project: Project):
     for policy in project.policies.values():
         for check in policy.allow:
             if check.op == "regex":
-                yield from _policy_regex_problems(policy, check)
+                yield from policy_regex_problems(policy, check)
             if check.op == "range":
                 lo, hi = check.value
                 if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:

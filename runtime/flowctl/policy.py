@@ -277,11 +277,6 @@ def policy_regex(pattern: str):
     return linear_regex(pattern)
 
 
-def regex_problem(exc) -> str:
-    """Why RE2 refused a pattern, as one line."""
-    return str(exc).strip("b'\"") or type(exc).__name__
-
-
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -316,7 +311,9 @@ def _check(check, scope):
         try:
             pattern = policy_regex(want)
         except Exception as exc:  # noqa: BLE001 - re2.error: it does not compile, or needs backtracking
-            return False, f"regex /{want}/ cannot be run ({regex_problem(exc)}), so nothing matches it (denied)"
+            from .schemas_runtime import re2_reason
+
+            return False, f"regex /{want}/ cannot be run ({re2_reason(exc)}), so nothing matches it (denied)"
         ok = isinstance(value, str) and pattern.fullmatch(value) is not None
         return ok, f"{check.field_expr} is {shown}, which does not match /{want}/ as a whole (regex matches the whole value)"
     return False, f"unknown check {op}"

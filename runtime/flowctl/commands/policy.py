@@ -26,10 +26,12 @@ def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, 
     if contract is None:
         raise UsageError(f"no contract matches '{tool}'", hint=did_you_mean(tool.split("@")[0], project.contracts)
                          or "contracts: " + ", ".join(sorted(project.contracts)))
-    from ..checks import check_policies
+    from ..checks import policy_regex_problems
 
-    broken = [d for d in check_policies(project) if d.code == "FC701"]
-    if broken:  # the gate would deny every call these policies govern: say where, do not decide
+    gate_ids = set(Gate(project, None, None).function_ids(contract))
+    broken = [d for p in project.policies.values() if gate_ids & set(p.applies_to)
+              for check in p.allow if check.op == "regex" for d in policy_regex_problems(p, check)]
+    if broken:  # the gate denies every call such a check governs: say where, do not decide
         d = broken[0]
         raise UsageError(f"{d.location}: {d.code} {d.message}",
                          hint=d.hint or "fix the policy (flowctl validate lists every problem); until then the gate "
