@@ -10,10 +10,12 @@ and rule that decided and why (a :class:`Decision`). Rules, in order:
    open, ``regex`` matching the *whole* value) on the JMESPath ``field`` evaluated on ``{input (the
    tool input), run, flow, tool, run_input, params, context}`` (``regex`` runs in RE2); an operand may be ``{expr: …}`` on
    the same scope (``range: [0, {expr: context.order_total}]``), and one that does not evaluate to
-   what the check needs (a null bound, a list that is not a list) denies; then ``rate`` (at most ``max`` allowed
-   calls per ``window`` seconds, counted per ``flow``, ``run`` or ``tool`` in the store, so it holds
-   across processes); then ``dedupe`` (the same run, tool and input digest inside the window is
-   refused). The first failing rule denies.
+   what the check needs (a null bound, a list that is not a list, an ``equals`` operand that is
+   null) denies; then ``rate`` (at most ``max`` allowed calls of the *function* per ``window``
+   seconds, counted per ``flow``, ``run`` or ``tool`` in the store); then ``dedupe`` (the same run,
+   function and input digest inside the window is refused). Rate and dedupe are counted and the
+   call recorded in one atomic step (:mod:`flowctl.gate_store`), so they hold across processes.
+   The first failing rule denies.
 4. If all hold and some policy's ``review_when`` is true, the answer is ``review``: the run pauses
    for a human before the tool is invoked.
 
