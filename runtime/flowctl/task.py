@@ -422,7 +422,8 @@ def _policy_review(runner, state, contract, decision, tool_input, digest) -> Non
         raise Denied(f"{contract.id} was rejected in review ({decision.policy}: {decision.reason})")
     pending = c.get("pending") or {}
     if pending.get("policy") and pending.get("state") == state.id and pending.get("step") == c["step"] \
-            and _same_call(pending.get("call"), call) and not pending.get("decided") and runner.review_expired():
+            and (pending.get("call") is None or _same_call(pending.get("call"), call)) \
+            and not pending.get("decided") and runner.review_expired():  # (no call: asked before calls were recorded)
         c["pending"] = None
         runner.emit("review_timed_out", state.id, c["attempt"], policy=decision.policy, rule="review_timeout")
         raise Denied(f"{contract.id} denied by {decision.policy} (review_timeout): the review was not decided by "

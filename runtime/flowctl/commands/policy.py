@@ -2,7 +2,8 @@
 explain what the gate would decide, without running (the run's input, context and params are
 what ``allow`` checks see as ``run_input``, ``context`` and ``params``).
 
-Exit 0 allow, 1 deny, 3 review. Rate and dedupe are counted against the configured store, but
+Exit 0 allow, 1 deny, 3 review, 2 unusable (a policy governing the tool has a regex RE2 cannot
+run: the FC701 diagnostic, located; at run time the gate denies such a check). Rate and dedupe are counted against the configured store, but
 nothing is recorded.
 """
 from __future__ import annotations
