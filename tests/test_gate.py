@@ -12,6 +12,7 @@ import pytest
 from enginekit import Harness, allow_all, build, contract, effect_contract, task
 from flowctl.audit import REDACTED
 from flowctl.errors import UsageError
+from pg import pg_url  # noqa: F401 - the fixture
 
 TOOLS = """
 LEDGER = []
@@ -395,3 +396,233 @@ def test_reexported_function_under_a_read_only_contract_is_gated_at_run_time(tmp
     assert result.status == "failed" and result.error["type"] == "PolicyDenied"
     assert "under another contract (pay)" in result.error["message"]
     assert sys.modules[main].LEDGER == []
+
+
+# ----------------------------------------------------------------------------- issue: gate holes, second pass
+GATE2_TOOLS = TOOLS + """
+def send2(input, call):
+    from flowctl import ToolUnavailable
+    raise ToolUnavailable("send2 is down")
+
+def verify_send2(input, output, call):
+    return True
+
+def undo_send2(input, output, call):
+    pass
+
+def wire(input, call):
+    LEDGER.append(("wire", input.get("amount")))
+    return {}
+
+def verify_wire(input, output, call):
+    return True
+
+def undo_wire(input, output, call):
+    pass
+
+def send(input, call):
+    LEDGER.append(("send", input.get("x")))
+    return {}
+
+def verify_send(input, output, call):
+    return True
+
+def undo_send(input, output, call):
+    pass
+"""
+
+
+def _approve(h, paused):
+    return h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve", by="t")
+
+
+def test_a_review_approval_covers_only_the_call_it_was_shown(tmp_path):
+    files = {**effect_contract("send2", "send2"), **effect_contract("wire", "wire"),
+             **task("do_fb", "send2@^1", extra="input: {amount: input.amount}\n"
+                                               "on_error: [{errors: [\"*\"], fallback: wire@^1}]\n"),
+             **_flow("do_fb", ("do_fb", "done", None)),
+             "policies/p.yaml": "policy: p\napplies_to: [send2]\nallow: []\nreview_when: \"input.amount > `3`\"\n",
+             "policies/q.yaml": "policy: q\napplies_to: [wire]\nallow: []\nreview_when: \"`true`\"\n"}
+    h = Harness(build(tmp_path, files, GATE2_TOOLS))
+    paused = h.run(input={"amount": 4})
+    assert paused.status == "paused" and paused.review["show"]["policy"] == "p"
+    again = _approve(h, paused)  # send2 fails; the fallback wire is another call: q's own review
+    assert again.status == "paused" and again.review["show"]["tool"].startswith("wire")
+    assert again.review["show"]["policy"] == "q" and h.ledger() == []
+    assert _approve(h, again).status == "succeeded" and h.ledger() == [("wire", 4)]
+
+    # a retry whose input changed is a new call: the approval of amount 4 does not cover 32
+    files = {**effect_contract("pay", "pay"),
+             **task("charge", "pay@^1", extra="input: {amount: input.amount, attempt: state.attempt}\n"
+                                              "retry: [{errors: [\"*\"], max_attempts: 3, interval: 1s}]\n"),
+             **_flow("charge", ("charge", "done", None)),
+             "policies/big.yaml": "policy: big\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `3`\"\n"}
+    h = Harness(build(tmp_path, files, GATE2_TOOLS, name="retry"))
+    from flowctl.tools import resolve
+
+    resolve("tk:FAIL", str(h.root / "orchestration" / "tools"))["pay"] = 1
+    paused = h.run(input={"amount": 4})
+    assert paused.status == "paused"
+    second = _approve(h, paused)  # the approved call fails; the retry sends another input: shown again
+    assert second.status == "paused" and second.review["show"]["input"] != paused.review["show"]["input"]
+    assert h.ledger() == []
+    assert _approve(h, second).status == "succeeded" and h.ledger() == [("pay", 4)]
+
+
+def test_a_fallback_to_the_same_tool_is_a_new_call_for_rate_and_dedupe(tmp_path):
+    from flowctl.tools import resolve
+
+    fallback = "input: {amount: input.amount}\non_error: [{errors: [\"*\"], fallback: pay@^1}]\n"
+    for policy in ("allow: []\nrate: {max: 1, window: 1h, per: run}\n", "allow: []\ndedupe: {window: 1h}\n"):
+        h = _charge_project(tmp_path / policy[12:16], policy, state_extra=fallback)
+        resolve("tk:FAIL", str(h.root / "orchestration" / "tools"))["pay"] = 1
+        result = h.run(input={"amount": 5})
+        assert result.status == "failed" and result.error["type"] == "PolicyDenied", policy
+        assert h.ledger() == []
+        rules = [e["data"]["rule"] for e in h.events if e["type"] == "policy_decided"]
+        assert rules[-1] in ("rate", "dedupe")
+
+
+RATE_ONE = {**effect_contract("pay", "pay"), **task("charge", "pay@^1"), **_flow("charge", ("charge", "done", None)),
+            "policies/one.yaml": "policy: one\napplies_to: [pay]\nallow: []\nrate: {max: 1, window: 1h, per: tool}\n"}
+
+
+def _decide_at_once(root, url):
+    """Two processes' gates (two stores on one database) decide one call each; the second decides
+    while the first sits between counting and recording. Returns both outcomes."""
+    import threading
+
+    import flowctl
+    from flowctl.clock import FakeClock
+    from flowctl.policy import Gate
+    from flowctl.store import open_store
+
+    project = flowctl.load_project(root)
+    first, second = open_store(url), open_store(url)
+    pay = project.resolve_tool("pay@^1")
+    outcomes, reached, done = {}, threading.Event(), threading.Event()
+
+    def other():
+        outcomes["second"] = Gate(project, second, FakeClock()).decide(pay, {"n": 2}, run_id="r2", flow="f").outcome
+        done.set()
+
+    def between():
+        first.gate_hook = None
+        reached.set()
+        threading.Thread(target=other, daemon=True).start()
+        done.wait(2.0)  # a correct store holds the other decision back until this one commits
+
+    first.gate_hook = between
+    try:
+        outcomes["first"] = Gate(project, first, FakeClock()).decide(pay, {"n": 1}, run_id="r1", flow="f").outcome
+        assert reached.is_set(), "the gate did not count and record in one step"
+        assert done.wait(30)
+    finally:
+        first.close()
+        second.close()
+    return outcomes
+
+
+def test_rate_limits_are_atomic_across_processes_sqlite(tmp_path):
+    root = build(tmp_path, RATE_ONE, TOOLS)
+    outcomes = _decide_at_once(root, f"sqlite:///{tmp_path}/flowctl.db")
+    assert outcomes == {"first": "allow", "second": "deny"}
+
+
+def test_rate_limits_are_atomic_across_processes_postgresql(tmp_path, pg_url):
+    root = build(tmp_path, RATE_ONE, TOOLS)
+    outcomes = _decide_at_once(root, pg_url)
+    assert outcomes == {"first": "allow", "second": "deny"}
+
+
+def test_rate_and_dedupe_count_every_contract_of_the_function(tmp_path):
+    from flowctl.policy import Gate
+
+    for policy, rule in (("rate: {max: 1, window: 1h, per: run}\n", "rate"), ("dedupe: {window: 1h}\n", "dedupe")):
+        files = {**effect_contract("send", "send"), **effect_contract("sendalias", "send"),
+                 **task("a", "send@^1", extra="input: {x: input.x}\n"),
+                 **task("b", "sendalias@^1", extra="input: {x: input.x}\n"),
+                 **_flow("a", ("a", "b", None), ("b", "done", None)),
+                 "policies/once.yaml": "policy: once\napplies_to: [send, sendalias]\nallow: []\n" + policy}
+        h = Harness(build(tmp_path / rule, files, GATE2_TOOLS))
+        result = h.run(input={"x": 1})
+        assert result.status == "failed" and result.error["type"] == "PolicyDenied", rule
+        assert h.ledger() == [("send", 1)]
+        gate = Gate(h.project, h.store, h.clock)
+        denied = gate.decide(h.project.resolve_tool("sendalias@^1"), {"x": 1}, run_id=result.run_id, flow="f")
+        assert (denied.outcome, denied.rule) == ("deny", rule) and "send, sendalias" in denied.reason
+
+
+def test_a_backtracking_policy_regex_cannot_stall_the_gate(tmp_path):
+    import subprocess
+
+    from helpers import FLOWCTL_EXE
+
+    files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"
+                                              "allow: [{field: input.secret, regex: \"(a+)+b\"}]\n"}
+    root = build(tmp_path, files, TOOLS)
+    argv = [FLOWCTL_EXE, "policy", "check", "pay", "--input", json.dumps({"secret": "a" * 60 + "!"}), "--db", "memory"]
+    result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "does not match /(a+)+b/ as a whole" in result.stdout
+    h = Harness(root)
+    assert h.run(input={"secret": "aaab"}).status == "failed"  # charge sends no secret: null does not match
+    # a pattern RE2 cannot run is reported by validate, with the reason
+    (root / "orchestration" / "policies" / "one.yaml").write_text(
+        "policy: one\napplies_to: [pay]\nallow: [{field: input.secret, regex: \"(?=a)b\"}]\n")
+    out = subprocess.run([FLOWCTL_EXE, "validate"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "FC701" in out.stdout and "invalid perl operator" in out.stdout
+
+
+def test_an_operand_that_evaluates_to_null_denies_equals(tmp_path):
+    from flowctl.policy import Gate
+
+    files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"
+                                              "allow: [{field: input.to, equals: {expr: run_input.approved_to}}]\n"}
+    h = Harness(build(tmp_path, files, TOOLS))
+    gate = Gate(h.project, h.store, h.clock)
+    pay = h.project.resolve_tool("pay@^1")
+    denied = gate.decide(pay, {"amount": 1}, run_input={}, record=False)
+    assert denied.outcome == "deny" and "run_input.approved_to = null" in denied.reason
+    assert gate.decide(pay, {"to": "a"}, run_input={"approved_to": "a"}, record=False).outcome == "allow"
+
+
+def test_a_policy_regex_that_does_not_compile_is_a_located_error_and_the_gate_denies(tmp_path):
+    import subprocess
+
+    from flowctl.policy import Gate
+    from helpers import FLOWCTL_EXE
+
+    files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"
+                                              "allow:\n  - {field: input.to, regex: \"[a-\"}\n"}
+    root = build(tmp_path, files, TOOLS)
+    argv = [FLOWCTL_EXE, "policy", "check", "pay", "--input", '{"to": "a"}', "--db", "memory"]
+    result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr + result.stdout
+    assert "policies/one.yaml:4:" in result.stderr + result.stdout and "FC701" in result.stderr + result.stdout
+    h = Harness(root, check=False)
+    denied = Gate(h.project, h.store, h.clock).decide(h.project.resolve_tool("pay@^1"), {"to": "a"}, record=False)
+    assert denied.outcome == "deny" and "cannot be run (missing ]" in denied.reason
+
+
+def test_a_gate_review_in_a_state_that_retries_every_error_does_not_spend_its_attempts(tmp_path):
+    h = _charge_project(tmp_path, "allow: []\nreview_when: \"input.amount > `3`\"\n")  # retry: errors ["*"]
+    paused = h.run(input={"amount": 4})
+    assert paused.status == "paused" and "retry_scheduled" not in h.types(paused.run_id)
+    assert sum(1 for t in h.types(paused.run_id) if t == "review_requested") == 1
+    done = _approve(h, paused)
+    assert done.status == "succeeded" and h.ledger() == [("pay", 4)]
+
+
+def test_an_approval_covers_only_the_policy_whose_review_was_shown(tmp_path):
+    files = {**effect_contract("pay", "pay"), **task("charge", "pay@^1", extra="input: {amount: input.amount}\n"),
+             **_flow("charge", ("charge", "done", None)),
+             "policies/big.yaml": "policy: big\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `3`\"\n",
+             "policies/odd.yaml": "policy: odd\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount == `5`\"\n"}
+    h = Harness(build(tmp_path, files, GATE2_TOOLS))
+    paused = h.run(input={"amount": 5})
+    assert paused.status == "paused" and paused.review["show"]["policy"] == "big"
+    second = _approve(h, paused)  # odd's review_when holds too: its reviewer has not seen the call
+    assert second.status == "paused" and second.review["show"]["policy"] == "odd" and h.ledger() == []
+    assert _approve(h, second).status == "succeeded" and h.ledger() == [("pay", 5)]
+    allowed = [e["data"] for e in h.events if e["type"] == "policy_decided" and e["data"]["outcome"] == "allow"]
+    assert "approved in review (big, odd: review_when)" in allowed[-1]["reason"]

@@ -407,18 +407,33 @@ def check_sensitive(project: Project):
                                      ("sensitive", i), hint=close or "fields: " + ", ".join(sorted(names)))
 
 
+def policy_regex_problems(policy, check):
+    """FC701 for a policy regex that does not compile, or that RE2 (the gate's engine) cannot run."""
+    import re
+
+    try:
+        re.compile(check.value)
+    except (re.error, TypeError) as exc:
+        yield policy.doc.diag("FC701", f"regex {check.value!r} does not compile: {exc}", check.path + ("regex",))
+        return
+    from .schemas_runtime import linear_regex, re2_reason  # what the gate runs (flowctl.policy.policy_regex)
+
+    try:
+        linear_regex(check.value)
+    except Exception as exc:  # noqa: BLE001 - re2.error: look-around, back-references …
+        yield policy.doc.diag("FC701", f"regex {check.value!r} needs a backtracking regex engine ({re2_reason(exc)})",
+                              check.path + ("regex",),
+                              hint="the gate matches policy regexes with RE2, in linear time: look-around and "
+                                   "back-references are not available")
+
+
 def check_policies(project: Project):
     """FC701 policy values that cannot work (a bad regex, a reversed range); FC703 a policy that
     limits nothing and does not say so (no ``allow`` key, rate, dedupe or review_when)."""
-    import re
-
     for policy in project.policies.values():
         for check in policy.allow:
             if check.op == "regex":
-                try:
-                    re.compile(check.value)
-                except re.error as exc:
-                    yield policy.doc.diag("FC701", f"regex {check.value!r} does not compile: {exc}", check.path + ("regex",))
+                yield from policy_regex_problems(policy, check)
             if check.op == "range":
                 lo, hi = check.value
                 if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:

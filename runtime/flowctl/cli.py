@@ -387,7 +387,8 @@ def policy():
 def policy_check(tool, input_, flow, run_id, run_input, context_, params, root, db, fmt):
     """Explain the gate's decision for TOOL (id or id@constraint) on an input, without running it.
 
-    Exit 0 allow, 1 deny, 3 review.
+    Exit 0 allow, 1 deny, 3 review, 2 unusable (e.g. a policy on TOOL has a regex the gate
+    cannot run: FC701, located).
 
     \b
     Example:

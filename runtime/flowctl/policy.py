@@ -8,12 +8,14 @@ and rule that decided and why (a :class:`Decision`). Rules, in order:
 3. Each applying policy, in file-name order: every ``allow`` check must hold (``equals``, ``in``,
    ``all_in`` (every element of a list is one of), ``range`` [lo, hi] inclusive with ``null`` as
    open, ``regex`` matching the *whole* value) on the JMESPath ``field`` evaluated on ``{input (the
-   tool input), run, flow, tool, run_input, params, context}``; an operand may be ``{expr: …}`` on
+   tool input), run, flow, tool, run_input, params, context}`` (``regex`` runs in RE2); an operand may be ``{expr: …}`` on
    the same scope (``range: [0, {expr: context.order_total}]``), and one that does not evaluate to
-   what the check needs (a null bound, a list that is not a list) denies; then ``rate`` (at most ``max`` allowed
-   calls per ``window`` seconds, counted per ``flow``, ``run`` or ``tool`` in the store, so it holds
-   across processes); then ``dedupe`` (the same run, tool and input digest inside the window is
-   refused). The first failing rule denies.
+   what the check needs (a null bound, a list that is not a list, an ``equals`` operand that is
+   null) denies; then ``rate`` (at most ``max`` allowed calls of the *function* per ``window``
+   seconds, counted per ``flow``, ``run`` or ``tool`` in the store); then ``dedupe`` (the same run,
+   function and input digest inside the window is refused). Rate and dedupe are counted and the
+   call recorded in one atomic step (:mod:`flowctl.gate_store`), so they hold across processes.
+   The first failing rule denies.
 4. If all hold and some policy's ``review_when`` is true, the answer is ``review``: the run pauses
    for a human before the tool is invoked.
 
@@ -24,7 +26,6 @@ of them. Allowed calls are recorded in the store (``gate_log``) for rate and ded
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 
 from .audit import canonical
@@ -67,7 +68,7 @@ class Gate:
         found = project._resolved.get(("gate", "by-function"))
         if found is None:  # built once per project: a runner makes a Gate per run
             found = project._resolved[("gate", "by-function")] = _by_function(project)
-        self._by_tool, self._shared, self._gated, self._effect_ids = found
+        self._by_tool, self._shared, self._gated, self._effect_ids, self._ids_by_entry = found
 
     def guards(self, contract, also=()) -> bool:
         """Whether calls of ``contract`` go through the checks: it, or another contract on the same
@@ -87,7 +88,7 @@ class Gate:
 
     def decide(self, contract, tool_input, *, run_id: str = "", flow: str = "", record: bool = True,
                retry: bool = False, digest: str | None = None, run_input=None, params=None,
-               context=None, also=()) -> Decision:
+               context=None, also=(), approved=None) -> Decision:
         """The gate's answer for one call.
 
         ``retry``: the caller knows this repeats the very call the gate allowed earlier in the same
@@ -96,7 +97,12 @@ class Gate:
         ``run_input``/``params``/``context``: the run the call belongs to, visible to ``allow``
         checks and ``review_when`` as ``run_input``, ``params`` and ``context``. ``digest``: the
         input's :func:`input_digest` when the caller has it. ``also``: ids of other contracts whose
-        entrypoint resolved to the very function this call runs (their policies apply too)."""
+        entrypoint resolved to the very function this call runs (their policies apply too).
+        ``approved``: ``(policy, rule)`` pairs of the gate reviews a reviewer approved for this very
+        call (same tool and input): those no longer hold the call back, another policy's
+        ``review_when`` still does, and every other check still applies.
+        ``rate`` and ``dedupe`` count the calls of every contract of the function
+        (:meth:`function_ids`), and are counted and recorded in one atomic step in the store."""
         if not self.guards(contract, also):
             return Decision("allow", rule="read-only", reason=f"{contract.id} declares no side effects")
         policies = self._policies(contract, also)
@@ -112,32 +118,66 @@ class Gate:
         now = self.clock.time()
         if digest is None:
             digest = input_digest(tool_input)
-        review = None
+        review = denied = None
+        approved, passed = {tuple(a) for a in approved or ()}, []
+        limits, owners = [], []  # the store's checks (rate, dedupe), in rule order, and their policies
         for p in policies:
             for i, check in enumerate(p.allow):
                 ok, why = _check(check, scope)
                 if not ok:
-                    return Decision("deny", p.name, f"allow[{i}] {check.op} on {check.field_expr}", why)
+                    denied = Decision("deny", p.name, f"allow[{i}] {check.op} on {check.field_expr}", why)
+                    break
+            if denied is not None:
+                break
             if p.rate and not retry:
-                column, value = {"flow": ("flow", flow), "run": ("run_id", run_id), "tool": ("tool", contract.id)}[p.rate["per"]]
-                used = self.store.gate_count(column, value, contract.id, now - p.rate["window"])
-                if used >= p.rate["max"]:
-                    return Decision("deny", p.name, "rate",
-                                    f"{used} calls of {contract.id} in the last {p.rate['window']:g}s per {p.rate['per']} "
-                                    f"(max {p.rate['max']})")
-            if p.dedupe_window and not retry and self.store.gate_seen(run_id, contract.id, digest, now - p.dedupe_window):
-                return Decision("deny", p.name, "dedupe",
-                                f"the same input was sent to {contract.id} by this run within {p.dedupe_window:g}s")
+                column, value = {"flow": ("flow", flow), "run": ("run_id", run_id), "tool": (None, "")}[p.rate["per"]]
+                limits.append({"kind": "rate", "since": now - p.rate["window"], "max": p.rate["max"],
+                               "column": column, "value": value})
+                owners.append(p)
+            if p.dedupe_window and not retry:
+                limits.append({"kind": "dedupe", "since": now - p.dedupe_window, "run_id": run_id, "digest": digest})
+                owners.append(p)
             if p.review_when and review is None:
                 value = compile_expr(p.review_when, p.where("review_when")).evaluate(scope)
-                if _truthy(value):
+                if not _truthy(value):
+                    pass
+                elif (p.name, "review_when") in approved:  # a reviewer approved this very call for p
+                    passed.append(p.name)
+                else:
                     review = Decision("review", p.name, "review_when", f"{p.review_when} is true")
+        write = record and not retry and denied is None and review is None
+        entry = {"at": now, "tool": contract.id, "flow": flow, "run_id": run_id, "digest": digest} if write else None
+        if limits:  # counted and recorded in one atomic step, over every contract of the function
+            failed = self.store.gate_admit(self.function_ids(contract, also), limits, entry)
+            if failed is not None:
+                i, used = failed
+                p, limit = owners[i], limits[i]
+                if limit["kind"] == "rate":
+                    return Decision("deny", p.name, "rate",
+                                    f"{used} calls of {self._function_name(contract, also)} in the last "
+                                    f"{p.rate['window']:g}s per {p.rate['per']} (max {p.rate['max']})")
+                return Decision("deny", p.name, "dedupe", f"the same input was sent to "
+                                f"{self._function_name(contract, also)} by this run within {p.dedupe_window:g}s")
+        elif entry is not None:
+            self.store.gate_record(entry)
+        if denied is not None:
+            return denied
         if review is not None:
             return review
-        if record and not retry:
-            self.record(contract.id, flow, run_id, digest)
         names = ", ".join(p.name for p in policies)
+        if passed:
+            return Decision("allow", names, "review", f"every check of {names} holds; approved in review "
+                                                      f"({', '.join(passed)}: review_when)")
         return Decision("allow", names, "allow", f"every check of {names} holds")
+
+    def function_ids(self, contract, also=()) -> list:
+        """The contract ids of the function ``contract`` runs (same entrypoint, or an alias in
+        ``also``): ``rate`` and ``dedupe`` count the calls of all of them together."""
+        return sorted({contract.id, *also, *self._ids_by_entry.get(contract.entrypoint, ())})
+
+    def _function_name(self, contract, also) -> str:
+        ids = self.function_ids(contract, also)
+        return contract.id if len(ids) == 1 else f"{contract.entrypoint} ({', '.join(ids)})"
 
     def review_timeout(self, policy_name: str) -> float:
         """Seconds a gate-triggered review by ``policy_name`` waits (``review_timeout``, default 24h)."""
@@ -170,7 +210,7 @@ def _by_function(project):
         if len(ids) > 1:
             found = {p.name: p for tool in sorted(ids) for p in by_tool.get(tool, ())}
             shared[entry] = [found[name] for name in sorted(found)]
-    return by_tool, shared, frozenset(gated), frozenset(effect_ids)
+    return by_tool, shared, frozenset(gated), frozenset(effect_ids), ids_by_entry
 
 
 def function_aliases(engine, project, fn, tools_folder: str) -> tuple:
@@ -230,6 +270,15 @@ def _operand(value, scope, check):
     return value, _json(value), False
 
 
+def policy_regex(pattern: str):
+    """A policy ``regex`` compiled by RE2 (linear time in the value's length: a pattern cannot stall
+    the gate); match with ``.fullmatch`` (the whole value). Raises ``re2.error`` for a pattern RE2
+    cannot run (it does not compile, or needs look-around or back-references)."""
+    from .schemas_runtime import linear_regex
+
+    return linear_regex(pattern)
+
+
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -239,7 +288,9 @@ def _check(check, scope):
     op, want = check.op, check.value
     shown = _json(value)
     if op == "equals":
-        want, label, _ = _operand(want, scope, check)
+        want, label, computed = _operand(want, scope, check)
+        if computed and want is None:  # null is not "anything": a missing field would equal it
+            return False, f"{label}, so {check.field_expr} cannot be checked against it (denied)"
         return _same(value, want), f"{check.field_expr} is {shown}, not {label}"
     if op in ("in", "all_in"):
         want, label, _ = _operand(want, scope, check)
@@ -259,6 +310,12 @@ def _check(check, scope):
         ok = _number(value) and (lo is None or value >= lo) and (hi is None or value <= hi)
         return ok, f"{check.field_expr} is {shown}, outside [{lo_label}, {hi_label}]"
     if op == "regex":
-        ok = isinstance(value, str) and re.fullmatch(want, value) is not None
+        try:
+            pattern = policy_regex(want)
+        except Exception as exc:  # noqa: BLE001 - re2.error: it does not compile, or needs backtracking
+            from .schemas_runtime import re2_reason
+
+            return False, f"regex /{want}/ cannot be run ({re2_reason(exc)}), so nothing matches it (denied)"
+        ok = isinstance(value, str) and pattern.fullmatch(value) is not None
         return ok, f"{check.field_expr} is {shown}, which does not match /{want}/ as a whole (regex matches the whole value)"
     return False, f"unknown check {op}"

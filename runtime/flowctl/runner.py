@@ -551,7 +551,10 @@ class Runner:
                     finish_cancel(self)
                     break
                 if self.cursor.get("after_compensation"):
-                    self.finish_handler(self.cursor["after_compensation"])
+                    try:
+                        self.finish_handler(self.cursor["after_compensation"])
+                    except Park:  # a fallback tool waits for its own gate review
+                        return self.result()
                     continue
                 state = self.project.states[self.cursor["state"]]
                 try:
@@ -774,7 +777,9 @@ class Runner:
             try:
                 response = task.run_fallback(self, state, action["fallback"])
                 self.advance(state, response)
-            except Park:
+            except Park:  # paused for the fallback's gate review: the fallback runs on resume (compensated already)
+                c["after_compensation"] = dict(action, compensate=False)
+                self.commit()
                 raise
             except LIMIT_ERRORS as exc:
                 self.fail_with(state, exc, layer="limit")
@@ -910,7 +915,8 @@ class Runner:
         if self.secrets is not None:
             self.secrets.learn(data)
         self.cursor["review"] = {"decision": decision, "data": data, "by": by, "at": at, "state": pending["state"],
-                                 "step": pending.get("step", self.cursor["step"]), "policy": bool(pending.get("policy"))}
+                                 "step": pending.get("step", self.cursor["step"]), "policy": bool(pending.get("policy")),
+                                 "call": pending.get("call")}
         self.cursor["pending"] = dict(pending, decided=True, token_hash="used")
         self.emit("review_decided", pending["state"], decision=decision, data=data, by=by, at=at)
 

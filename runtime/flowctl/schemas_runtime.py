@@ -53,6 +53,13 @@ def linear_regex(pattern: str):
     return re2.compile(pattern, options)
 
 
+def re2_reason(exc) -> str:
+    """Why RE2 refused a pattern, as one readable line (``re2.error`` carries bytes)."""
+    arg = exc.args[0] if getattr(exc, "args", None) else exc
+    text = arg.decode("utf-8", "replace") if isinstance(arg, (bytes, bytearray)) else str(arg)
+    return text.strip() or type(exc).__name__
+
+
 class _Refused(dict):
     """fastjsonschema's URI handlers: every scheme is "handled", by refusing it."""
 

@@ -748,6 +748,17 @@ class SqlStore:
         with self.engine.connect() as conn:
             return conn.execute(q).first() is not None
 
+    #: Called (no arguments) inside :meth:`gate_admit`'s transaction between counting and recording:
+    #: tests inject another process's decision there. ``None`` in production.
+    gate_hook = None
+
+    def gate_admit(self, tools, limits, entry: dict | None = None):
+        """Count and record one gated call as one atomic step (see :func:`flowctl.gate_store.admit`)."""
+        from .gate_store import admit_sql
+
+        with self._begin() as conn:
+            return admit_sql(self, conn, tools, limits, entry)
+
 
 # The claim on PostgreSQL: one statement. Two branches, each locking its rows with SKIP LOCKED (a
 # row another claimer holds is passed over, never waited for): due runs and runs whose lease
@@ -1073,6 +1084,14 @@ class MemoryStore:
     def gate_seen(self, run_id, tool, digest, since):
         return any(g["run_id"] == run_id and g["tool"] == tool and g["digest"] == digest and g["at"] >= since
                    for g in self._gate)
+
+    gate_hook = None
+
+    def gate_admit(self, tools, limits, entry=None):
+        from .gate_store import admit_memory
+
+        with self._lock:
+            return admit_memory(self, tools, limits, entry)
 
 
 def default_owner() -> str:

@@ -2,7 +2,8 @@
 explain what the gate would decide, without running (the run's input, context and params are
 what ``allow`` checks see as ``run_input``, ``context`` and ``params``).
 
-Exit 0 allow, 1 deny, 3 review. Rate and dedupe are counted against the configured store, but
+Exit 0 allow, 1 deny, 3 review, 2 unusable (a policy governing the tool has a regex RE2 cannot
+run: the FC701 diagnostic, located; at run time the gate denies such a check). Rate and dedupe are counted against the configured store, but
 nothing is recorded.
 """
 from __future__ import annotations
@@ -26,6 +27,16 @@ def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, 
     if contract is None:
         raise UsageError(f"no contract matches '{tool}'", hint=did_you_mean(tool.split("@")[0], project.contracts)
                          or "contracts: " + ", ".join(sorted(project.contracts)))
+    from ..checks import policy_regex_problems
+
+    gate_ids = set(Gate(project, None, None).function_ids(contract))
+    broken = [d for p in project.policies.values() if gate_ids & set(p.applies_to)
+              for check in p.allow if check.op == "regex" for d in policy_regex_problems(p, check)]
+    if broken:  # the gate denies every call such a check governs: say where, do not decide
+        d = broken[0]
+        raise UsageError(f"{d.location}: {d.code} {d.message}",
+                         hint=d.hint or "fix the policy (flowctl validate lists every problem); until then the gate "
+                                        "denies the calls it governs")
     tool_input = parse_json_arg(input, "--input")
     seen = {"run_input": parse_json_arg(run_input, "--run-input"), "context": parse_json_arg(context, "--context"),
             "params": parse_params(params, None)}

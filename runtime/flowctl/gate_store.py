@@ -1,0 +1,70 @@
+"""The gate's counters in the store: ``rate`` and ``dedupe`` decided and recorded in one atomic step.
+
+A *limit* is one dict, checked in order:
+
+- ``{"kind": "rate", "since": epoch s, "max": int, "column": "flow"|"run_id"|None, "value": str}``:
+  at most ``max`` recorded calls of the function (any id in ``tools``) since ``since``, counted
+  among the rows whose ``column`` is ``value`` (``column`` None: every call of the function);
+- ``{"kind": "dedupe", "since": epoch s, "run_id": str, "digest": str}``: no recorded call of
+  the function by ``run_id`` with input digest ``digest`` since ``since``.
+
+:func:`admit_sql` returns ``(index of the first limit that fails, calls counted)``, or ``None``
+when every limit holds — and then inserts ``entry`` (a ``gate_log`` row) when given, in the same
+transaction. The transaction is serialised per function: on PostgreSQL by a transaction-scoped
+advisory lock keyed by the function's contract ids, on SQLite by its ``BEGIN IMMEDIATE`` write
+lock (see ``store._sqlite_pragmas``). So two processes deciding at once on the same function
+see each other's calls: a ``rate: {max: 1}`` lets exactly one through.
+"""
+from __future__ import annotations
+
+import hashlib
+
+
+def lock_key(tools) -> int:
+    """A signed 64-bit advisory-lock key for a function (its sorted contract ids)."""
+    raw = hashlib.sha256(("flowctl-gate\0" + "\0".join(sorted(tools))).encode()).digest()[:8]
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def admit_sql(store, conn, tools, limits, entry):
+    sa, log = store.sa, store.t.gate_log
+    tools = sorted(set(tools))
+    if store.pg:  # its own statement: a statement's snapshot is taken before its locks are
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key(tools)})
+    counts = []  # every limit in one round trip: a count per rate, a 0/1 per dedupe
+    for limit in limits:
+        where = [log.c.tool.in_(tools), log.c.at >= limit["since"]]
+        if limit["kind"] == "rate":
+            if limit.get("column"):
+                where.append(log.c[limit["column"]] == limit["value"])
+            counts.append(sa.select(sa.func.count()).select_from(log).where(*where).scalar_subquery())
+        else:
+            where += [log.c.run_id == limit["run_id"], log.c.digest == limit["digest"]]
+            counts.append(sa.select(sa.func.count()).select_from(
+                sa.select(log.c.id).where(*where).limit(1).subquery()).scalar_subquery())
+    used = conn.execute(sa.select(*counts)).one() if counts else ()
+    for i, (limit, n) in enumerate(zip(limits, used)):
+        if n >= (limit["max"] if limit["kind"] == "rate" else 1):
+            return i, n
+    if store.gate_hook is not None:
+        store.gate_hook()
+    if entry is not None:
+        conn.execute(log.insert().values(**entry))
+    return None
+
+
+def admit_memory(store, tools, limits, entry):
+    tools = set(tools)
+    for i, limit in enumerate(limits):
+        rows = [g for g in store._gate if g["tool"] in tools and g["at"] >= limit["since"]]
+        if limit["kind"] == "rate":
+            used = sum(1 for g in rows if not limit.get("column") or g[limit["column"]] == limit["value"])
+            if used >= limit["max"]:
+                return i, used
+        elif any(g["run_id"] == limit["run_id"] and g["digest"] == limit["digest"] for g in rows):
+            return i, 1
+    if store.gate_hook is not None:
+        store.gate_hook()
+    if entry is not None:
+        store._gate.append(dict(entry))
+    return None
