@@ -48,3 +48,11 @@ def test_submit_priority_out_of_the_stored_range_is_a_usage_error(tmp_path, prio
     assert result.exit_code == 2
     assert "Invalid value for '--priority'" in result.output and "-2147483648<=x<=2147483647" in result.output
     assert not db.exists()
+
+
+@pytest.mark.parametrize("head", ["garbage", "3", "3:abc", "x:" + "a" * 64, "-1:" + "a" * 64, "3:" + "g" * 64])
+def test_audit_verify_expect_head_that_is_not_seq_hash_is_a_usage_error(tmp_path, head):
+    result = CliRunner().invoke(main, ["audit", "verify", "R1", "--root", str(REPO), "--db", f"sqlite:///{tmp_path}/x.db",
+                                       "--expect-head", head])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--expect-head'" in result.output and "is not SEQ:HASH" in result.output

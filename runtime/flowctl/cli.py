@@ -331,11 +331,25 @@ def audit_log(run_id, root, db, fmt):
     _call("audit_log", run_id=run_id, root=root, db=db, fmt=fmt)
 
 
+def _seq_hash(value):
+    """``SEQ:HASH`` as ``flowctl audit head`` prints it (an event number, 64 hex digits),
+    lower-cased; None stays None. Anything else is a usage error (exit 2)."""
+    import re
+
+    if value is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,19}:[0-9a-fA-F]{64}", value.strip()):
+        raise click.BadParameter(f"{value!r} is not SEQ:HASH (an event number, a colon, 64 hex digits) as "
+                                 "`flowctl audit head RUN` prints it")
+    return value.strip().lower()
+
+
 @audit.command(name="verify")
 @click.argument("run_id", metavar="RUN")
 @_root_db
-@click.option("--expect-head", metavar="SEQ:HASH", help="Also require the chain to hold this head, as `flowctl audit head` "
-              "printed it earlier (kept outside the store).")
+@click.option("--expect-head", metavar="SEQ:HASH", callback=lambda ctx, param, value: _seq_hash(value),
+              help="Also require the chain to hold this head, as `flowctl audit head` printed it earlier (kept "
+                   "outside the store).")
 def audit_verify(run_id, root, db, expect_head):
     """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
     run row (status, checkpoint, error), a step record or the definition snapshot differs from it."""

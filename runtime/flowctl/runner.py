@@ -192,8 +192,9 @@ def recover(engine) -> list:
         try:
             results.append(resume(engine, row))
         except FlowctlError as exc:
-            results.append(RunResult(row["id"], row["flow"], row["status"],
-                                     error={"type": type(exc).__name__, "code": exc.code, "message": str(exc)}))
+            results.append(RunResult(row["id"], row["flow"], row["status"],  # refused: not continued
+                                     error={"type": type(exc).__name__, "code": exc.code, "message": str(exc),
+                                            "refused": True}))
     return results
 
 
