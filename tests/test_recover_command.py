@@ -3,22 +3,14 @@ from __future__ import annotations
 
 import subprocess
 
-from test_record_forgery import _db, _forge_cursor, _paused
+from test_record_forgery import _db, forged_decision
 
 from helpers import FLOWCTL_EXE
 
 
 def test_a_run_recover_refuses_as_tampered_exits_1_and_is_named(tmp_path):
-    h, paused = _paused(tmp_path)
-
-    def decide(c):
-        c["review"] = {"decision": "approve", "by": "mallory", "data": None}
-        c["pending"] = None
-        c["state"] = "done"
-    _forge_cursor(tmp_path, paused.run_id, decide)
+    h, paused = forged_decision(tmp_path)
     db = _db(tmp_path)
-    db.execute("UPDATE flowctl_runs SET status = 'waiting', available_at = 0 WHERE id = ?", (paused.run_id,))
-    db.commit()
     done = subprocess.run([FLOWCTL_EXE, "recover", "--db", f"sqlite:///{tmp_path}/flowctl.db"], cwd=h.root,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, (done.stdout, done.stderr)  # not 3 ("paused or waiting"): it was refused
