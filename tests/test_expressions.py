@@ -221,3 +221,48 @@ def test_a_bare_null_does_not_refuse_the_run(tmp_path):
     assert [d.code for d in flowctl.validate(project)] == ["FC407"]
     result = flowctl.Engine(project, MemoryStore()).run("flow", {"x": 1})
     assert result.status == "succeeded" and result.path == ["begin", "other"]
+
+
+# ------------------------------------------------------------------ non-finite numbers
+@pytest.mark.parametrize("text, scope", [
+    ("divide(`1`, input.z)", {"input": {"z": 1e-320}}),
+    ("multiply(input.z, input.z)", {"input": {"z": 1e200}}),
+    ("add(input.z, input.z)", {"input": {"z": 1.7e308}}),
+    ("subtract(input.z, multiply(input.z, `-1`))", {"input": {"z": 1.7e308}}),
+    ("to_number('Infinity')", {}),
+    ("to_number('-inf')", {}),
+    ("to_number('NaN')", {}),
+    ("sum(input.zs)", {"input": {"zs": [1.7e308, 1.7e308]}}),
+    ("from_json('[NaN]')", {}),
+    ("from_json('{\"a\": 1e999}')", {}),
+])
+def test_no_function_gives_a_non_finite_number_it_is_a_located_expression_error(text, scope):
+    with pytest.raises(ExpressionError, match="not a finite number") as info:
+        compile_expr(text, "states/s.yaml:4").evaluate(scope)
+    assert "states/s.yaml:4" in str(info.value)
+    assert ev("divide(`1`, `4`)") == 0.25 and ev("to_number('1e3')") == 1000.0  # finite results unchanged
+
+
+def test_a_non_finite_result_fails_the_state_and_is_never_stored(tmp_path):
+    import json
+
+    from enginekit import Harness, build, sqlite_store
+
+    root = build(tmp_path, {
+        "states/a.yaml": "id: a\ntype: pass\nset: {c: \"divide(`1`, input.z)\"}\n",
+        "states/failed.yaml": "id: failed\ntype: fail\nerror: {expr: error.type}\n",
+        "transitions/f.yaml": "flow: f\nversion: 1\nstart: a\ntransitions:\n  - {from: a, to: done}\n"
+                              "on_error:\n  - {errors: [ExpressionError], goto: failed}\n",
+    })
+    store = sqlite_store(tmp_path)
+    h = Harness(root, store=store)
+    result = h.run(input={"z": 1e-320})
+    assert result.status == "failed" and result.path == ["a", "failed"]  # the handler applied
+    for event in h.events:
+        json.dumps(event, allow_nan=False, default=str)
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "flowctl.db")
+    for table, in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        for row in con.execute(f"SELECT * FROM {table}"):
+            assert not any(isinstance(v, str) and ("Infinity" in v or "NaN" in v) for v in row), (table, row)

@@ -187,3 +187,40 @@ def test_cancel_of_the_parent_reaches_its_children(tmp_path):
     children = h.store.list_runs(parent_id=parked.run_id, limit=0)
     assert [c["status"] for c in children] == ["cancelled", "cancelled"]
     assert ledger_of(h, "undo") == ["n", "n"]
+
+
+ASKING = {**CHILD,
+          "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\nshow: {who: input.name}\n",
+          "transitions/asking.yaml": "flow: asking\nstart: ask\ntransitions:\n  - {from: ask, to: done}\noutput: review.decision\n",
+          **parent("id: fan\ntype: subflow\nflow: asking\ninput: {name: \"'ann'\"}\n")}
+
+
+def test_a_parent_waiting_on_a_child_review_says_which_child_and_gives_its_token(tmp_path):
+    h = Harness(build(tmp_path, ASKING, TOOLS), store=sqlite_store(tmp_path))
+    parked = h.run()
+    assert parked.status == "waiting"
+    (child,) = h.store.list_runs(parent_id=parked.run_id, limit=0)
+    (shown,) = parked.children
+    assert (shown["run_id"], shown["flow"], shown["status"]) == (child["id"], "asking", "paused")
+    assert shown["review"]["state"] == "ask" and shown["review"]["decisions"] == ["approve", "reject"]
+    h.engine.resume(child["id"], token=shown["review"]["token"], decision="approve")  # the token works
+    assert h.store.get_run(parked.run_id)["status"] == "succeeded"
+
+
+def test_flowctl_run_of_a_parent_whose_child_pauses_prints_the_child_and_how_to_continue_it(tmp_path, run_flowctl):
+    root = build(tmp_path, ASKING, TOOLS)
+    db = f"sqlite:///{tmp_path}/cli.db"
+    done = run_flowctl(["run", "f", "--db", db], root)
+    assert done.returncode == 3, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    child = next(line for line in lines if line.startswith("  child run")).split()[2]
+    assert f"  child run {child} (asking) is paused for review at 'ask': {{\"who\": \"ann\"}}" in lines
+    resume = next(line for line in lines if "resume it with:" in line).split("resume it with: ", 1)[1]
+    assert resume.startswith(f"flowctl resume {child} --db {db} --token ") and resume.endswith("--decision approve|reject")
+    # later, from the store (the token was printed once): how to get a new one
+    again = run_flowctl(["resume", [x for x in lines if x.startswith("run ")][0].split()[1], "--db", db], root)
+    assert again.returncode == 3
+    assert f"a new token: flowctl reviews --db {db} --reissue {child}" in again.stdout
+    token = resume.split("--token ")[1].split()[0]
+    ok = run_flowctl(["resume", child, "--db", db, "--token", token, "--decision", "approve"], root)
+    assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -89,7 +89,8 @@ def test_checkpoint_forgery_a_token_of_the_attackers_own_is_refused_by_resume_an
     assert verify.returncode == 1 and "checkpoint" in verify.stderr
 
 
-def test_checkpoint_forgery_a_decision_written_into_the_cursor_is_refused(tmp_path):
+def forged_decision(tmp_path):
+    """``(harness, paused run)`` whose cursor was edited to say 'approved', the row set due."""
     h, paused = _paused(tmp_path)
 
     def decide(c):
@@ -100,6 +101,11 @@ def test_checkpoint_forgery_a_decision_written_into_the_cursor_is_refused(tmp_pa
     db = _db(tmp_path)
     db.execute("UPDATE flowctl_runs SET status = 'waiting', available_at = 0 WHERE id = ?", (paused.run_id,))
     db.commit()
+    return h, paused
+
+
+def test_checkpoint_forgery_a_decision_written_into_the_cursor_is_refused(tmp_path):
+    h, paused = forged_decision(tmp_path)
     fresh = Harness(h.root, store=sqlite_store(tmp_path))
     results = fresh.engine.recover()
     assert [(r.run_id, r.status, (r.error or {}).get("code")) for r in results] == \

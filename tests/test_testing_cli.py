@@ -154,3 +154,12 @@ def test_make_test_on_the_examples_full_coverage_and_contracts(run_flowctl, tmp_
     assert out.returncode == 0, out.stdout + out.stderr
     assert "PASS  refund_payment@3.2.0" in out.stdout and "PASS  send_email@1.1.0" in out.stdout
     assert not (tmp_path / "never-used.db").exists()
+
+
+def test_contracts_refuse_a_project_with_validate_errors_naming_the_first(tmp_path):
+    alias = "id: sendalias\nversion: 1.0.0\nentrypoint: tk:pay\nexamples:\n  - input: {id: X-9, amount: 5}\n"
+    root = project(tmp_path, **{"contracts/sendalias.v1.0.0.yaml": alias})
+    code, out = flowctl("test", "--contracts", "--root", str(root))
+    assert code == 2, out
+    assert "definition errors" in out and "[FC704]" in out and "contracts/" in out
+    assert "PASS" not in out and "invoke" not in out  # nothing ran

@@ -111,3 +111,30 @@ def test_the_shop_sandbox_is_a_fresh_copy_each_time(tmp_path):
         with sqlite3.connect(second) as conn:
             assert {r[0] for r in conn.execute("SELECT status FROM payments")} == {"captured"}
     assert not Path(first).exists() and not Path(second).exists()
+
+
+ALIAS = """
+id: payalias
+version: 1.0.0
+entrypoint: {entry}
+examples:
+  - input: {{id: X-9, amount: 5}}
+"""
+
+
+def test_contract_tests_follow_the_function_a_read_only_alias_of_a_side_effecting_one_is_not_run(tmp_path):
+    tools = TOOLS.replace("def flowctl_sandbox", "def not_a_sandbox")
+    proj, out = results(tmp_path, **{"tools/tk.py": tools, "tools/tk2.py": "from tk import pay as send_alias\n",
+                                     "contracts/payalias.v1.0.0.yaml": ALIAS.format(entry="tk2:send_alias")})
+    by_id = {r.contract.id: r for r in out}
+    assert by_id["pay"].status == SKIPPED
+    alias = by_id["payalias"]
+    assert alias.status == SKIPPED and "same function as pay@1.0.0" in alias.message, alias.message
+    from flowctl.tools import resolve
+
+    assert resolve("tk:LEDGER", str(proj.orchestration / "tools")) == []  # the real tool never ran
+    # with a sandbox, the alias must verify like the contract that declares the effects
+    proj, out = results(tmp_path, name="q", **{"contracts/payalias.v1.0.0.yaml": ALIAS.format(entry="tk:pay")})
+    alias = next(r for r in out if r.contract.id == "payalias")
+    assert alias.status == FAILED and alias.steps[-1][0] == "verify"
+    assert "same function as pay@1.0.0" in alias.steps[-1][2]

@@ -311,3 +311,15 @@ def test_a_child_runs_review_is_replayed_with_its_recorded_decision(tmp_path):
     moved = replay(load_recording(store, parked.run_id), flowctl.load_project(write_project(tmp_path / "q", flipped)))
     inner = moved.innermost()[-1]
     assert inner.where["state"] == "sub" and inner.recorded_path == ["ask", "big"] and inner.replayed_path == ["ask", "small"]
+
+
+@pytest.mark.parametrize("in_git", [True, False])
+def test_replay_definition_that_does_not_exist_says_so(tmp_path, run_flowctl, in_git):
+    root = project(tmp_path)
+    if in_git:
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    missing = tmp_path / "nonexistent"
+    done = run_flowctl(["replay", "R1", "--definition", str(missing)], root)
+    assert done.returncode == 2
+    assert f"--definition {missing} is neither a git revision nor a folder: no such folder exists" in done.stderr
+    assert "flowctl diff" not in done.stderr and "Traceback" not in done.stderr

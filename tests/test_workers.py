@@ -691,14 +691,15 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
     engine = _engine(project, db_url)
     gate = tmp_path / "gate"
     run_id = enqueue(engine, "f", {"gate": str(gate)})
-    worker = _worker(engine, lease=6.0, heartbeat=0.2)
+    worker = _worker(engine, lease=30.0)  # the lease heartbeat comes every 10 s; cancel requests are polled every 1 s
+    assert worker.heartbeat_every == 10.0 and worker.cancel_poll_every == 1.0
     thread, _ = _run_in_thread(worker)
     try:
         _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
         out = CliRunner().invoke(main, ["cancel", run_id, "--db", db_url, "--root", str(project), "--by", "ops"])
         assert out.exit_code == 3, out.output
-        assert "cancel requested" in out.output
-        _until(lambda: run_id in worker.cancel_wanted, 60, "the worker's heartbeat to see the request")
+        assert "cancel requested" in out.output and f"flowctl trace {run_id}" in out.output
+        _until(lambda: run_id in worker.cancel_wanted, 5, "the cancel poll to see the request (well before a heartbeat)")
         gate.touch()  # step one's call returns only now
         _until(lambda: engine.store.get_run(run_id)["status"] == "cancelled", 60, "the worker to cancel the run")
     finally:
@@ -770,3 +771,42 @@ def test_recover_from_the_cli_re_checks_a_queued_fan_out_without_running_its_chi
     _with_workers([_worker(_engine(root, db_url), concurrency=2)],
                   lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the workers to finish the map")
     assert len(engine.store.list_runs(parent_id=run_id, limit=0)) == 4
+
+
+def _held_in_step_one(tmp_path, project, db_url, **worker_kw):
+    """``(engine, gate, run id, worker, thread)``: a worker on a thread holds a run of ``f`` whose
+    first call is blocked until the test creates ``gate``."""
+    from flowctl.worker import enqueue
+
+    engine = _engine(project, db_url)
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
+    worker = _worker(engine, **worker_kw)
+    thread, _ = _run_in_thread(worker)
+    _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+    return engine, gate, run_id, worker, thread
+
+
+def test_a_run_that_ends_before_its_cancel_request_is_seen_says_so_in_its_log(tmp_path, project, db_url):
+    """Interleaving injected: no poll runs (cancel_poll and heartbeat far away) while the request is
+    made during the last call; the run ends succeeded. The worker then records that in the run's
+    chained log and clears the request, so the finished row does not look like an honoured cancel."""
+    from flowctl.audit import seal_problem, verify_run
+    engine, gate, run_id, worker, thread = _held_in_step_one(tmp_path, project, db_url, lease=600.0,
+                                                            heartbeat=300.0, cancel_poll=300.0)
+    try:
+        assert engine.cancel(run_id, by="ops").cancel_requested
+        gate.touch()
+        _until(lambda: any(e["type"] == "cancel_request_unseen" for e in engine.store.events(run_id)), 60,
+               "the worker to note the unseen request")
+    finally:
+        worker.stop()
+        thread.join(30)
+    row = engine.store.get_run(run_id)
+    assert row["status"] == "succeeded" and row["cancel_requested"] is None
+    events = engine.store.events(run_id)
+    note = events[-1]
+    assert note["type"] == "cancel_request_unseen" and note["data"]["by"] == "ops"
+    assert note["data"]["outcome"] == "succeeded" and "nothing was cancelled" in note["data"]["note"]
+    assert verify_run(row, events) == [] and seal_problem(row) is None  # the record stays intact
+    assert _ledger(tmp_path) == [f"{run_id}-one", f"{run_id}-two"]  # it ran to the end; nothing was undone

@@ -10,6 +10,7 @@ Exit codes: 0 success, 1 failure (errors found, run failed), 2 unusable invocati
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -34,9 +35,12 @@ def _login():
 def _call(command: str, **kwargs) -> None:
     from .errors import FlowctlError, ProjectError, RunConflict, StoreError, UsageError
 
+    if sys.stdout is None or sys.stderr is None:
+        _closed_output()
     try:
         module = importlib.import_module(f"flowctl.commands.{command}")
         code = module.run(**kwargs)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
     except RunConflict as exc:
         _fail(exc, EXIT_FAILED)
     except (UsageError, ProjectError, StoreError) as exc:
@@ -51,13 +55,59 @@ def _call(command: str, **kwargs) -> None:
         sys.exit(0)
     except (click.exceptions.Exit, click.ClickException):
         raise
-    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
-        if os.environ.get("FLOWCTL_DEBUG"):
-            raise
-        click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
-        click.echo("hint: this is a flowctl bug; rerun with FLOWCTL_DEBUG=1 for details and report it", err=True)
+    except OSError as exc:
+        where = _output_failure(exc)
+        if where is None:
+            _internal(exc)
+        _quiet_stdout()
+        click.echo(f"error: [OUTPUT] cannot write {where}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
+        _internal(exc)
     sys.exit(code)
+
+
+#: errno values that mean "the output could not be written" (disk full, quota, file too large, I/O).
+_OUTPUT_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EBADF") if hasattr(errno, n))
+
+
+def _output_failure(exc: OSError) -> str | None:
+    """What could not be written, when ``exc`` is an output failure (``to standard output``, the
+    file a command was writing, or just ``output``), else None."""
+    try:
+        sys.stdout.flush()  # what failed is still buffered: flushing again fails the same way
+    except (OSError, ValueError):
+        return "to standard output"
+    if exc.errno in _OUTPUT_ERRNOS:
+        return exc.filename if exc.filename else "output"
+    return None
+
+
+def _quiet_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so what is still buffered is dropped at exit quietly."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _closed_output() -> None:
+    """Standard output or error is closed (``flowctl runs >&-``): refuse before anything opens a
+    file, which would otherwise get descriptor 1 or 2 and receive the output."""
+    if sys.stderr is not None:
+        click.echo("error: [OUTPUT] standard output is closed: nothing can be written; flowctl did nothing",
+                   err=True)  # (with standard error closed there is nowhere to say so: the exit code does)
+    sys.exit(EXIT_USAGE)
+
+
+def _internal(exc: BaseException) -> None:
+    """Report an unexpected error in one line (exit 2); re-raise it with FLOWCTL_DEBUG=1. Called
+    from an ``except`` block."""
+    if os.environ.get("FLOWCTL_DEBUG"):
+        raise  # noqa: PLE0704 - the exception being handled by the caller
+    click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
+    click.echo("hint: this is a flowctl bug; rerun with FLOWCTL_DEBUG=1 for details and report it", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _fail(exc, code: int) -> None:
@@ -281,11 +331,25 @@ def audit_log(run_id, root, db, fmt):
     _call("audit_log", run_id=run_id, root=root, db=db, fmt=fmt)
 
 
+def _seq_hash(value):
+    """``SEQ:HASH`` as ``flowctl audit head`` prints it (an event number, 64 hex digits),
+    lower-cased; None stays None. Anything else is a usage error (exit 2)."""
+    import re
+
+    if value is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,19}:[0-9a-fA-F]{64}", value.strip()):
+        raise click.BadParameter(f"{value!r} is not SEQ:HASH (an event number, a colon, 64 hex digits) as "
+                                 "`flowctl audit head RUN` prints it")
+    return value.strip().lower()
+
+
 @audit.command(name="verify")
 @click.argument("run_id", metavar="RUN")
 @_root_db
-@click.option("--expect-head", metavar="SEQ:HASH", help="Also require the chain to hold this head, as `flowctl audit head` "
-              "printed it earlier (kept outside the store).")
+@click.option("--expect-head", metavar="SEQ:HASH", callback=lambda ctx, param, value: _seq_hash(value),
+              help="Also require the chain to hold this head, as `flowctl audit head` printed it earlier (kept "
+                   "outside the store).")
 def audit_verify(run_id, root, db, expect_head):
     """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
     run row (status, checkpoint, error), a step record or the definition snapshot differs from it."""
@@ -455,7 +519,8 @@ def replay(run_id, definition, root, db, fmt):
 @click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
 @_root_db
 @click.option("--queue", default="default", show_default=True, metavar="Q", help="Queue to put the run in (workers choose queues).")
-@click.option("--priority", default=0, show_default=True, type=int, metavar="N", help="Higher runs are claimed first.")
+@click.option("--priority", default=0, show_default=True, type=click.IntRange(-2**31, 2**31 - 1), metavar="N",
+              help="Higher runs are claimed first; a 32-bit integer (-2147483648 to 2147483647).")
 @click.option("--delay", metavar="DURATION", help="Not before this long from now (database clock), e.g. 5m.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def submit(flow, input_, params, params_file, root, db, queue, priority, delay, fmt):

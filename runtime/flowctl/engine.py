@@ -59,6 +59,9 @@ class RunResult:
     steps: int = 0
     #: ``cancel`` of a run a live worker holds: the request is recorded; that worker cancels it
     cancel_requested: bool = False
+    #: when waiting on its child runs: ``[{run_id, flow, status, review, available_at, children}]``
+    #: of those not finished (``review`` as above, its token where this process issued it)
+    children: list = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

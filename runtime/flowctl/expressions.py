@@ -19,6 +19,11 @@ Extra functions, besides the JMESPath built-ins:
 ``date_add(iso, dur)``     ISO-8601 time plus a duration (``"90s"``, ``"1h"``)
 =========================  ===============================================================
 
+No function gives a non-finite number: a result that would be infinite or NaN (``divide(`1`,
+`1e-320`)``, ``multiply`` overflowing, ``to_number('Infinity')``, ``sum`` of huge numbers,
+``from_json('NaN')``) raises :class:`~flowctl.errors.ExpressionError` instead, so error handlers
+apply and nothing non-finite reaches events, outputs or the run row (JSON has no Infinity).
+
 ``uuid()`` and ``now()`` draw from :data:`RECORDER`, a context variable the engine sets per step
 so values are recorded in the audit log and replayed from it.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import contextvars
 import fnmatch
 import json
+import math
 from datetime import datetime, timedelta, timezone
 
 import jmespath
@@ -74,14 +80,36 @@ def _parse_time(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+class NonFinite(ValueError):
+    """A function's result is infinite or NaN (reported as an :class:`ExpressionError`)."""
+
+
+def _reject_constant(name):
+    raise NonFinite(f"from_json: {name} is not a finite number")
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFinite(f"from_json: {text} is not a finite number")
+    return value
+
+
 class _Functions(functions.Functions):
+    def call_function(self, function_name, resolved_args):
+        """As JMESPath's, but a float result must be finite (see the module docstring)."""
+        out = super().call_function(function_name, resolved_args)
+        if isinstance(out, float) and not math.isfinite(out):
+            raise NonFinite(f"{function_name}() gives {out!r}, not a finite number")
+        return out
+
     @functions.signature({"types": []})
     def _func_to_json(self, value):
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @functions.signature({"types": ["string"]})
     def _func_from_json(self, text):
-        return json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
     @functions.signature()
     def _func_uuid(self):

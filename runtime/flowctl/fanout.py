@@ -170,9 +170,43 @@ def _drive(runner, state, fan) -> None:
             ch["status"] = "cancelled"
 
 
+def waiting_children(runner, pending) -> list:
+    """The unfinished children a parent waits on (``pending``: its ``{kind: children, children:
+    [ids]}``), as :attr:`RunResult.children`: from what this process drove (a review token it
+    issued is only there, never stored), else from the store (no token: ``flowctl reviews
+    --reissue CHILD`` makes one)."""
+    known = getattr(runner, "child_results", {})
+    out = []
+    for run_id in pending.get("children") or ():
+        r = known.get(run_id)
+        if r is not None and r.status == "paused" and not (r.review or {}).get("token"):
+            r = None  # resumed here without a decision: the store says what it waits for
+        if r is None:
+            try:
+                row = runner.engine.store.get_run(run_id, exact=True)
+            except FlowctlError:
+                continue
+            wait = (row.get("cursor") or {}).get("pending") or {}
+            review = None
+            if row["status"] == "paused" and wait.get("kind") == "review":
+                review = {k: wait.get(k) for k in ("state", "decisions", "show", "deadline")}
+                review["token"] = None
+            r = {"run_id": row["id"], "flow": row["flow"], "status": row["status"], "review": review,
+                 "available_at": row.get("available_at"),
+                 "children": waiting_children(runner, wait) if wait.get("kind") == "children" else []}
+        else:
+            r = {"run_id": r.run_id, "flow": r.flow, "status": r.status, "review": r.review,
+                 "available_at": r.available_at, "children": r.children}
+        if r["status"] not in FINAL:
+            out.append(r)
+    return out
+
+
 def _record(runner, state, fan, ch, result) -> None:
     """A child ended: keep its outcome (and completed side effects) in the plan; say so in the log."""
     ch["status"], ch["output"], ch["error"] = result.status, result.output, result.error
+    if result.status in ("paused", "waiting"):  # its review token, for the parent's result only
+        runner.__dict__.setdefault("child_results", {})[ch["run_id"]] = result
     row = None
     if result.status in ("succeeded", "cancelled"):
         row = runner.engine.store.get_run(ch["run_id"])

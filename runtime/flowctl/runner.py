@@ -192,8 +192,9 @@ def recover(engine) -> list:
         try:
             results.append(resume(engine, row))
         except FlowctlError as exc:
-            results.append(RunResult(row["id"], row["flow"], row["status"],
-                                     error={"type": type(exc).__name__, "code": exc.code, "message": str(exc)}))
+            results.append(RunResult(row["id"], row["flow"], row["status"],  # refused: not continued
+                                     error={"type": type(exc).__name__, "code": exc.code, "message": str(exc),
+                                            "refused": True}))
     return results
 
 
@@ -601,8 +602,13 @@ class Runner:
         if self.row["status"] == "paused" and pending.get("kind") == "review":
             review = {k: pending.get(k) for k in ("state", "decisions", "show", "deadline")}
             review["token"] = getattr(self, "issued_token", None)
-        return RunResult(self.id, self.flow.id, self.row["status"], self.row.get("output"), self.row.get("error"),
-                         list(c["path"]), list(c["residue"]), review, self.row.get("available_at"), c["step"])
+        out = RunResult(self.id, self.flow.id, self.row["status"], self.row.get("output"), self.row.get("error"),
+                        list(c["path"]), list(c["residue"]), review, self.row.get("available_at"), c["step"])
+        if self.row["status"] == "waiting" and pending.get("kind") == "children":
+            from . import fanout
+
+            out.children = fanout.waiting_children(self, pending)
+        return out
 
     def enter(self, state) -> None:
         c = self.cursor

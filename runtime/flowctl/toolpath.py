@@ -14,6 +14,9 @@ Refused, by ``validate`` (FC606) and again when the engine resolves the function
 - a module in ``orchestration/tools/`` that has a standard library name (the standard library
   module is what Python imports);
 - an attribute path with a part starting with ``_`` (``shop:__builtins__``, ``m:_private``);
+- code of ``orchestration/tools/`` when that folder, or anything under it (a module, a package, a
+  file of a package), is a symbolic link resolving outside the repository: tool code comes from the
+  repository only, as definition files do (FC008);
 - at run time, a resolved object defined outside the allowed modules (``tools_mod:os.system``
   reaches ``os.system`` through a module attribute; its ``__module__`` says ``posix``).
 
@@ -35,6 +38,33 @@ def _in_tools(top: str, tools_dir: Path) -> bool:
     return (tools_dir / f"{top}.py").is_file() or (tools_dir / top).is_dir()
 
 
+def outside_repository(tools_dir: Path) -> tuple | None:
+    """``(relative path, where it leads)`` of the first of ``tools_dir`` (``<repo>/orchestration/tools``)
+    and the entries under it that resolve outside the repository, or None. Imports nothing; does
+    not follow links while walking (a link is checked, not entered)."""
+    tools_dir = Path(tools_dir).absolute()
+    repo = os.path.realpath(tools_dir.parent.parent)
+    prefix = repo.rstrip(os.sep) + os.sep
+
+    def leaves(path) -> str | None:
+        real = os.path.realpath(path)
+        return None if real == repo or real.startswith(prefix) else real
+
+    for path in (tools_dir.parent, tools_dir):
+        target = leaves(path)
+        if target is not None:
+            return os.path.relpath(path, tools_dir.parent.parent), target
+    for folder, dirs, names in os.walk(tools_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in dirs + sorted(names):
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                target = leaves(path)
+                if target is not None:
+                    return os.path.relpath(path, tools_dir.parent.parent), target
+    return None
+
+
 def ref_problem(ref: str, tools_dir: Path, packages=()) -> str | None:
     """Why ``ref`` (``module:attr``) may not name tool code, or None. Imports nothing."""
     module, sep, attr = ref.partition(":")
@@ -52,6 +82,10 @@ def ref_problem(ref: str, tools_dir: Path, packages=()) -> str | None:
                     "which Python imports instead: rename it")
         return f"{module} is a Python standard library module, not tool code: {ref} would run it with the run's data"
     if _in_tools(top, tools_dir):
+        found = outside_repository(tools_dir)
+        if found:
+            return (f"{found[0]} is a link to {found[1]}, outside the repository: tool code is run only "
+                    "from the repository")
         return None
     from importlib.machinery import PathFinder
 

@@ -31,8 +31,12 @@ run becomes due) is the fallback and the only mechanism on SQLite.
 **Stopping and cancelling.** SIGTERM (or Ctrl-C): no new claims; each running run stops at its
 next checkpoint between steps (the runner checks :meth:`Worker.halt`, a flag, there: nothing is
 raised out of a store write); its lease is released so another worker continues it at once; the
-worker exits 0. A second signal exits at once. After SIGKILL the leases simply expire. A cancel
-request the heartbeat saw halts the run at the same checkpoint, and the worker cancels it.
+worker exits 0. A second signal exits at once. After SIGKILL the leases simply expire. Cancel
+requests are polled every ``cancel_poll`` seconds (default 1 s; one indexed query of the runs
+this worker holds), independent of the lease heartbeat: a request seen halts the run at its next
+checkpoint, and the worker cancels it (compensating). A run that ends before its request was seen
+gets a ``cancel_request_unseen`` event (who asked, when, how the run ended) appended to its log,
+and its ``cancel_requested`` is cleared: nothing looks honoured that was not.
 
 **Limits.** ``flowctl_limits`` holds store-wide caps per flow and per queue. A claim on
 PostgreSQL first locks those rows (claimers take turns only when limits exist) and picks a run only
@@ -57,6 +61,8 @@ from .store import FINAL, LeaseLost
 
 DEFAULT_LEASE = 30.0
 DEFAULT_POLL = 2.0
+#: longest time (seconds) between two looks for cancel requests of the runs a worker holds
+DEFAULT_CANCEL_POLL = 1.0
 
 
 class _Enqueued(BaseException):
@@ -190,11 +196,13 @@ class Worker:
     a heartbeat. ``poll``: longest idle wait between claims (LISTEN/NOTIFY wakes it sooner on
     PostgreSQL). ``max_runs``: exit after driving that many runs (None: run until stopped).
     ``log``: ``fn(event: str, fields: dict)`` for each claim, outcome and lease loss.
+    ``cancel_poll``: seconds between looks for cancel requests (default :data:`DEFAULT_CANCEL_POLL`).
     """
 
     def __init__(self, project, store, *, concurrency: int = 4, queues=None, lease: float = DEFAULT_LEASE,
                  poll: float = DEFAULT_POLL, max_inline_wait: float = 1.0, max_runs: int | None = None,
-                 worker_id: str | None = None, log=None, heartbeat: float | None = None, listen: bool = True):
+                 worker_id: str | None = None, log=None, heartbeat: float | None = None, listen: bool = True,
+                 cancel_poll: float | None = None):
         from .engine import Engine
 
         if not hasattr(store, "claim"):
@@ -210,6 +218,7 @@ class Worker:
         self.lease = float(lease)
         self.poll = max(0.05, float(poll))
         self.heartbeat_every = heartbeat or max(0.2, self.lease / 3)
+        self.cancel_poll_every = max(0.05, float(cancel_poll or DEFAULT_CANCEL_POLL))
         self.max_runs = max_runs
         self.listen = listen
         self.log = log or (lambda event, fields: None)
@@ -302,6 +311,7 @@ class Worker:
                                     "concurrency": self.concurrency, "lease_s": self.lease})
         beat = threading.Thread(target=self._heartbeat_loop, name="flowctl-heartbeat", daemon=True)
         beat.start()
+        threading.Thread(target=self._cancel_poll_loop, name="flowctl-cancel-poll", daemon=True).start()
         if self.listen and store.listen_dsn():
             threading.Thread(target=self._listen_loop, name="flowctl-listen", daemon=True).start()
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="flowctl-run")
@@ -407,6 +417,8 @@ class Worker:
                 elif outcome in ("waiting", "paused") and (run_id in self.cancel_wanted
                                                            or self.store.cancel_requests([run_id])):
                     outcome = self._cancel(self.store.get_run(run_id))  # asked just before it parked
+                elif outcome in ("succeeded", "failed"):
+                    self._note_unseen_cancel(run_id)  # asked, but it ended before a poll saw it
         except LeaseLost as exc:
             outcome, detail = "lost", str(exc)
             self.mark_lost(run_id, fence, "commit refused")
@@ -433,6 +445,26 @@ class Worker:
         result = runner.cancel(self.engine, row, compensate=request.get("compensate", True),
                                by=request.get("by"), holder=True)
         return result.status
+
+    def _note_unseen_cancel(self, run_id) -> None:
+        """``run_id`` ended (succeeded or failed) with a cancel request still pending: append a
+        ``cancel_request_unseen`` event to its log and clear the request, so it does not look honoured."""
+        from . import runner
+
+        request = self.store.cancel_requests([run_id]).get(run_id)
+        if not request:
+            return
+        try:
+            row = self.store.get_run(run_id, exact=True)
+            project = self.engine.project_for(row["digest"])
+            r = runner.Runner(self.engine, project, project.flows[row["flow"]], row)
+            r.emit("cancel_request_unseen", None, None, by=request.get("by"), requested_at=request.get("at"),
+                   outcome=row["status"], note=f"the run {row['status']} before worker {self.id} saw the cancel request; "
+                                               "nothing was cancelled or undone")
+            r.commit(cancel_requested=None)
+            self.log("cancel_request_unseen", {"run": run_id, "by": request.get("by"), "outcome": row["status"]})
+        except Exception as exc:  # noqa: BLE001 - the run's outcome stands; the request stays recorded
+            self.log("cancel_note_failed", {"run": run_id, "error": _first_line(exc)})
 
     def _remind(self, row, fence) -> bool:
         """A paused review whose reminder (not its deadline) came due: notify again with a new token
@@ -523,6 +555,29 @@ class Worker:
                 self.stats["heartbeat_errors"] += 1
                 self.log("heartbeat_failed", {"error": _first_line(exc)})
 
+    def poll_cancels(self) -> dict:
+        """One look for cancel requests of the runs this worker holds (``{run id: request}``); those
+        found halt their runs at the next checkpoint (:meth:`halt`). Errors are counted, not raised."""
+        with self._lock:
+            held = list(self._held)
+        if not held:
+            return {}
+        try:
+            wanted = self.store.cancel_requests(held)
+        except Exception as exc:  # noqa: BLE001 - the next poll (or the heartbeat) tries again
+            self.stats["cancel_poll_errors"] += 1
+            self.log("cancel_poll_failed", {"error": _first_line(exc)})
+            return {}
+        if wanted:
+            with self._lock:
+                self.cancel_wanted.update({rid: req for rid, req in wanted.items() if rid in self._held})
+        return wanted
+
+    def _cancel_poll_loop(self) -> None:
+        while not (self.stopping.is_set() and not self._active):
+            time.sleep(self.cancel_poll_every)
+            self.poll_cancels()
+
     def _listen_loop(self) -> None:
         import psycopg
 
@@ -582,4 +637,5 @@ def _safe(url: str) -> str:
     return safe(url)
 
 
-__all__ = ["Worker", "LeasedStore", "enqueue", "text_logger", "json_logger", "DEFAULT_LEASE", "DEFAULT_POLL"]
+__all__ = ["Worker", "LeasedStore", "enqueue", "text_logger", "json_logger", "DEFAULT_LEASE", "DEFAULT_POLL",
+           "DEFAULT_CANCEL_POLL"]

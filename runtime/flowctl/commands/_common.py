@@ -261,7 +261,36 @@ def print_result(result, *, fmt="text", db=None) -> int:
 
         click.echo(f"waiting until {iso(result.available_at)}; continue with: flowctl resume {result.run_id}{_store_flag(db)} "
                    f"(or flowctl recover{_store_flag(db)})")
+    if result.status == "waiting" and result.children:
+        click.echo(f"waiting on child runs; run {result.run_id} continues when they end:")
+        _print_children(result.children, _store_flag(db), "  ")
     return result.exit_code
+
+
+def _print_children(children, flag: str, indent: str) -> None:
+    """What each unfinished child run waits for and how to continue it (nested children indented)."""
+    from ..clock import iso
+
+    for ch in children:
+        rv = ch.get("review")
+        head = f"{indent}child run {ch['run_id']} ({ch['flow']})"
+        if ch["status"] == "paused" and rv:
+            click.echo(f"{head} is paused for review at '{rv['state']}': " + json.dumps(rv.get("show"), ensure_ascii=False))
+            decisions = "|".join(rv.get("decisions") or []) or "D"
+            if rv.get("token"):
+                click.echo(f"{indent}  resume it with: flowctl resume {ch['run_id']}{flag} --token {rv['token']} "
+                           f"--decision {decisions}")
+            else:
+                click.echo(f"{indent}  see: flowctl reviews{flag}; a new token: flowctl reviews{flag} --reissue "
+                           f"{ch['run_id']}, then flowctl resume {ch['run_id']}{flag} --token T --decision {decisions}")
+        elif ch["status"] == "paused":
+            click.echo(f"{head} is paused; see: flowctl reviews{flag}")
+        elif ch.get("available_at") and not ch.get("children"):
+            click.echo(f"{head} is waiting until {iso(ch['available_at'])}; continue with: flowctl recover{flag}")
+        else:
+            click.echo(f"{head} is {ch['status']}" + (" on its own child runs:" if ch.get("children") else ""))
+        if ch.get("children"):
+            _print_children(ch["children"], flag, indent + "  ")
 
 
 class Progress:

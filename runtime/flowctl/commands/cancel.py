@@ -3,7 +3,8 @@
 Exit 0 cancelled here with every completed side effect undone; 1 cancelled, but some side effect
 could not be undone (its residue is listed: it is still in place); 2 the run had already ended, a
 live process executes it, or bad input or store; 3 when a live worker holds the run: the request
-is recorded and that worker cancels it at its next step (``flowctl runs`` shows when it has)."""
+is recorded and that worker cancels it at its next step (``flowctl trace RUN`` shows whether it
+did, or that the run ended before the request was seen: ``cancel_request_unseen``)."""
 from __future__ import annotations
 
 from ._common import open_engine, print_result
@@ -20,7 +21,7 @@ def run(run_id, no_compensate, by, root, db) -> int:
 
         click.echo(f"run {result.run_id} ({result.flow}): cancel requested — the worker holding it cancels it at "
                    f"its next step{' and undoes its side effects' if not no_compensate else ''}; "
-                   f"see: flowctl runs --status cancelled")
+                   f"see: flowctl trace {result.run_id} (a run that ends first records cancel_request_unseen)")
         return 3
     print_result(result, db=db)
     if result.status == "cancelled" and result.residue:

@@ -1,4 +1,8 @@
-"""``flowctl recover``: continue every orphaned or due run in the store."""
+"""``flowctl recover``: continue every orphaned or due run in the store.
+
+Exit 0 all continued to an end, 1 a run failed or was cancelled, or one was refused and not
+continued (a tampered record, RECORD_TAMPERED; named on stderr), 3 one is paused or waiting.
+"""
 from __future__ import annotations
 
 import click
@@ -23,6 +27,11 @@ def run(root, db, max_inline_wait, quiet) -> int:
                        f"--token {r.review['token']} --decision {'|'.join(r.review.get('decisions') or [])}")
         elif r.error and r.status not in ("succeeded",):
             click.echo(f"    {r.error.get('type')}: {r.error.get('message')}")
-    if any(r.status in ("failed", "cancelled") for r in results):
+    refused = [r for r in results if (r.error or {}).get("refused")]
+    for r in refused:
+        click.echo(f"error: [{r.error.get('code')}] run {r.run_id} was not continued: {r.error.get('message')}", err=True)
+    if refused and any(r.error.get("code") == "RECORD_TAMPERED" for r in refused):
+        click.echo("hint: flowctl audit verify RUN says what differs; restore the store from a backup", err=True)
+    if refused or any(r.status in ("failed", "cancelled") for r in results):
         return EXIT_FAILED
     return EXIT_PAUSED if any(r.status in ("paused", "waiting") for r in results) else EXIT_OK

@@ -16,12 +16,22 @@ def load_definition(root, spec):
     """``(Project, label)``: the working tree (None), a folder holding orchestration/, or a git revision."""
     from .diff import Sides
 
+    from pathlib import Path
+
+    from ..errors import UsageError
+
     if spec is None:
         return open_project(root), "the working tree"
-    project, label = Sides(root).load(spec)
+    try:
+        project, label = Sides(root).load(spec)
+    except UsageError:
+        if Path(spec).expanduser().exists():
+            raise
+        # neither reading of SPEC exists: say so, not how to run `flowctl diff`
+        raise UsageError(f"--definition {spec} is neither a git revision nor a folder: no such folder exists",
+                         hint="give a folder holding orchestration/, or a git revision of this repository: "
+                              "flowctl replay RUN --definition origin/main") from None
     if not project.files:
-        from ..errors import UsageError
-
         raise UsageError(f"{label} has no orchestration/ definition files")
     return project, label
 

@@ -3,7 +3,9 @@
 Golden path cases (``orchestration/tests/<flow>/*.yaml``) run with mocked tools on a fake clock;
 failures print as path diffs; coverage per flow. ``--contracts`` runs the contract tests instead
 (the real tools, in their sandbox). Exit 0 all passed (and coverage met), 1 a failure or coverage
-below ``--min-coverage``, 2 unusable (malformed case files, an unknown flow, no cases to run).
+below ``--min-coverage``, 2 unusable (malformed case files, an unknown flow, no cases to run, or
+definition errors: golden cases refuse flows whose files have ``flowctl validate`` errors,
+``--contracts`` refuses a project with any, naming the first).
 """
 from __future__ import annotations
 
@@ -181,6 +183,21 @@ def _check_definitions(project, flow_ids) -> None:
                                hint="run: flowctl validate")
 
 
+def _check_project(project) -> None:
+    """Refuse (exit 2) contract tests of a project with validate errors: they call real tools, and
+    a project the gate cannot trust (e.g. FC704, contracts disagreeing on a function's effects)
+    must not decide which of them count as read-only."""
+    from ..checks import validate
+    from ..diagnostics import ERROR
+
+    errors = [d for d in validate(project) if d.severity == ERROR]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ProjectError(f"the project has definition errors: {first.location}: [{first.code}] {first.message}{more}",
+                           hint="run: flowctl validate; contract tests run real tools, so they need a valid project")
+
+
 def _human(seconds: float) -> str:
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -197,6 +214,7 @@ def _contracts(project, flows, junit, color) -> int:
     from ..testing.contract_tests import FAILED, PASSED, contracts_to_test, run_contract_tests
 
     style = _style(color)
+    _check_project(project)
     chosen = contracts_to_test(project, flows)
     if not chosen:
         click.echo("no contract has side effects or examples: nothing to test")

@@ -19,6 +19,11 @@ manager, found in the entrypoint's module, else its top-level package, else that
 ``sandbox`` module. The shipped example tools (``shop_tools.sandbox``) point ``FLOWCTL_SHOP_DB`` at a
 temporary copy of a freshly seeded shop database for each example. A side-effecting contract whose
 tools declare no sandbox is skipped, never run against the real system; a read-only one runs as is.
+
+**Tests follow the function**, as the gate does: a contract whose ``entrypoint`` is the same
+function as a side-effecting contract's (the same ``module:attr``, or another name that resolves to
+the very same object, e.g. a re-export) is tested as side-effecting — it needs a sandbox and a
+verify — whatever it declares itself.
 """
 from __future__ import annotations
 
@@ -76,8 +81,48 @@ def contracts_to_test(project, flows=None) -> list:
     return out
 
 
+def effect_functions(project) -> dict:
+    """``{id(function): (function, side-effecting contract ref)}`` for every side-effecting
+    contract whose entrypoint resolves (one that cannot be resolved is left out: it cannot run)."""
+    from ..tools import resolve
+
+    tools_folder = str(project.orchestration / "tools")
+    out: dict = {}
+    for tool_id in sorted(project.contracts):
+        for c in project.contracts[tool_id]:
+            if not c.side_effecting:
+                continue
+            try:
+                fn = resolve(c.entrypoint, tools_folder, project.tool_packages)
+            except Exception:  # noqa: BLE001 - unimportable or refused
+                continue
+            out.setdefault(id(fn), (fn, c.ref))
+    return out
+
+
+def side_effecting_as(project, contract, effects=None) -> str | None:
+    """The ref of a side-effecting contract on the same function as ``contract`` (itself when it
+    declares side effects), or None when no contract declares effects for that function."""
+    from ..tools import resolve
+
+    if contract.side_effecting:
+        return contract.ref
+    for versions in project.contracts.values():
+        for other in versions:
+            if other.side_effecting and other.entrypoint == contract.entrypoint:
+                return other.ref
+    effects = effect_functions(project) if effects is None else effects
+    try:
+        fn = resolve(contract.entrypoint, str(project.orchestration / "tools"), project.tool_packages)
+    except Exception:  # noqa: BLE001 - the invoke step reports it
+        return None
+    hit = effects.get(id(fn))
+    return hit[1] if hit is not None and hit[0] is fn else None
+
+
 def run_contract_tests(project, contracts=None, *, on_result=None) -> list:
     contracts = contracts_to_test(project) if contracts is None else contracts
+    effects = effect_functions(project) if any(not c.side_effecting and c.examples for c in contracts) else {}
     out = []
     for c in contracts:
         if not c.examples:
@@ -88,7 +133,7 @@ def run_contract_tests(project, contracts=None, *, on_result=None) -> list:
                 on_result(r)
             continue
         for i, example in enumerate(c.examples):
-            r = run_example(project, c, i, example)
+            r = run_example(project, c, i, example, effects=effects)
             out.append(r)
             if on_result:
                 on_result(r)
@@ -112,7 +157,9 @@ def find_sandbox(contract, tools_folder: str):
     return None
 
 
-def run_example(project, contract, index: int, example: dict) -> ContractResult:
+def run_example(project, contract, index: int, example: dict, *, effects=None) -> ContractResult:
+    """One example of ``contract`` (see the module docstring); ``effects`` is
+    :func:`effect_functions` of the project, computed when not given."""
     from ..schemas_runtime import check_instance
     from ..tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout, resolve
     from .runner import subset_problems
@@ -136,10 +183,12 @@ def run_example(project, contract, index: int, example: dict) -> ContractResult:
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
             return fail("example input matches input_schema", problem)
+    effecting = side_effecting_as(project, contract, effects)
+    via = "" if effecting in (None, contract.ref) else f" (its entrypoint is the same function as {effecting}'s)"
     found = find_sandbox(contract, tools_folder)
-    if found is None and contract.side_effecting:
+    if found is None and effecting:
         result.status = SKIPPED
-        result.message = (f"{contract.ref} has side effects and its tools declare no sandbox "
+        result.message = (f"{contract.ref} has side effects{via} and its tools declare no sandbox "
                           f"(define flowctl_sandbox in its package); not run against the real system")
         return result
     timeout = contract.timeout or DEFAULT_TIMEOUT
@@ -164,11 +213,11 @@ def run_example(project, contract, index: int, example: dict) -> ContractResult:
                 wrong = subset_problems(example["output"], output, "output")
                 if wrong:
                     return fail("output contains the example's output", "; ".join(wrong))
-            if not contract.side_effecting:
+            if not effecting:
                 result.status = PASSED
                 return result
             if not contract.verify:
-                return fail("verify", "the contract has side_effects but names no verify")
+                return fail("verify", f"the contract has side effects{via} but names no verify")
             try:
                 verify = resolve(contract.verify, tools_folder, project.tool_packages)
                 happened = call_with_timeout(verify, (tool_input, output, call), timeout, f"verify of {contract.ref}")
@@ -238,4 +287,5 @@ def _describe(exc) -> str:
 
 
 __all__ = ["ContractResult", "run_contract_tests", "run_example", "contracts_to_test", "find_sandbox",
+           "effect_functions", "side_effecting_as",
            "PASSED", "FAILED", "SKIPPED"]

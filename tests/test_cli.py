@@ -1,0 +1,58 @@
+"""flowctl.cli: the one error handler — output failures, closed descriptors and option ranges are a
+clear one-line error with exit 2, never a traceback or an "internal error"."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flowctl.cli import main
+from helpers import FLOWCTL_EXE
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _flowctl(args, *, stdout, preexec_fn=None, cwd=REPO):
+    env = {k: v for k, v in os.environ.items() if k != "FLOWCTL_DEBUG"}
+    return subprocess.run([FLOWCTL_EXE, *args], cwd=str(cwd), stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          timeout=120, env=env, preexec_fn=preexec_fn)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["validate", "--format", "sarif"], ["graph", "order_return"], ["schema", "state"]])
+def test_output_that_cannot_be_written_is_a_one_line_error_exit_2(args):
+    with open("/dev/full", "w") as full:
+        done = _flowctl(args, stdout=full)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [f"error: [OUTPUT] cannot write {done.stderr.split('cannot write ')[1].strip()}"]
+    assert "No space left on device" in done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_a_closed_standard_output_is_refused_before_anything_runs(tmp_path):
+    db = tmp_path / "x.db"
+    done = _flowctl(["runs", "--db", f"sqlite:///{db}"], stdout=None, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: [OUTPUT] standard output is closed: nothing can be written; flowctl did nothing"
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("priority", ["-99999999999999999999", "2147483648", "-2147483649"])
+def test_submit_priority_out_of_the_stored_range_is_a_usage_error(tmp_path, priority):
+    db = tmp_path / "x.db"
+    result = CliRunner().invoke(main, ["submit", "outbound_report", "--input", '{"to": ["a@example.com"]}', "--root",
+                                       str(REPO), "--db", f"sqlite:///{db}", "--priority", priority])
+    assert result.exit_code == 2
+    assert "Invalid value for '--priority'" in result.output and "-2147483648<=x<=2147483647" in result.output
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("head", ["garbage", "3", "3:abc", "x:" + "a" * 64, "-1:" + "a" * 64, "3:" + "g" * 64])
+def test_audit_verify_expect_head_that_is_not_seq_hash_is_a_usage_error(tmp_path, head):
+    result = CliRunner().invoke(main, ["audit", "verify", "R1", "--root", str(REPO), "--db", f"sqlite:///{tmp_path}/x.db",
+                                       "--expect-head", head])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--expect-head'" in result.output and "is not SEQ:HASH" in result.output
