@@ -28,6 +28,10 @@ import os
 import sys
 from pathlib import Path
 
+#: the tools folders flowctl has put on ``sys.path`` (:func:`flowctl.tools.add_tools_path`): a
+#: module found there is the project's own, not an installed one
+TOOL_PATHS: set = set()
+
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(sys.builtin_module_names)
 
 HINT = ("tool code lives in orchestration/tools/; to use an installed package, list it in "
@@ -89,9 +93,7 @@ def ref_problem(ref: str, tools_dir: Path, packages=()) -> str | None:
         return None
     from importlib.machinery import PathFinder
 
-    from .tools import _imported_paths
-
-    skip = {os.path.realpath(p) for p in _imported_paths} | {os.path.realpath(tools_dir)}
+    skip = {os.path.realpath(p) for p in TOOL_PATHS} | {os.path.realpath(tools_dir)}
     search = [p for p in sys.path if os.path.realpath(p or ".") not in skip]
     spec = PathFinder.find_spec(top, search)
     if spec is not None:

@@ -44,13 +44,14 @@ class ToolCall:
     tool: str = ""
 
 
-_imported_paths: set = set()
 _cache: dict = {}
 
 
 def add_tools_path(folder: str) -> None:
-    if folder not in _imported_paths:
-        _imported_paths.add(folder)
+    from .toolpath import TOOL_PATHS
+
+    if folder not in TOOL_PATHS:
+        TOOL_PATHS.add(folder)
         if folder not in sys.path:
             sys.path.insert(0, folder)
 
