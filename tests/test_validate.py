@@ -646,6 +646,11 @@ CATALOGUE = {
     "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
     "FC609": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\noutput_schema: {type: strin}\n"},
     "FC606": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: os:system\n"},
+    "FC806": {"states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+              "states/done.yaml": "id: done\ntype: succeed\n",
+              "transitions/flow.yaml": "flow: flow\nstart: ask\ntransitions:\n"
+                                       "  - {from: ask, to: done, when: \"review.decision != 'rejected'\"}\n"
+                                       "  - {from: ask, to: done}\n"},
     "FC607": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [custmer]\n"
               "input_schema: {type: object, properties: {customer: {type: string}}}\n"},
     "FC704": {**TASK, "contracts/peek.v1.0.0.yaml": "id: peek\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS
@@ -685,3 +690,21 @@ def test_fc607_a_sensitive_name_no_schema_declares_is_a_typo_warning_with_the_re
     # a contract whose schemas declare no properties gives nothing to compare with: silent
     assert not of(problems(make_project({**TASK, "contracts/pay.v1.0.0.yaml":
                                          "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [anything]\n"})), "FC607")
+
+
+REVIEWED = {
+    "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "states/no.yaml": "id: no\ntype: fail\nerror: Rejected\n",
+}
+
+
+def test_fc806_a_decision_no_review_offers_is_an_error_with_the_one_meant(make_project):
+    # `'approved'` never equals a decision of [approve, reject]: every approval would be read as a rejection
+    flow = ("flow: flow\nstart: ask\ntransitions:\n"
+            "  - {from: ask, to: done, when: \"review.decision == 'approved'\"}\n  - {from: ask, to: no}\n")
+    found = one(problems(make_project({**REVIEWED, "transitions/flow.yaml": flow})), "FC806")
+    assert "'approved'" in found.message and "approve, reject" in found.message and "approve" in found.hint
+    assert (found.file, found.line) == ("orchestration/transitions/flow.yaml", 4)
+    ok = flow.replace("'approved'", "'approve'")
+    assert not of(problems(make_project({**REVIEWED, "transitions/flow.yaml": ok})), "FC806")

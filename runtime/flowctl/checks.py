@@ -19,6 +19,7 @@ import sys
 from collections import deque
 
 from . import versions
+from .decisions import check_review_decisions
 from .flowdata import check_dataflow
 from .diagnostics import Diagnostic, sort_key
 from .durations import parse_duration
@@ -580,7 +581,7 @@ def check_fail_states(project: Project):
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
-          check_same_function, check_tool_code, check_sensitive,
+          check_same_function, check_tool_code, check_sensitive, check_review_decisions,
           check_dataflow)
 
 

@@ -70,6 +70,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC803": ("required-input-unset-on-path", ERROR),
     "FC804": ("sometimes-defined-in-condition", WARNING),
     "FC805": ("function-argument-type", WARNING),
+    "FC806": ("decision-not-offered", ERROR),
 }
 
 
