@@ -125,3 +125,16 @@ def test_a_printed_path_reads_back_as_the_same_path():
         assert (parse_path(one_line_path(path)) or []) == path
 
     roundtrip()
+
+
+def test_a_mocked_error_name_close_to_a_flowctl_error_is_a_typo_warning(tmp_path):
+    # `ToolUnavailble` would raise a plain ToolError: the retry on ToolUnavailable never runs
+    text = GOOD.replace("    output: {status: ok, amount: 10}", "    error: ToolUnavailble")
+    cases, diags = load(tmp_path, {"typo.yaml": text})
+    (d,) = diags
+    assert (d.code, d.severity) == ("FT105", "warning") and "ToolUnavailable" in d.hint
+    assert d.line == text.lstrip("\n").splitlines().index("    error: ToolUnavailble") + 1
+    assert cases  # the case still runs
+    for name in ("ToolUnavailable", "ValueError", "Payments.CardDeclined"):  # real or free names: silent
+        assert load(tmp_path, {"ok.yaml": GOOD.replace("    output: {status: ok, amount: 10}", f"    error: {name}")},
+                    name=f"p-{name}")[1] == []
