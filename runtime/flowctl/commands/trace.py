@@ -114,7 +114,7 @@ def run(run_id, root, db, fmt) -> int:
     click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
     click.echo(one_line_path(path))
     table = Table(box=None, header_style="bold")
-    for col in ("#", "state", "type", "tool", "tries", "ms", "policy", "outcome", "next"):
+    for col in ("#", "state", "type", "tool", "tries", "tool ms", "policy", "outcome", "next"):  # time in tool calls (retry delays are not)
         table.add_column(col, no_wrap=True)
     notes = []
     for s in steps:
