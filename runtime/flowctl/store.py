@@ -909,7 +909,10 @@ def _sqlite_pragmas(engine, sa) -> None:
 
 
 def _safe(url: str) -> str:
-    """URL without a password."""
+    """URL without a password, as the user writes it (``postgresql://``, not SQLAlchemy's
+    ``postgresql+psycopg://``)."""
+    if url.startswith("postgresql+psycopg://"):
+        url = "postgresql://" + url[len("postgresql+psycopg://"):]
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         creds, host = rest.rsplit("@", 1)
