@@ -92,3 +92,10 @@ def test_a_number_too_large_for_a_float_is_refused_not_stored_as_infinity(tmp_pa
     write_project(tmp_path, FILES)
     code, out = _flowctl(tmp_path, "run", "f", "--db", "memory", "--input", '{"amount": 1e999}')
     assert code == 2 and "1e999 is too large for a number" in out, out
+
+
+def test_a_store_that_cannot_be_opened_is_named_as_written_without_its_password(tmp_path):
+    write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "runs", "--db", "postgresql://ops:hunter2@127.0.0.1:1/x")
+    assert code == 2 and "cannot open store postgresql://ops@127.0.0.1:1/x" in out, out
+    assert "hunter2" not in out and "+psycopg" not in out and "Traceback" not in out
