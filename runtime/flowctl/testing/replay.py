@@ -517,11 +517,15 @@ def _child_divergence(tools: RecordedTools, parent: Recording, replayed_parent: 
                                     reason=["the recorded run had this child run; the replay did not start it"])
             events = [e for e in every if e.get("run_id") == rid]
             row = store.get_run(rid)
-            r = ReplayResult(kid.run_id, kid.row["flow"], label, kid.path,
-                             [e["state"] for e in events if e["type"] == "state_entered"], kid.row.get("status"),
+            path = [e["state"] for e in events if e["type"] == "state_entered"]
+            deeper = _child_divergence(tools, kid, rid, every, store, label)
+            cut = row["status"] not in FINAL or (row["status"] == "cancelled" and kid.row.get("status") != "cancelled")
+            if deeper is None and tools.stop is not None and rid != tools.stop_run and cut \
+                    and path == kid.path[:len(path)]:
+                continue  # a sibling cut short (or cancelled) when the replay stopped elsewhere: as recorded so far
+            r = ReplayResult(kid.run_id, kid.row["flow"], label, kid.path, path, kid.row.get("status"),
                              row["status"], kid.row.get("error"), row.get("error"), where=where)
             _locate(r, kid.events, events, row["status"] in FINAL)
-            deeper = _child_divergence(tools, kid, rid, every, store, label)
             if deeper is not None and (r.step is None or _step_of(kid, deeper.where["state"]) <= r.step):
                 r.step, r.child, r.reason = _step_of(kid, deeper.where["state"]), deeper, []
             if r.diverged:
