@@ -101,9 +101,9 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
 
 def run(states: int = 1000, repeat: int = 5) -> dict:
     """Median seconds of the end-to-end diff and of its parts; see the module docstring."""
-    from flowctl.diff import diff_projects
-    from flowctl.diff_render import RENDERERS
-    from flowctl.loader import load_project
+    from flowctl.diff.core import diff_projects
+    from flowctl.diff.render import RENDERERS
+    from flowctl.definition.loader import load_project
 
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     with tempfile.TemporaryDirectory(prefix="flowctl-bench-diff-") as tmp:

@@ -106,7 +106,7 @@ def psycopg_floor(url: str, transitions: int) -> float:
 # ----------------------------------------------------------------------------- flowctl
 def flowctl_durable(project, url: str, transitions: int) -> float:
     import flowctl
-    from flowctl.store import open_store
+    from flowctl.store.sql import open_store
 
     store = open_store(url)
     try:

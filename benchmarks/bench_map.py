@@ -59,7 +59,7 @@ def locked_memory_store():
     while another thread's ``create_run`` inserts, and a 10,000-item map fails at random with
     "RuntimeError: dictionary changed size during iteration". The reads do the same work; only
     the lock is added (uncontended when ``max_concurrency`` is 1)."""
-    from flowctl.store import MemoryStore
+    from flowctl.store.sql import MemoryStore
 
     class LockedMemoryStore(MemoryStore):
         def get_run(self, run_id):
@@ -90,7 +90,7 @@ def _collected(fn):
 
 def run(items: int = 10000, trials: int = 3, loop_transitions: int = 9000, concurrency=CONCURRENCY) -> dict:
     import flowctl
-    from flowctl.store import MemoryStore
+    from flowctl.store.sql import MemoryStore
 
     payload = {"items": list(range(items))}
     with tempfile.TemporaryDirectory(prefix="flowctl-bench-map-") as tmp:

@@ -127,7 +127,7 @@ def statemachine_lib(n: int) -> float:
 
 def flowctl_factory(root: Path, n: int):
     import flowctl
-    from flowctl.store import MemoryStore
+    from flowctl.store.sql import MemoryStore
 
     project = flowctl.load_project(root)
 

@@ -23,9 +23,9 @@ FILES = {
 
 def run(n: int = 2000) -> dict:
     import flowctl
-    from flowctl.clock import SystemClock
-    from flowctl.policy import Gate
-    from flowctl.store import open_store
+    from flowctl.engine.clock import SystemClock
+    from flowctl.gate.policy import Gate
+    from flowctl.store.sql import open_store
 
     import os
 

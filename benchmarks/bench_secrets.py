@@ -23,7 +23,7 @@ from loop_flow import make_project  # noqa: E402
 
 def one(root: Path, store_kind: str, transitions: int) -> tuple:
     import flowctl
-    from flowctl.store import MemoryStore, open_store
+    from flowctl.store.sql import MemoryStore, open_store
 
     project = flowctl.load_project(root)
     with tempfile.TemporaryDirectory() as tmp:

@@ -39,7 +39,7 @@ def _cli(root: Path) -> float:
 
 def run(repeat: int = 3, flows: int = 1000) -> dict:
     import flowctl
-    from flowctl.checks import validate as validate_project  # flowctl.validate turns into the submodule once imported
+    from flowctl.check.checks import validate as validate_project  # flowctl.validate turns into the submodule once imported
 
     with tempfile.TemporaryDirectory() as tmp:
         root = generate(Path(tmp), flows=flows, states_per_flow=10)

@@ -9,14 +9,14 @@ as three ``@DBOS.step`` calls and evaluating the same compiled conditions.
 **One trial** of (system, K workers), on a fresh database of the server at ``FLOWCTL_BENCH_PG``
 (dropped after):
 
-1. all ``runs`` runs are queued first, by this process: ``flowctl.worker.enqueue`` (what
+1. all ``runs`` runs are queued first, by this process: ``flowctl.workers.worker.enqueue`` (what
    ``flowctl submit`` does) / ``DBOSClient.enqueue`` into a queue registered with
    ``worker_concurrency=0``;
 2. K worker processes are started and brought all the way up, then held at a barrier, so that
    Python start-up, imports, opening the store and ``DBOS.launch()`` are not timed:
 
    * flowctl: ``python bench_workers.py --flowctl-worker … -- --db URL --concurrency C`` runs the
-     real ``flowctl worker`` command (``flowctl.cli.main``); the only changes are that
+     real ``flowctl worker`` command (``flowctl.cli.main.main``); the only changes are that
      ``Worker.run`` first waits for a line on stdin (everything before it — project, store,
      ``Worker`` — is already built) and that ``SqlStore.commit`` is timed (below);
    * DBOS: ``python bench_workers.py --dbos-worker URL …`` constructs DBOS, registers the workflow
@@ -102,9 +102,9 @@ def _touch(path: str) -> None:
 def flowctl_worker_main(timings: str, ready: str, cli_args: list) -> None:
     """The real ``flowctl worker`` command, held at a barrier before ``Worker.run`` and with
     ``SqlStore.commit`` timed. Writes ``{"commits": [[kind, seconds], …]}`` to ``timings`` at exit."""
-    import flowctl.cli
-    from flowctl import store as store_mod
-    from flowctl import worker as worker_mod
+    import flowctl.cli.main
+    from flowctl.store import sql as store_mod
+    from flowctl.workers import worker as worker_mod
 
     samples: list = []
     lock = threading.Lock()
@@ -134,7 +134,7 @@ def flowctl_worker_main(timings: str, ready: str, cli_args: list) -> None:
     worker_mod.Worker.run = held_run
     _dump_at_exit(timings, samples, {"pid": os.getpid()})
     sys.argv = ["flowctl", "worker", *cli_args]
-    flowctl.cli.main()
+    flowctl.cli.main.main()
 
 
 def dbos_worker_main(url: str, timings: str, ready: str, poll: float = DBOS_POLL) -> None:
@@ -298,8 +298,8 @@ def flowctl_trial(project_root: Path, project, url: str, runs: int, workers: int
     import psycopg
 
     import flowctl
-    from flowctl.store import open_store
-    from flowctl.worker import enqueue
+    from flowctl.store.sql import open_store
+    from flowctl.workers.worker import enqueue
 
     store = open_store(url)
     try:

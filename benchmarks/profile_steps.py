@@ -3,7 +3,7 @@
 the wall time per step with and without the profiler, the time per source file (self time summed
 over its functions), the top functions by self time and by cumulative time, and the SQL
 statements per step that go through SQLAlchemy (counted with a ``before_cursor_execute`` listener;
-the per-step commit itself runs on the DBAPI connection of ``flowctl.store_hot`` and is not among
+the per-step commit itself runs on the DBAPI connection of ``flowctl.store.hot`` and is not among
 them: its share is the ``_commit_sqlite`` / ``_commit_pg`` row).
 
     python benchmarks/profile_steps.py [--memory 6000] [--sqlite 1200] [--pg]
@@ -36,34 +36,34 @@ def _short(path: str) -> str:
 
 # (function, file suffix): the parts of a step worth watching, in the engine's call order.
 COMPONENTS = [
-    ("enter", "flowctl/runner.py", "enter the state: limits, visits, path, state_entered event"),
-    ("call_tool", "flowctl/task.py", "the task: input, checks, gate, tool, output, 2 events"),
-    ("build", "flowctl/scope.py", "input mappings and set values (JMESPath)"),
-    ("check_instance", "flowctl/schemas_runtime.py", "input/output schema checks"),
-    ("decide", "flowctl/policy.py", "policy gate"),
-    ("tool_function", "flowctl/engine.py", "tool lookup"),
+    ("enter", "flowctl/engine/runner.py", "enter the state: limits, visits, path, state_entered event"),
+    ("call_tool", "flowctl/engine/states/task.py", "the task: input, checks, gate, tool, output, 2 events"),
+    ("build", "flowctl/expr/scope.py", "input mappings and set values (JMESPath)"),
+    ("check_instance", "flowctl/definition/runtime_schemas.py", "input/output schema checks"),
+    ("decide", "flowctl/gate/policy.py", "policy gate"),
+    ("tool_function", "flowctl/engine/engine.py", "tool lookup"),
     ("deepcopy", "copy.py", "copy of the tool input"),
-    ("call_with_timeout", "flowctl/tools.py", "timeout guard around the tool"),
+    ("call_with_timeout", "flowctl/engine/tools.py", "timeout guard around the tool"),
     ("step", "loop_tools.py", "the tool itself"),
-    ("_parse_output", "flowctl/task.py", "output: JSON check and a copy (flat outputs without encoding)"),
-    ("flat_copy", "flowctl/payload.py", "flat tool input/output copied instead of encoded"),
-    ("_complete", "flowctl/task.py", "output check + tool_succeeded event"),
-    ("advance", "flowctl/runner.py", "choose the transition, set, event, checkpoint"),
-    ("evaluate", "flowctl/expressions.py", "every JMESPath evaluation (input, when, set)"),
-    ("apply_set", "flowctl/scope.py", "set: values + payload-size check"),
-    ("check_size", "flowctl/runner.py", "payload-size check (a bounded walk; encodes only big values)"),
-    ("where", "flowctl/model.py", "file:line:col strings built per step"),
-    ("emit", "flowctl/runner.py", "all audit events"),
-    ("encode_data", "flowctl/audit.py", "event data -> JSON"),
-    ("event_hash", "flowctl/audit.py", "hash chain (sha256)"),
-    ("iso", "flowctl/clock.py", "ISO timestamps"),
+    ("_parse_output", "flowctl/engine/states/task.py", "output: JSON check and a copy (flat outputs without encoding)"),
+    ("flat_copy", "flowctl/engine/payload.py", "flat tool input/output copied instead of encoded"),
+    ("_complete", "flowctl/engine/states/task.py", "output check + tool_succeeded event"),
+    ("advance", "flowctl/engine/runner.py", "choose the transition, set, event, checkpoint"),
+    ("evaluate", "flowctl/expr/expressions.py", "every JMESPath evaluation (input, when, set)"),
+    ("apply_set", "flowctl/expr/scope.py", "set: values + payload-size check"),
+    ("check_size", "flowctl/engine/runner.py", "payload-size check (a bounded walk; encodes only big values)"),
+    ("where", "flowctl/definition/model.py", "file:line:col strings built per step"),
+    ("emit", "flowctl/engine/runner.py", "all audit events"),
+    ("encode_data", "flowctl/store/audit.py", "event data -> JSON"),
+    ("event_hash", "flowctl/store/audit.py", "hash chain (sha256)"),
+    ("iso", "flowctl/engine/clock.py", "ISO timestamps"),
     ("dumps", "json/__init__.py", "every json.dumps"),
-    ("commit", "flowctl/runner.py", "checkpoint (runner side)"),
-    ("commit", "flowctl/store.py", "checkpoint (store: one transaction)"),
-    ("_dumps", "flowctl/store.py", "run row JSON other than the cursor"),
-    ("_kept", "flowctl/store.py", "MemoryStore keeps the events flat (data as marshal bytes)"),
-    ("_commit_sqlite", "flowctl/store_hot.py", "per-step commit on SQLite: BEGIN IMMEDIATE, UPDATE, INSERTs, COMMIT"),
-    ("_commit_pg", "flowctl/store_hot.py", "per-step commit on PostgreSQL: one statement"),
+    ("commit", "flowctl/engine/runner.py", "checkpoint (runner side)"),
+    ("commit", "flowctl/store/sql.py", "checkpoint (store: one transaction)"),
+    ("_dumps", "flowctl/store/sql.py", "run row JSON other than the cursor"),
+    ("_kept", "flowctl/store/sql.py", "MemoryStore keeps the events flat (data as marshal bytes)"),
+    ("_commit_sqlite", "flowctl/store/hot.py", "per-step commit on SQLite: BEGIN IMMEDIATE, UPDATE, INSERTs, COMMIT"),
+    ("_commit_pg", "flowctl/store/hot.py", "per-step commit on PostgreSQL: one statement"),
     ("begin", "sqlalchemy/engine/base.py", "SQLAlchemy `with engine.begin()` enter+exit: pool checkout, BEGIN, COMMIT, check-in"),
     ("_execute_clauseelement", "sqlalchemy/engine/base.py", "SQLAlchemy Core execute (UPDATE, INSERT)"),
     ("_do_commit", "sqlalchemy/engine/base.py", "COMMIT"),
@@ -75,7 +75,7 @@ def profile(name: str, url: str, transitions: int, top: int = 30) -> str:
     import sqlalchemy as sa
 
     import flowctl
-    from flowctl.store import open_store
+    from flowctl.store.sql import open_store
 
     with tempfile.TemporaryDirectory(prefix="flowctl-profile-") as tmp:
         project = flowctl.load_project(make_project(Path(tmp) / "p", transitions))

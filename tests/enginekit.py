@@ -4,8 +4,8 @@ from __future__ import annotations
 import textwrap
 
 import flowctl
-from flowctl.clock import FakeClock
-from flowctl.store import MemoryStore, open_store
+from flowctl.engine.clock import FakeClock
+from flowctl.store.sql import MemoryStore, open_store
 
 from helpers import write_project
 
@@ -57,7 +57,7 @@ class Harness:
         return [e["type"] for e in self.events if run_id is None or e["run_id"] == run_id]
 
     def ledger(self):
-        from flowctl.tools import resolve
+        from flowctl.engine.tools import resolve
 
         return list(resolve("tk:LEDGER", str(self.root / "orchestration" / "tools")))
 

@@ -51,8 +51,8 @@ def write_project(root: Path, files: dict) -> Path:
 
 def problems(root: Path, *, import_check: bool = False):
     """Every diagnostic of the project at ``root`` (load + validate)."""
-    from flowctl.loader import load_project
-    from flowctl.checks import validate
+    from flowctl.definition.loader import load_project
+    from flowctl.check.checks import validate
 
     return validate(load_project(root), import_entrypoints=import_check)
 

@@ -1,4 +1,4 @@
-"""flowctl.audit: the stored JSON text of event data (what the hash chain covers)."""
+"""flowctl.store.audit: the stored JSON text of event data (what the hash chain covers)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowctl.audit import encode_data, seal, verify_chain
+from flowctl.store.audit import encode_data, seal, verify_chain
 
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text()),

@@ -193,10 +193,10 @@ def test_chaos_workers_killed_and_stalled_lose_no_run_and_apply_no_effect_twice(
     import psycopg
 
     import flowctl
-    from flowctl.audit import verify_chain
-    from flowctl.engine import Engine
-    from flowctl.store import open_store
-    from flowctl.worker import enqueue
+    from flowctl.store.audit import verify_chain
+    from flowctl.engine.engine import Engine
+    from flowctl.store.sql import open_store
+    from flowctl.workers.worker import enqueue
 
     assert "127.0.0.1" in pg_url
     root = write_project(tmp_path / "proj", FILES)
@@ -369,10 +369,10 @@ def test_chaos_workers_killed_during_fan_out_finish_every_run_without_recover(tm
     import psycopg
 
     import flowctl
-    from flowctl.audit import verify_chain
-    from flowctl.engine import Engine
-    from flowctl.store import open_store
-    from flowctl.worker import enqueue
+    from flowctl.store.audit import verify_chain
+    from flowctl.engine.engine import Engine
+    from flowctl.store.sql import open_store
+    from flowctl.workers.worker import enqueue
 
     assert "127.0.0.1" in pg_url
     root = write_project(tmp_path / "proj", FAN_FILES)

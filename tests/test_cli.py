@@ -1,4 +1,4 @@
-"""flowctl.cli: the one error handler — output failures, closed descriptors and option ranges are a
+"""flowctl.cli.main: the one error handler — output failures, closed descriptors and option ranges are a
 clear one-line error with exit 2, never a traceback or an "internal error"."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flowctl.cli import main
+from flowctl.cli.main import main
 from helpers import FLOWCTL_EXE
 
 REPO = Path(__file__).resolve().parents[1]

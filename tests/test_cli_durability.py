@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from flowctl.commands._common import parse_json_arg
+from flowctl.cli.commands._common import parse_json_arg
 from flowctl.errors import StoreError, UsageError
-from flowctl.store import open_store
+from flowctl.store.sql import open_store
 from helpers import FLOWCTL_EXE, write_project
 
 PROJECT = {"states/done.yaml": "id: done\ntype: succeed\n", "transitions/f.yaml": "flow: f\nstart: done\ntransitions: []\n"}

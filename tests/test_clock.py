@@ -1,10 +1,10 @@
-"""flowctl.clock: ISO timestamps (shown in traces and the ``state.entered_at`` scope field)."""
+"""flowctl.engine.clock: ISO timestamps (shown in traces and the ``state.entered_at`` scope field)."""
 from __future__ import annotations
 
 import random
 from datetime import datetime, timezone
 
-from flowctl.clock import FakeClock, iso
+from flowctl.engine.clock import FakeClock, iso
 
 
 def _reference(ts: float) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import flowctl
-from flowctl.loader import load_project
-from flowctl import flowdata
+from flowctl.definition.loader import load_project
+from flowctl.check import dataflow as flowdata
 from helpers import REPO, SHARED_CASES, of, one, problems, where
 
 flowdata.RAISE = True  # a failure of the analysis itself fails these tests instead of going silent

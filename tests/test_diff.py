@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from flow_fixtures import BASE, git, head_files, make_history, parse_mermaid, write_tree
-from flowctl import diff_render
-from flowctl.cli import main
-from flowctl.diff import diff_projects
-from flowctl.diff_fields import field_changes, policy_risks
-from flowctl.diff_graph import mermaid_charts
-from flowctl.loader import load_files
+from flowctl.diff import render as diff_render
+from flowctl.cli.main import main
+from flowctl.diff.core import diff_projects
+from flowctl.diff.fields import field_changes, policy_risks
+from flowctl.diff.graph import mermaid_charts
+from flowctl.definition.loader import load_files
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -128,7 +128,7 @@ Flows affected:
 def test_json_format(history):
     repo, _ = history
     data = json.loads(run_diff(repo, "main", "feature", "--format", "json"))
-    assert data["schema"] == "flowctl.diff/v1"
+    assert data["schema"] == "flowctl.diff.core/v1"
     assert data["summary"] == {"added": 4, "removed": 2, "changed": 4, "risks": 3, "flows_affected": 2}
     assert [(c["kind"], c["op"], c["id"]) for c in data["changes"]] == [
         ("transition", "removed", "escalate -> refund"),

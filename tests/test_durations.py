@@ -1,9 +1,9 @@
-"""flowctl.durations: durations always carry a unit."""
+"""flowctl.definition.durations: durations always carry a unit."""
 from __future__ import annotations
 
 import pytest
 
-from flowctl.durations import format_duration, parse_duration
+from flowctl.definition.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -552,7 +552,7 @@ def test_a_tool_mutating_its_input_changes_nothing_recorded(tmp_path):
     assert result.status == "succeeded"
     invoked = next(e for e in h.events if e["type"] == "tool_invoked")
     assert invoked["data"]["input"] == {"id": "orig"}
-    from flowctl.audit import verify_chain
+    from flowctl.store.audit import verify_chain
 
     assert verify_chain(h.store.events(result.run_id)) == []
 

@@ -45,7 +45,7 @@ def _events(h, run_id, *types):
 
 def test_boundary_evidence_a_failed_verify_keeps_the_output_and_the_verdict(tmp_path):
     h = Harness(build(tmp_path, _flow(snapshot=None), TOOLS), store=sqlite_store(tmp_path))
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     resolve("tk:VERDICT", str(h.root / "orchestration" / "tools"))[0] = False
     result = h.run(input={"amount": 30})
@@ -95,7 +95,7 @@ def test_boundary_evidence_a_snapshot_that_fails_is_recorded_and_the_call_goes_o
 
 def test_boundary_evidence_a_failed_verify_is_snapshotted_before_compensation(tmp_path):
     h = Harness(build(tmp_path, _flow(), TOOLS), store=sqlite_store(tmp_path))
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     resolve("tk:VERDICT", str(h.root / "orchestration" / "tools"))[0] = False
     result = h.run(input={"amount": 40})

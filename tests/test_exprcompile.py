@@ -1,4 +1,4 @@
-"""flowctl.exprcompile: compiled closures give what jmespath's interpreter gives, value for value
+"""flowctl.expr.compile: compiled closures give what jmespath's interpreter gives, value for value
 and error for error, on generated expressions and data (a differential test)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowctl.errors import ExpressionError
-from flowctl.expressions import _OPTIONS, Expression, compile_expr
+from flowctl.expr.expressions import _OPTIONS, Expression, compile_expr
 
 FIELDS = ["a", "b", "n", "items", "ok"]
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, -1.5, 0.0, 1.0]),

@@ -1,4 +1,4 @@
-"""flowctl.expressions: compiled JMESPath with flowctl's functions, and the lint behind FC401-FC404."""
+"""flowctl.expr.expressions: compiled JMESPath with flowctl's functions, and the lint behind FC401-FC404."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from flowctl.errors import ExpressionError
-from flowctl.expressions import RECORDER, Recorder, compile_expr, lint
+from flowctl.expr.expressions import RECORDER, Recorder, compile_expr, lint
 
 
 def ev(text, scope=None):
@@ -211,7 +211,7 @@ def test_fc408_leaves_long_flat_expressions_alone():
 
 def test_a_bare_null_does_not_refuse_the_run(tmp_path):
     import flowctl
-    from flowctl.store import MemoryStore
+    from flowctl.store.sql import MemoryStore
     from helpers import MINIMAL, write_project
 
     files = {**MINIMAL, "states/other.yaml": "id: other\ntype: succeed\n",

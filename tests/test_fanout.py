@@ -107,7 +107,7 @@ def test_map_concurrency_is_bounded_and_outputs_keep_item_order(tmp_path):
     assert result.status == "succeeded", result.error
     assert [o["name"] for o in result.output] == ["a", "b", "c", "d", "e"]
     assert [o["double"] for o in result.output] == [0, 2, 4, 6, 8]
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     assert resolve("tk:ACTIVE", str(h.root / "orchestration" / "tools"))[1] == 2  # observed peak == the limit
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowctl.diagnostics import CODES, Diagnostic
-from flowctl.expressions import lint
-from flowctl.loader import FOLDERS, load_files
-from flowctl import flowdata
-from flowctl.checks import validate
-from flowctl.yamlio import read_document
+from flowctl.expr.expressions import lint
+from flowctl.definition.loader import FOLDERS, load_files
+from flowctl.check import dataflow as flowdata
+from flowctl.check.checks import validate
+from flowctl.definition.yamlio import read_document
 
 EXAMPLES = int(os.environ.get("FLOWCTL_FUZZ_EXAMPLES") or 200)
 flowdata.RAISE = True  # a failure of the data-flow analysis is a finding here, not a silence

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from enginekit import Harness, allow_all, build, contract, effect_contract, task
-from flowctl.audit import REDACTED
+from flowctl.store.audit import REDACTED
 from flowctl.errors import UsageError
 from pg import pg_url  # noqa: F401 - the fixture
 
@@ -105,7 +105,7 @@ def test_retry_after_a_denied_call_is_a_new_call_for_dedupe(tmp_path):
 
 def test_technical_retry_of_an_allowed_call_is_not_counted_twice(tmp_path):
     h = _charge_project(tmp_path, "allow: []\nrate: {max: 1, window: 1h, per: flow}\n")
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     resolve("tk:FAIL", str(h.root / "orchestration" / "tools"))["pay"] = 1
     assert h.run(input={"amount": 3}).status == "succeeded"
@@ -458,7 +458,7 @@ def test_a_review_approval_covers_only_the_call_it_was_shown(tmp_path):
              **_flow("charge", ("charge", "done", None)),
              "policies/big.yaml": "policy: big\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `3`\"\n"}
     h = Harness(build(tmp_path, files, GATE2_TOOLS, name="retry"))
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     resolve("tk:FAIL", str(h.root / "orchestration" / "tools"))["pay"] = 1
     paused = h.run(input={"amount": 4})
@@ -470,7 +470,7 @@ def test_a_review_approval_covers_only_the_call_it_was_shown(tmp_path):
 
 
 def test_a_fallback_to_the_same_tool_is_a_new_call_for_rate_and_dedupe(tmp_path):
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     fallback = "input: {amount: input.amount}\non_error: [{errors: [\"*\"], fallback: pay@^1}]\n"
     for policy in ("allow: []\nrate: {max: 1, window: 1h, per: run}\n", "allow: []\ndedupe: {window: 1h}\n"):
@@ -493,9 +493,9 @@ def _decide_at_once(root, url):
     import threading
 
     import flowctl
-    from flowctl.clock import FakeClock
-    from flowctl.policy import Gate
-    from flowctl.store import open_store
+    from flowctl.engine.clock import FakeClock
+    from flowctl.gate.policy import Gate
+    from flowctl.store.sql import open_store
 
     project = flowctl.load_project(root)
     first, second = open_store(url), open_store(url)
@@ -536,7 +536,7 @@ def test_rate_limits_are_atomic_across_processes_postgresql(tmp_path, pg_url):
 
 
 def test_rate_and_dedupe_count_every_contract_of_the_function(tmp_path):
-    from flowctl.policy import Gate
+    from flowctl.gate.policy import Gate
 
     for policy, rule in (("rate: {max: 1, window: 1h, per: run}\n", "rate"), ("dedupe: {window: 1h}\n", "dedupe")):
         files = {**effect_contract("send", "send"), **effect_contract("sendalias", "send"),
@@ -574,7 +574,7 @@ def test_a_backtracking_policy_regex_cannot_stall_the_gate(tmp_path):
 
 
 def test_an_operand_that_evaluates_to_null_denies_equals(tmp_path):
-    from flowctl.policy import Gate
+    from flowctl.gate.policy import Gate
 
     files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"
                                               "allow: [{field: input.to, equals: {expr: run_input.approved_to}}]\n"}
@@ -589,7 +589,7 @@ def test_an_operand_that_evaluates_to_null_denies_equals(tmp_path):
 def test_a_policy_regex_that_does_not_compile_is_a_located_error_and_the_gate_denies(tmp_path):
     import subprocess
 
-    from flowctl.policy import Gate
+    from flowctl.gate.policy import Gate
     from helpers import FLOWCTL_EXE
 
     files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"

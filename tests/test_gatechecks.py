@@ -1,4 +1,4 @@
-"""validate's checks of the gate's boundary (flowctl.gatechecks): FC702 wherever a tool is named,
+"""validate's checks of the gate's boundary (flowctl.check.gate): FC702 wherever a tool is named,
 FC704 contracts on one function that disagree, FC606 tool code outside the project."""
 from __future__ import annotations
 

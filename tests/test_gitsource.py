@@ -1,4 +1,4 @@
-"""Reading orchestration/ trees from git objects (flowctl.gitsource)."""
+"""Reading orchestration/ trees from git objects (flowctl.definition.gitsource)."""
 from __future__ import annotations
 
 import shutil
@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 from flow_fixtures import BASE, CONTRACT_32, CONTRACT_33, commit_all, git, make_history, write_tree
-from flowctl import gitsource
+from flowctl.definition import gitsource
 from flowctl.errors import UsageError
-from flowctl.loader import load_files
+from flowctl.definition.loader import load_files
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

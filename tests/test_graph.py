@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from flow_fixtures import BASE, parse_mermaid, write_tree
-from flowctl import graph as g
-from flowctl.cli import main
+from flowctl.graph import flowgraph as g
+from flowctl.cli.main import main
 from flowctl.errors import UsageError
-from flowctl.loader import load_project
+from flowctl.definition.loader import load_project
 
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK = "{http://www.w3.org/1999/xlink}"
@@ -295,9 +295,9 @@ def test_cli_graph_errors_are_exit_2_with_hints(project_dir, tmp_path, monkeypat
 
 
 def test_validate_does_not_import_graphviz_or_networkx(project_dir):
-    code = ("import sys; from flowctl.cli import main\n"
+    code = ("import sys; from flowctl.cli.main import main\n"
             "try:\n    main(['validate', '--root', sys.argv[1]])\nexcept SystemExit: pass\n"
-            "bad = [m for m in ('graphviz', 'networkx', 'flowctl.graph', 'flowctl.diff') if m in sys.modules]\n"
+            "bad = [m for m in ('graphviz', 'networkx', 'flowctl.graph.flowgraph', 'flowctl.diff.core') if m in sys.modules]\n"
             "print('IMPORTED', bad)")
     import sys
 

@@ -18,10 +18,10 @@ HEAVY = ("sqlalchemy", "networkx", "jsonschema", "rich", "graphviz", "cryptograp
 
 SCRIPT = """
 import json, sys
-import flowctl.cli
+import flowctl.cli.main
 from click.testing import CliRunner
 
-result = CliRunner().invoke(flowctl.cli.main, ["validate", sys.argv[1]])
+result = CliRunner().invoke(flowctl.cli.main.main, ["validate", sys.argv[1]])
 loaded = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.argv[2])))
 print(json.dumps({"exit": result.exit_code, "output": result.output, "loaded": loaded}))
 """
@@ -35,7 +35,7 @@ def validate_in_fresh_interpreter(root):
 
 
 def test_importing_the_cli_is_light():
-    code = "import json, sys; import flowctl.cli; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
+    code = "import json, sys; import flowctl.cli.main; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     loaded = set(json.loads(r.stdout))
@@ -67,7 +67,7 @@ def test_an_invalid_file_does_load_jsonschema_to_explain_itself(make_project):
     assert not set(found["loaded"]) & {"sqlalchemy", "networkx", "rich", "graphviz", "cryptography"}
 
 
-@pytest.mark.parametrize("module", ["flowctl", "flowctl.cli", "flowctl.checks", "flowctl.loader", "flowctl.report"])
+@pytest.mark.parametrize("module", ["flowctl", "flowctl.cli.main", "flowctl.check.checks", "flowctl.definition.loader", "flowctl.check.render"])
 def test_modules_import_without_the_heavy_dependencies(module):
     code = f"import json, sys; import {module}; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -77,7 +77,7 @@ def test_modules_import_without_the_heavy_dependencies(module):
 
 def test_flowctl_validate_stays_the_function_after_the_engine_ran(tmp_path):
     import flowctl
-    from flowctl.store import MemoryStore
+    from flowctl.store.sql import MemoryStore
     from helpers import MINIMAL, write_project
 
     project = flowctl.load_project(write_project(tmp_path / "p", MINIMAL))

@@ -1,10 +1,10 @@
-"""flowctl.loader: finding orchestration/, loading it into the model, and id/file problems."""
+"""flowctl.definition.loader: finding orchestration/, loading it into the model, and id/file problems."""
 from __future__ import annotations
 
 import pytest
 
 from flowctl.errors import ProjectError
-from flowctl.loader import find_root, load_files, load_project, read_tree
+from flowctl.definition.loader import find_root, load_files, load_project, read_tree
 from helpers import MINIMAL, of, one, problems, where
 
 STATE_FILE = "orchestration/states/{}.yaml"

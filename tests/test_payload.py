@@ -1,4 +1,4 @@
-"""flowctl.payload: the cheap "small and JSON" answers that let a step skip encoding.
+"""flowctl.engine.payload: the cheap "small and JSON" answers that let a step skip encoding.
 
 The promise users rely on: a value ``fits`` only if its JSON is really under the 1 MiB payload
 limit (so the limit holds without measuring), and ``flat_copy`` only accepts what JSON can hold."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowctl.audit import encode_data
-from flowctl.payload import FIT_LEAVES, FIT_STRING, FLAT_KEYS, MAX_PAYLOAD, fits, flat_copy
+from flowctl.store.audit import encode_data
+from flowctl.engine.payload import FIT_LEAVES, FIT_STRING, FLAT_KEYS, MAX_PAYLOAD, fits, flat_copy
 
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40)),

@@ -85,9 +85,9 @@ class Two:
 
     def __init__(self, root, url):
         import flowctl
-        from flowctl.engine import Engine
-        from flowctl.store import open_store
-        from flowctl.tools import resolve
+        from flowctl.engine.engine import Engine
+        from flowctl.store.sql import open_store
+        from flowctl.engine.tools import resolve
 
         project = flowctl.load_project(root)
         self.a_store = _BeforeCommit(open_store(url))
@@ -106,7 +106,7 @@ class Two:
         return [e["type"] for e in self.a.store.events(run_id)]
 
     def chain_ok(self, run_id):
-        from flowctl.audit import verify_chain
+        from flowctl.store.audit import verify_chain
 
         row = self.a.store.get_run(run_id)
         return verify_chain(self.a.store.events(run_id), row["last_seq"], row["last_hash"]) == []
@@ -121,7 +121,7 @@ def _paused(two):
 def _orphaned(two):
     """A run whose process died after its side effect (running, owner a pid that no longer lives)."""
     import flowctl
-    from flowctl.engine import Engine
+    from flowctl.engine.engine import Engine
 
     engine = Engine(flowctl.load_project(two.a.project.root), two.b.store, check=False,
                     owner=_dead_owner())

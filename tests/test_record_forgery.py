@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
-from flowctl.audit import encode_data, event_hash, row_identity, run_seal
+from flowctl.store.audit import encode_data, event_hash, row_identity, run_seal
 from flowctl.errors import RecordTampered
 from helpers import FLOWCTL_EXE
 from pg import pg_url  # noqa: F401 - fixture
@@ -207,7 +207,7 @@ def test_a_store_of_schema_3_is_upgraded_and_its_paused_run_still_resumes(tmp_pa
 
 
 def test_checkpoint_forgery_a_worker_does_not_drive_a_forged_queued_run(tmp_path):
-    from flowctl.worker import Worker, enqueue
+    from flowctl.workers.worker import Worker, enqueue
 
     root = build(tmp_path, FLOW, TOOLS)
     h = Harness(root, store=sqlite_store(tmp_path))
@@ -225,7 +225,7 @@ def test_checkpoint_forgery_is_refused_on_postgresql_too(tmp_path, pg_url):
     """The seal rides in the hot path's one statement per step (store_hot.py) on PostgreSQL."""
     import psycopg
 
-    from flowctl.store import open_store
+    from flowctl.store.sql import open_store
 
     root = build(tmp_path, FLOW, TOOLS)
     h = Harness(root, store=open_store(pg_url))
@@ -260,7 +260,8 @@ def test_step_records_whose_values_the_log_redacted_still_verify(tmp_path):
 
 def test_child_output_forgery_a_parent_never_takes_a_forged_childs_outcome(tmp_path):
     # the parent reads a finished child's row for its response: that row must be what the child sealed
-    from flowctl import fanout, runner as runner_mod
+    from flowctl.engine.states import fanout
+    from flowctl.engine import runner as runner_mod
 
     files = dict(FLOW, **{"states/sub.yaml": "id: sub\ntype: subflow\nflow: f\n",
                           "transitions/parent.yaml": "flow: parent\nstart: sub\ntransitions:\n  - {from: sub, to: done}\n"})

@@ -1,4 +1,4 @@
-"""``flowctl recover`` (flowctl.commands.recover): exit codes and what it says about runs it refuses."""
+"""``flowctl recover`` (flowctl.cli.commands.recover): exit codes and what it says about runs it refuses."""
 from __future__ import annotations
 
 import subprocess

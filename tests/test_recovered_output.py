@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from enginekit import Harness, build
-from flowctl.commands.trace import steps_of
+from flowctl.cli.commands.trace import steps_of
 
 TOOLS = '''
 LEDGER = []

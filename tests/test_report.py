@@ -1,4 +1,4 @@
-"""flowctl.report: text, json, github and sarif renderings of diagnostics."""
+"""flowctl.check.render: text, json, github and sarif renderings of diagnostics."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from flowctl import report
+from flowctl.check import render as report
 from flowctl.diagnostics import CODES, Diagnostic
 
 DIAGS = [

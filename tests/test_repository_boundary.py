@@ -14,7 +14,7 @@ import time
 import pytest
 
 from enginekit import Harness, build, contract, sqlite_store, task
-from flowctl.schemas_runtime import check_instance
+from flowctl.definition.runtime_schemas import check_instance
 from helpers import MINIMAL, one, problems
 
 PASSWD_LIKE = "root:x:0:0:root:/root:/bin/bash\n"

@@ -147,7 +147,7 @@ def test_each_operator_allows_and_denies(tmp_path, check, allowed, denied):
 
 
 def test_dedupe_inside_and_outside_the_window(tmp_path):
-    from flowctl.policy import Gate
+    from flowctl.gate.policy import Gate
 
     h = Harness(_gate_project(tmp_path, "allow: []\ndedupe: {window: 30s}\n"))
     contract_ = h.project.resolve_tool("mail@1.0.0")
@@ -186,7 +186,7 @@ def test_rate_limit_holds_across_two_processes(tmp_path):
 
 
 def test_policy_check_counts_read_only_tools_as_allowed(tmp_path):
-    from flowctl.policy import Gate
+    from flowctl.gate.policy import Gate
 
     h = Harness(build(tmp_path, {**contract("look", "pay"), **task("a", "look@1.0.0"),
                                  "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: done}\n"}, TOOLS))

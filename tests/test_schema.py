@@ -1,4 +1,4 @@
-"""flowctl.schema: JSON Schema checks as located diagnostics (FC010, FC011, FC502)."""
+"""flowctl.definition.kinds: JSON Schema checks as located diagnostics (FC010, FC011, FC502)."""
 from __future__ import annotations
 
 import importlib.util
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from flowctl import schema as schemas
-from flowctl.yamlio import read_document
+from flowctl.definition import kinds as schemas
+from flowctl.definition.yamlio import read_document
 from helpers import MINIMAL, REPO, of, one, problems, where
 
 
@@ -157,7 +157,7 @@ def _generator():
 def test_generated_fast_validators_are_up_to_date(kind):
     pytest.importorskip("fastjsonschema", reason="regenerating needs fastjsonschema (make schemas)")
     expected = _generator().generate(kind)
-    current = (REPO / "runtime" / "flowctl" / "_validators" / f"{kind}.py").read_text(encoding="utf-8")
+    current = (REPO / "runtime" / "flowctl" / "definition" / "_validators" / f"{kind}.py").read_text(encoding="utf-8")
     assert current == expected, "stale generated validator: run `make schemas`"
 
 
@@ -203,7 +203,7 @@ SAMPLES = {
 
 @pytest.mark.parametrize("kind, data", [(k, d) for k, items in SAMPLES.items() for d in items])
 def test_fast_validator_agrees_with_jsonschema(kind, data):
-    fast = importlib.import_module(f"flowctl._validators.{kind}").validate
+    fast = importlib.import_module(f"flowctl.definition._validators.{kind}").validate
     try:
         fast(data)
         fast_ok = True

@@ -1,4 +1,4 @@
-"""Secrets never reach the store in plaintext (flowctl.sensitive, flowctl.keyring).
+"""Secrets never reach the store in plaintext (flowctl.engine.sensitive, flowctl.store.keyring).
 
 A contract's ``sensitive`` fields are redacted by value wherever the value goes: each path below
 carries the card number somewhere a by-name redaction misses, and the test greps the raw database
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from enginekit import Harness, build
-from flowctl.audit import REDACTED, verify_run
+from flowctl.store.audit import REDACTED, verify_run
 from flowctl.errors import SecretKeyError
-from flowctl.store import open_store
+from flowctl.store.sql import open_store
 from pg import pg_url  # noqa: F401 - fixture
 
 CARD = "4111111111111111"
@@ -303,7 +303,7 @@ def test_a_row_written_before_sealing_existed_still_loads_and_resumes(tmp_path, 
 
 
 def test_key_rotation_new_key_first_rekey_then_the_old_key_can_go(tmp_path, monkeypatch):
-    from flowctl.keyring import new_key
+    from flowctl.store.keyring import new_key
 
     old, new = new_key(), new_key()
     monkeypatch.setenv("FLOWCTL_SECRET_KEY", old)
@@ -340,7 +340,7 @@ def _worker_until_done(project, store, run_id, timeout=60):
     import threading
     import time
 
-    from flowctl.worker import Worker
+    from flowctl.workers.worker import Worker
 
     worker = Worker(project, store, concurrency=1, lease=5.0, poll=0.05)
     thread = threading.Thread(target=worker.run, daemon=True)
@@ -357,7 +357,7 @@ def _worker_until_done(project, store, run_id, timeout=60):
 
 @pytest.mark.parametrize("mode", ["threads", "workers"])
 def test_a_child_hands_its_output_to_its_parent_and_both_are_redacted_when_the_parent_ends(tmp_path, mode, no_env_key):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     db = tmp_path / "flowctl.db"
     store = open_store(f"sqlite:///{db}")
@@ -380,7 +380,7 @@ def test_a_child_hands_its_output_to_its_parent_and_both_are_redacted_when_the_p
 def test_secrets_rotate_command_reseals_under_the_first_key(tmp_path, monkeypatch):
     import subprocess
 
-    from flowctl.keyring import new_key
+    from flowctl.store.keyring import new_key
     from helpers import FLOWCTL_EXE
 
     old, new = new_key(), new_key()
@@ -394,7 +394,7 @@ def test_secrets_rotate_command_reseals_under_the_first_key(tmp_path, monkeypatc
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("3 sealed field(s) re-sealed")
     raw = _raw_run(db, paused.run_id)
-    from flowctl.keyring import key_id
+    from flowctl.store.keyring import key_id
     import base64
 
     kid = key_id(base64.urlsafe_b64decode(new))
@@ -543,7 +543,7 @@ def test_a_sealed_run_killed_inside_a_side_effect_resumes_once_and_leaves_no_pla
 
 
 def test_redaction_by_value_covers_numbers_escaped_forms_and_keys_and_short_values_only_whole():
-    from flowctl.sensitive import Secrets
+    from flowctl.engine.sensitive import Secrets
 
     s = Secrets(["pin", "card.number", "token"])
     s.learn({"pin": "42", "card": {"number": 4111111111111111}, "token": 'to"k\\en'})
@@ -585,7 +585,7 @@ def test_a_child_that_ends_after_its_parent_ended_is_redacted_at_once(tmp_path, 
 
 
 def test_key_rotation_on_postgresql(tmp_path, pg_url, monkeypatch):  # noqa: F811
-    from flowctl.keyring import new_key
+    from flowctl.store.keyring import new_key
 
     new = new_key()
     old = os.environ["FLOWCTL_SECRET_KEY"]

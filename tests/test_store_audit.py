@@ -6,9 +6,9 @@ import sqlite3
 import pytest
 
 from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
-from flowctl.audit import verify_chain
+from flowctl.store.audit import verify_chain
 from flowctl.errors import StoreError, UsageError
-from flowctl.store import SCHEMA_VERSION, open_store
+from flowctl.store.sql import SCHEMA_VERSION, open_store
 from pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
@@ -156,7 +156,7 @@ def test_sensitive_fields_are_redacted_in_every_event(tmp_path):
     taken = [e for e in events if e["type"] == "transition_taken"]
     assert taken and taken[0]["data"]["to"] == "done"
     # the log's redacted run input still vouches for the row's real one
-    from flowctl.audit import verify_run
+    from flowctl.store.audit import verify_run
 
     assert verify_run(h.store.get_run(result.run_id), events) == []
     row = h.store.get_run(result.run_id)

@@ -1,4 +1,4 @@
-"""flowctl.store_hot: the per-step commit on a held connection keeps the store's promises —
+"""flowctl.store.hot: the per-step commit on a held connection keeps the store's promises —
 all of a step or none of it, a stale writer writes nothing, a database failure is a StoreError
 (never a step error the flow's handlers would swallow), and the audit chain verifies."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from enginekit import Harness, build, contract, sqlite_store, task
-from flowctl.audit import verify_run
+from flowctl.store.audit import verify_run
 from flowctl.errors import StoreError
-from flowctl.store import MemoryStore, open_store
+from flowctl.store.sql import MemoryStore, open_store
 from pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
@@ -119,7 +119,7 @@ def test_postgresql_runs_commit_each_step_in_one_statement_and_verify(tmp_path, 
 def test_flowctl_run_of_a_long_loop_shows_the_path_tail_and_says_where_the_rest_is(tmp_path):
     from click.testing import CliRunner
 
-    from flowctl.cli import main
+    from flowctl.cli.main import main
 
     root = build(tmp_path, {
         **contract("bump", "bump"), **task("a", "bump@1.0.0"),
@@ -195,7 +195,7 @@ def test_postgresql_connections_stay_bounded_when_many_threads_commit(tmp_path, 
 
     import psycopg
 
-    from flowctl.store_hot import MAX_IDLE
+    from flowctl.store.hot import MAX_IDLE
 
     store = open_store(pg_url)
     run_ids = [_waiting_run(tmp_path / str(i), store) for i in range(24)]

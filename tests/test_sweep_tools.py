@@ -50,7 +50,7 @@ def test_summary_counts_flagged_and_tolerated_failures():
 
 def test_the_sweep_runs_for_real(shop, monkeypatch):
     import flowctl
-    from flowctl.store import MemoryStore
+    from flowctl.store.sql import MemoryStore
 
     project = flowctl.load_project(REPO)
     engine = flowctl.Engine(project, MemoryStore())

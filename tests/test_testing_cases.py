@@ -115,7 +115,7 @@ def test_a_printed_path_reads_back_as_the_same_path():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from flowctl.commands._common import one_line_path
+    from flowctl.cli.commands._common import one_line_path
 
     assert one_line_path(["bump", "check"] * 50 + ["finished"]) == "(bump → check) ×50 → finished"
 

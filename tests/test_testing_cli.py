@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from flowctl.cli import main
+from flowctl.cli.main import main
 from testingkit import OK_MOCKS, pay_contract, project
 
 REPO = Path(__file__).resolve().parents[1]

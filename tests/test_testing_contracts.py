@@ -25,7 +25,7 @@ def test_a_tool_that_verifies_and_undoes_passes_every_step(tmp_path):
     assert r.sandbox == "tk:flowctl_sandbox"
     assert [s[0] for s in r.steps] == ["invoke", "verify after invoke is true", "compensate",
                                         "verify after compensate is false", "compensate again (idempotent)"]
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     ledger = resolve("tk:LEDGER", str(proj.orchestration / "tools"))
     assert ledger[:3] == [("sandbox", "pay"), ("pay", "X-1"), ("undo", "X-1")]
@@ -69,7 +69,7 @@ def test_without_a_sandbox_a_side_effecting_tool_is_skipped_not_run(tmp_path):
     proj, (r,) = results(tmp_path, **{"tools/tk.py": tools})
     assert r.status == SKIPPED and "declare no sandbox" in r.message
     assert find_sandbox(proj.contracts["pay"][0], str(proj.orchestration / "tools")) is None
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     assert resolve("tk:LEDGER", str(proj.orchestration / "tools")) == []  # never called
 
@@ -130,7 +130,7 @@ def test_contract_tests_follow_the_function_a_read_only_alias_of_a_side_effectin
     assert by_id["pay"].status == SKIPPED
     alias = by_id["payalias"]
     assert alias.status == SKIPPED and "same function as pay@1.0.0" in alias.message, alias.message
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     assert resolve("tk:LEDGER", str(proj.orchestration / "tools")) == []  # the real tool never ran
     # with a sandbox, the alias must verify like the contract that declares the effects

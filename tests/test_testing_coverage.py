@@ -129,7 +129,7 @@ def test_facts_of_conditions():
 
 
 def test_sample_values_fit_their_schema():
-    from flowctl.schemas_runtime import check_instance
+    from flowctl.definition.runtime_schemas import check_instance
 
     schema = {"type": "object", "required": ["a", "b", "c", "d"],
               "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "integer", "minimum": 3},

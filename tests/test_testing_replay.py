@@ -7,14 +7,14 @@ import subprocess
 import pytest
 
 import flowctl
-from flowctl.clock import FakeClock
-from flowctl.store import open_store
+from flowctl.engine.clock import FakeClock
+from flowctl.store.sql import open_store
 from flowctl.testing.replay import load_recording, replay
 from testingkit import FLOW, project
 
 
 def tk(root):
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     folder = str(root / "orchestration" / "tools")
     return resolve("tk:LEDGER", folder), resolve("tk:LOOKUPS", folder)

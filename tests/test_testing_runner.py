@@ -27,7 +27,7 @@ expect:
 """)
     assert r.passed, r.report()
     assert [c["tool"] for c in r.calls] == ["lookup", "pay"]
-    from flowctl.tools import resolve
+    from flowctl.engine.tools import resolve
 
     ledger = resolve("tk:LEDGER", str(tmp_path / "p_c" / "orchestration" / "tools"))
     assert ledger == []  # the real tools were never called

@@ -1,4 +1,4 @@
-"""Where tool code may come from (flowctl.toolpath): the repository only — the tools folder itself
+"""Where tool code may come from (flowctl.definition.toolpath): the repository only — the tools folder itself
 and every module under it must resolve inside it, as definition files must (FC008)."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 import flowctl
-from flowctl.checks import validate
+from flowctl.check.checks import validate
 from flowctl.errors import UsageError
-from flowctl.tools import resolve
+from flowctl.engine.tools import resolve
 from testingkit import pay_contract, project
 
 PKG_CONTRACT = "id: bt\nversion: 1.0.0\nentrypoint: bt.mod:go\n"

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from flowctl.diagnostics import CODES
-from flowctl.loader import load_project
-from flowctl.checks import CHECKS, validate
+from flowctl.definition.loader import load_project
+from flowctl.check.checks import CHECKS, validate
 from helpers import MINIMAL, Link, of, one, problems, where
 
 FLOW = "orchestration/transitions/flow.yaml"

@@ -1,9 +1,9 @@
-"""flowctl.versions: semantic versions and the constraints tool references use (^ ~ exact latest)."""
+"""flowctl.definition.versions: semantic versions and the constraints tool references use (^ ~ exact latest)."""
 from __future__ import annotations
 
 import pytest
 
-from flowctl.versions import check_constraint, parse_version, pick, satisfies, split_ref
+from flowctl.definition.versions import check_constraint, parse_version, pick, satisfies, split_ref
 
 VERSIONS = ["0.2.3", "0.2.9", "0.3.0", "1.0.0", "1.2.0", "1.2.7", "1.10.0", "2.0.0-rc.1", "2.0.0", "2.1.0-beta"]
 

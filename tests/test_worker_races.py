@@ -55,7 +55,7 @@ def _finish_children_and_die(root, db_url, parent_id) -> list:
 def test_a_cancel_never_wedges_a_run_whose_compensation_outlasts_heartbeats(tmp_path, project, db_url, monkeypatch):
     """The heartbeat sees the (still recorded) cancel request again while the worker compensates:
     that must not stop the compensation's own commits; the run ends cancelled and is released."""
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     gate, undo_gate = tmp_path / "gate", tmp_path / "undo-gate"
     monkeypatch.setenv("UNDO_GATE", str(undo_gate))
@@ -89,7 +89,7 @@ def test_a_cancel_never_wedges_a_run_whose_compensation_outlasts_heartbeats(tmp_
 def test_a_child_that_ends_while_its_parent_re_checks_and_parks_wakes_it(tmp_path, project, db_url):
     """The children end between the parent's re-check and its park, in a process that dies right
     after each child's final commit: the parent must still be due, and a worker finishes it."""
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "fanned", {})
@@ -113,7 +113,7 @@ def test_a_child_that_ends_while_its_parent_re_checks_and_parks_wakes_it(tmp_pat
 def test_a_takeover_finds_children_that_ended_before_the_dead_workers_checkpoint(tmp_path, project, db_url):
     """A worker queues the children, then stalls before the checkpoint that records them (and its
     lease runs out); the children end; the worker that takes the parent over must see they ended."""
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "fanned", {})
@@ -151,7 +151,7 @@ def test_a_takeover_finds_children_that_ended_before_the_dead_workers_checkpoint
 def _stalled_then_taken_over(tmp_path, project, db_url, gate_key, wait_for):
     """Worker A is inside step one's call (held at a gate) and misses its heartbeats past its lease;
     worker B takes the run over; ``wait_for(engine, run_id)`` says when to let A's call return."""
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     gate = tmp_path / "gate"
     engine = _engine(project, db_url)

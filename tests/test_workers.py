@@ -114,8 +114,8 @@ def project(tmp_path, monkeypatch):
 
 def _engine(root, url):
     import flowctl
-    from flowctl.engine import Engine
-    from flowctl.store import open_store
+    from flowctl.engine.engine import Engine
+    from flowctl.store.sql import open_store
 
     return Engine(flowctl.load_project(root), open_store(url))
 
@@ -149,7 +149,7 @@ def _event(seq, prev="", type_="probe"):
 
 
 def _worker(engine, **kw):
-    from flowctl.worker import Worker
+    from flowctl.workers.worker import Worker
 
     kw.setdefault("lease", 5.0)
     kw.setdefault("poll", 0.1)
@@ -204,7 +204,7 @@ def test_submit_queues_a_run_and_a_worker_process_drives_it(tmp_path, project, d
     assert trace["events"][1]["data"]["owner"] == log[0]["worker"]  # who took it is in the audit log
     assert _flowctl(["audit", "verify", run_id, "--db", db_url], project, env).returncode == 0
     assert _ledger(tmp_path) == [f"{run_id}-one", f"{run_id}-two"]
-    from flowctl.store import open_store
+    from flowctl.store.sql import open_store
 
     store = open_store(db_url)
     assert [e["fence"] for e in store.events(run_id)] == [None] + [1] * (len(types) - 1)
@@ -226,7 +226,7 @@ def test_submit_refuses_what_run_refuses(tmp_path, project):
 
 # ------------------------------------------------------------------------------------------ claim
 def test_claims_are_disjoint_and_ordered_by_priority_then_due_time(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     store = engine.store
@@ -257,8 +257,8 @@ def test_claims_are_disjoint_and_ordered_by_priority_then_due_time(tmp_path, pro
 
 def test_a_stale_fencing_token_writes_nothing(tmp_path, project, db_url):
     from flowctl.errors import RunConflict
-    from flowctl.store import LeaseLost
-    from flowctl.worker import enqueue
+    from flowctl.store.sql import LeaseLost
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     store = engine.store
@@ -287,7 +287,7 @@ def test_a_stale_fencing_token_writes_nothing(tmp_path, project, db_url):
 
 
 def test_limits_per_flow_and_per_queue_hold_across_claimers(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     store = engine.store
@@ -313,7 +313,7 @@ def test_limits_per_flow_and_per_queue_hold_across_claimers(tmp_path, project, d
 
 # ------------------------------------------------------------------------------------------ in process
 def test_waits_and_review_timeouts_are_due_times_for_workers(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     napper = enqueue(engine, "napper", {})
@@ -334,7 +334,7 @@ def test_waits_and_review_timeouts_are_due_times_for_workers(tmp_path, project, 
 
 
 def test_a_worker_sends_review_reminders_then_times_the_review_out(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "nudger", {})
@@ -351,7 +351,7 @@ def test_a_worker_sends_review_reminders_then_times_the_review_out(tmp_path, pro
 
 
 def test_the_heartbeat_keeps_a_run_through_a_tool_call_longer_than_the_lease(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "f", {"sleep": 2.5})
@@ -372,7 +372,7 @@ def test_the_heartbeat_keeps_a_run_through_a_tool_call_longer_than_the_lease(tmp
 
 
 def test_child_runs_are_queued_for_any_worker_and_leased_and_fenced(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "fanned", {"sleep": 0.4})
@@ -394,7 +394,7 @@ def test_child_runs_are_queued_for_any_worker_and_leased_and_fenced(tmp_path, pr
 def test_a_single_worker_thread_runs_a_map_of_many_children_within_max_concurrency(tmp_path, project, db_url):
     import textwrap
 
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
     from helpers import write_project
 
     files = dict(FILES)
@@ -440,8 +440,8 @@ def _log(path):
 
 
 def test_sigterm_finishes_the_step_releases_the_run_and_another_worker_continues(tmp_path, project, db_url):
-    from flowctl.store import open_store
-    from flowctl.worker import enqueue
+    from flowctl.store.sql import open_store
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     gate = tmp_path / "gate"
@@ -474,8 +474,8 @@ def test_sigterm_finishes_the_step_releases_the_run_and_another_worker_continues
 
 
 def test_a_killed_workers_parent_and_child_runs_are_taken_over(tmp_path, project, db_url):
-    from flowctl.audit import verify_chain
-    from flowctl.worker import enqueue
+    from flowctl.store.audit import verify_chain
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     gate = tmp_path / "gate"
@@ -507,8 +507,8 @@ def test_a_killed_workers_parent_and_child_runs_are_taken_over(tmp_path, project
 
 
 def test_several_worker_processes_share_one_sqlite_file(tmp_path, project):
-    from flowctl.audit import verify_chain
-    from flowctl.worker import enqueue
+    from flowctl.store.audit import verify_chain
+    from flowctl.workers.worker import enqueue
 
     db = f"sqlite:///{tmp_path}/shared.db"
     engine = _engine(project, db)
@@ -535,7 +535,7 @@ def test_several_worker_processes_share_one_sqlite_file(tmp_path, project):
 
 
 def test_a_flow_limit_holds_across_worker_processes(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     runs = [enqueue(engine, "f", {"sleep": 0.3}) for _ in range(8)]
@@ -564,7 +564,7 @@ def test_a_flow_limit_holds_across_worker_processes(tmp_path, project, db_url):
 
 
 def test_workers_runs_resume_and_recover_see_a_held_run(tmp_path, project, db_url):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     gate = tmp_path / "gate"
@@ -623,8 +623,8 @@ def _load_v1(db_url):
 
 
 def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url, monkeypatch):
-    from flowctl.audit import verify_chain
-    from flowctl.store import SCHEMA_VERSION, open_store
+    from flowctl.store.audit import verify_chain
+    from flowctl.store.sql import SCHEMA_VERSION, open_store
 
     assert SCHEMA_VERSION == 4
     _load_v1(db_url)
@@ -645,12 +645,12 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
     import flowctl
-    from flowctl.engine import Engine
+    from flowctl.engine.engine import Engine
 
     waiting = "01a22a5c173b3d8cc896f8b8"
     row = store.get_run(waiting)  # its hour is up (as if an hour passed)
     row["cursor"]["pending"]["due"] = 0
-    from flowctl.audit import encode_data, row_identity, run_seal
+    from flowctl.store.audit import encode_data, row_identity, run_seal
 
     resealed = run_seal(waiting, row["last_seq"], row["last_hash"], row["status"], row["error"], encode_data(row["cursor"]),
                         row_identity(row))
@@ -666,8 +666,8 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
 
 
 def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_url):
-    from flowctl.store import open_store
-    from flowctl.worker import enqueue
+    from flowctl.store.sql import open_store
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     run_id = enqueue(engine, "f", {"sleep": 0})
@@ -685,8 +685,8 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
 def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(tmp_path, project, db_url):
     from click.testing import CliRunner
 
-    from flowctl.cli import main
-    from flowctl.worker import enqueue
+    from flowctl.cli.main import main
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     gate = tmp_path / "gate"
@@ -727,8 +727,8 @@ def _fan_project(tmp_path, monkeypatch):
 
 
 def test_a_child_resumed_from_the_cli_hands_its_queued_parent_back_to_the_workers(tmp_path, db_url, monkeypatch):
-    from flowctl import runner
-    from flowctl.worker import enqueue
+    from flowctl.engine import runner
+    from flowctl.workers.worker import enqueue
 
     root = _fan_project(tmp_path, monkeypatch)
     engine = _engine(root, db_url)  # as `flowctl resume` has it: no workers in this process
@@ -754,7 +754,7 @@ def test_a_child_resumed_from_the_cli_hands_its_queued_parent_back_to_the_worker
 
 
 def test_recover_from_the_cli_re_checks_a_queued_fan_out_without_running_its_children(tmp_path, db_url, monkeypatch):
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     root = _fan_project(tmp_path, monkeypatch)
     engine = _engine(root, db_url)
@@ -776,7 +776,7 @@ def test_recover_from_the_cli_re_checks_a_queued_fan_out_without_running_its_chi
 def _held_in_step_one(tmp_path, project, db_url, **worker_kw):
     """``(engine, gate, run id, worker, thread)``: a worker on a thread holds a run of ``f`` whose
     first call is blocked until the test creates ``gate``."""
-    from flowctl.worker import enqueue
+    from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
     gate = tmp_path / "gate"
@@ -791,7 +791,7 @@ def test_a_run_that_ends_before_its_cancel_request_is_seen_says_so_in_its_log(tm
     """Interleaving injected: no poll runs (cancel_poll and heartbeat far away) while the request is
     made during the last call; the run ends succeeded. The worker then records that in the run's
     chained log and clears the request, so the finished row does not look like an honoured cancel."""
-    from flowctl.audit import seal_problem, verify_run
+    from flowctl.store.audit import seal_problem, verify_run
     engine, gate, run_id, worker, thread = _held_in_step_one(tmp_path, project, db_url, lease=600.0,
                                                             heartbeat=300.0, cancel_poll=300.0)
     try:

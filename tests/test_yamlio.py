@@ -1,10 +1,10 @@
-"""flowctl.yamlio: YAML 1.2 core-schema reading with positions, and what it refuses."""
+"""flowctl.definition.yamlio: YAML 1.2 core-schema reading with positions, and what it refuses."""
 from __future__ import annotations
 
 import pytest
 
-from flowctl import yamlio
-from flowctl.yamlio import read_document
+from flowctl.definition import yamlio
+from flowctl.definition.yamlio import read_document
 
 
 def codes(doc):

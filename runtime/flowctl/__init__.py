@@ -3,9 +3,9 @@
 Library API (the CLI is a thin layer over it)::
 
     import flowctl
-    project = flowctl.load_project(".")          # -> flowctl.model.Project
+    project = flowctl.load_project(".")          # -> flowctl.definition.model.Project
     problems = flowctl.validate(project)         # -> list[flowctl.Diagnostic]
-    data = flowctl.dataflow(project, "order_return")  # -> flowctl.flowdata.FlowData (what is defined where)
+    data = flowctl.dataflow(project, "order_return")  # -> flowctl.check.dataflow.FlowData (what is defined where)
     engine = flowctl.Engine(project, flowctl.open_store("sqlite:///.flowctl/flowctl.db"))
     result = engine.run("order_return", {"order_id": "A-1"})   # -> flowctl.RunResult
 
@@ -16,21 +16,21 @@ Tools raise :class:`ToolError` (``ToolError("Payments.CardDeclined", "…")``),
 """
 from __future__ import annotations
 
-from .diagnostics import Diagnostic
-from .errors import (BoundaryViolation, BranchFailed, CompensationFailed, ExpressionError, FlowctlError,
+from flowctl.diagnostics import Diagnostic
+from flowctl.errors import (BoundaryViolation, BranchFailed, CompensationFailed, ExpressionError, FlowctlError,
                      MaxStepsExceeded, NoTransitionMatched, PolicyDenied, ReviewTimeout, SchemaMismatch,
                      StepError, ToolError, ToolThrottled, ToolTimeout, ToolUnavailable)
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_project": ("flowctl.loader", "load_project"),
-    "load_files": ("flowctl.loader", "load_files"),
-    "validate": ("flowctl.checks", "validate"),
-    "dataflow": ("flowctl.flowdata", "dataflow"),
-    "Engine": ("flowctl.engine", "Engine"),
-    "RunResult": ("flowctl.engine", "RunResult"),
-    "open_store": ("flowctl.store", "open_store"),
+    "load_project": ("flowctl.definition.loader", "load_project"),
+    "load_files": ("flowctl.definition.loader", "load_files"),
+    "validate": ("flowctl.check.checks", "validate"),
+    "dataflow": ("flowctl.check.dataflow", "dataflow"),
+    "Engine": ("flowctl.engine.engine", "Engine"),
+    "RunResult": ("flowctl.engine.engine", "RunResult"),
+    "open_store": ("flowctl.store.sql", "open_store"),
 }
 
 __all__ = ["Diagnostic", "FlowctlError", "StepError", "ToolError", "ToolUnavailable", "ToolThrottled",

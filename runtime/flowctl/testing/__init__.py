@@ -15,7 +15,7 @@
 :mod:`.junit`      JUnit XML for CI
 =================  ==========================================================================
 
-``flowctl test`` and ``flowctl replay`` (:mod:`flowctl.commands.test`, :mod:`flowctl.commands.replay`)
+``flowctl test`` and ``flowctl replay`` (:mod:`flowctl.cli.commands.test`, :mod:`flowctl.cli.commands.replay`)
 are thin layers over these modules.
 """
 from __future__ import annotations

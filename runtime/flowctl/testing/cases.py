@@ -41,8 +41,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import ERROR, WARNING, Diagnostic
-from ..yamlio import Document, read_document
+from flowctl.diagnostics import ERROR, WARNING, Diagnostic
+from flowctl.definition.yamlio import Document, read_document
 
 TESTS_FOLDER = "tests"
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -198,7 +198,7 @@ def load_case(project, path: Path) -> tuple[Case | None, list[Diagnostic]]:
 def case_schema() -> dict:
     from importlib import resources
 
-    return json.loads(resources.files("flowctl").joinpath("schemas", "case.json").read_text(encoding="utf-8"))
+    return json.loads(resources.files("flowctl").joinpath("definition", "schemas", "case.json").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
@@ -210,7 +210,7 @@ def _validator():
 
 def check_schema(doc: Document) -> list[Diagnostic]:
     """Schema problems of a case file, located (unknown fields get a "did you mean")."""
-    from ..schema import _translate
+    from flowctl.definition.kinds import _translate
 
     v = _validator()
     out = []
@@ -222,7 +222,7 @@ def check_schema(doc: Document) -> list[Diagnostic]:
 
 
 def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagnostic]]:
-    from ..schema import did_you_mean
+    from flowctl.definition.kinds import did_you_mean
 
     d = doc.data
     problems: list[Diagnostic] = []
@@ -325,8 +325,8 @@ def _misspelt_error(name) -> str:
     are how tools name their own errors)."""
     import builtins
 
-    from .. import errors
-    from ..schema import did_you_mean
+    from flowctl import errors
+    from flowctl.definition.kinds import did_you_mean
 
     if not isinstance(name, str) or "." in name or hasattr(errors, name) or hasattr(builtins, name):
         return ""
@@ -336,7 +336,7 @@ def _misspelt_error(name) -> str:
 
 
 def _lint(doc: Document, path, text: str, problems: list) -> None:
-    from ..expressions import lint
+    from flowctl.expr.expressions import lint
 
     for code, _offset, message, hint in lint(text):
         severity = ERROR if code in ("FC401", "FC404") else WARNING

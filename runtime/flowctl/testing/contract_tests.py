@@ -11,7 +11,7 @@ For every ``examples:`` entry of a contract (``{input, output?, description?}``)
    compensate that does not undo is caught here;
 5. compensate once more must not raise (the engine may repeat a compensation after a crash).
 
-A read-only contract's examples run steps 1–2 only. ``call`` is a :class:`~flowctl.tools.ToolCall`
+A read-only contract's examples run steps 1–2 only. ``call`` is a :class:`~flowctl.engine.tools.ToolCall`
 with the contract's idempotency key evaluated on the example's input.
 
 **Sandboxes.** Tools name their own: a callable ``flowctl_sandbox(contract)`` returning a context
@@ -64,7 +64,7 @@ def contracts_to_test(project, flows=None) -> list:
     """Every contract version, or those used by ``flows``; side-effecting ones and ones with examples."""
     wanted = None
     if flows is not None:
-        from ..engine import flow_files
+        from flowctl.engine.engine import flow_files
 
         files = set()
         for f in flows:
@@ -84,7 +84,7 @@ def contracts_to_test(project, flows=None) -> list:
 def effect_functions(project) -> dict:
     """``{id(function): (function, side-effecting contract ref)}`` for every side-effecting
     contract whose entrypoint resolves (one that cannot be resolved is left out: it cannot run)."""
-    from ..tools import resolve
+    from flowctl.engine.tools import resolve
 
     tools_folder = str(project.orchestration / "tools")
     out: dict = {}
@@ -103,7 +103,7 @@ def effect_functions(project) -> dict:
 def side_effecting_as(project, contract, effects=None) -> str | None:
     """The ref of a side-effecting contract on the same function as ``contract`` (itself when it
     declares side effects), or None when no contract declares effects for that function."""
-    from ..tools import resolve
+    from flowctl.engine.tools import resolve
 
     if contract.side_effecting:
         return contract.ref
@@ -142,8 +142,8 @@ def run_contract_tests(project, contracts=None, *, on_result=None) -> list:
 
 def find_sandbox(contract, tools_folder: str):
     """``(callable, "module:flowctl_sandbox")`` declared by the contract's tool package, or None."""
-    from ..errors import UsageError
-    from ..tools import resolve
+    from flowctl.errors import UsageError
+    from flowctl.engine.tools import resolve
 
     module = contract.entrypoint.partition(":")[0]
     top = module.split(".")[0]
@@ -160,9 +160,9 @@ def find_sandbox(contract, tools_folder: str):
 def run_example(project, contract, index: int, example: dict, *, effects=None) -> ContractResult:
     """One example of ``contract`` (see the module docstring); ``effects`` is
     :func:`effect_functions` of the project, computed when not given."""
-    from ..schemas_runtime import check_instance
-    from ..tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout, resolve
-    from .runner import subset_problems
+    from flowctl.definition.runtime_schemas import check_instance
+    from flowctl.engine.tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout, resolve
+    from flowctl.testing.runner import subset_problems
 
     label = example.get("description") or f"example {index + 1}"
     result = ContractResult(contract, f"{contract.ref}: {label}", FAILED)
@@ -261,7 +261,7 @@ def run_example(project, contract, index: int, example: dict, *, effects=None) -
 
 def _key(contract, tool_input) -> str:
     if contract.idempotency_key:
-        from ..expressions import compile_expr
+        from flowctl.expr.expressions import compile_expr
 
         try:
             value = compile_expr(contract.idempotency_key, contract.where("idempotency_key")).evaluate(

@@ -5,7 +5,7 @@ Three figures per flow, each "exercised by at least one case / all":
 * **transitions** — the flow's ``transitions`` entries (each ``from``/``when``/``to`` rule);
 * **handlers** — every ``on_error`` rule of the flow's states, every rule of the flow's own
   ``on_error``, and every review's ``on_timeout``;
-* **error edges** — the graph's error arrows as :func:`flowctl.checks.flow_graph` draws them: a
+* **error edges** — the graph's error arrows as :func:`flowctl.check.checks.flow_graph` draws them: a
   state handler's ``goto``, a review's ``on_timeout`` ``goto``, and a flow handler's ``goto`` *from
   each state* it can leave. A flow handler is one handler but many edges, so this figure is
   reported, not gated.
@@ -26,7 +26,7 @@ import copy
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..audit import REDACTED
+from flowctl.store.audit import REDACTED
 
 TRANSITIONS, HANDLERS, EDGES = "transitions", "handlers", "error edges"
 GATED = (TRANSITIONS, HANDLERS)
@@ -88,7 +88,7 @@ def _handler_label(h) -> str:
 
 
 def items_of(project, flow) -> dict:
-    from ..checks import flow_graph
+    from flowctl.check.checks import flow_graph
 
     graph = flow_graph(project, flow)
     transitions = []
@@ -214,7 +214,7 @@ class Suggestion:
 
         lines = [f"uncovered {self.item.kind[:-1] if self.item.kind != EDGES else 'error edge'}: {self.item.label}",
                  f"  defined at {self.item.where}"]
-        from .runner import one_line
+        from flowctl.testing.runner import one_line
 
         lines.append(f"  reach it by: {one_line(self.route)}")
         for n in self.notes:
@@ -230,7 +230,7 @@ class Suggestion:
 
 def suggest(project, flow, cov: FlowCoverage, results=()) -> list:
     """A :class:`Suggestion` per uncovered item of ``cov`` (transitions, handlers, then error edges)."""
-    from ..checks import flow_graph
+    from flowctl.check.checks import flow_graph
 
     graph = flow_graph(project, flow)
     cases = [r for r in results if r.case.flow == flow.id]
@@ -557,8 +557,8 @@ def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, n
                 "context": {}, "params": dict(flow.params), "error": None, "state": None, "run": {}}
 
     def holds(expr) -> bool:
-        from ..expressions import compile_expr
-        from ..scope import truthy
+        from flowctl.expr.expressions import compile_expr
+        from flowctl.expr.scope import truthy
 
         try:
             return truthy(compile_expr(expr).evaluate(scope()))
@@ -621,7 +621,7 @@ _MODELLED = frozenset({"response", "review", "visits", "input", "params"})
 def _scope_names(expr: str) -> list:
     import jmespath
 
-    from ..expressions import _root_fields
+    from flowctl.expr.expressions import _root_fields
 
     try:
         return _root_fields(jmespath.compile(expr).parsed)

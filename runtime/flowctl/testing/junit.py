@@ -7,7 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .runner import ERROR, FAILED
+from flowctl.testing.runner import ERROR, FAILED
 
 
 def build(case_results=(), contract_results=(), coverages=None) -> ET.ElementTree:

@@ -23,7 +23,7 @@ import copy
 import json
 from functools import partial
 
-from ..errors import StepError, ToolError
+from flowctl.errors import StepError, ToolError
 
 
 class MockProblem(BaseException):
@@ -43,7 +43,7 @@ def make_error(name: str, message: str | None = None) -> BaseException:
     handlers match it and its base classes as they would the real thing; any other name is a
     ``ToolError(name, message)`` — how tools name their own errors (``Payments.CardDeclined``).
     """
-    from .. import errors
+    from flowctl import errors
 
     text = message or f"mocked {name}"
     cls = getattr(errors, name, None)
@@ -156,8 +156,8 @@ class MockTools:
 
 
 def _holds(entry, scope) -> bool:
-    from ..expressions import compile_expr
-    from ..scope import truthy
+    from flowctl.expr.expressions import compile_expr
+    from flowctl.expr.scope import truthy
 
     try:
         return truthy(compile_expr(entry.when, entry.where).evaluate(scope))

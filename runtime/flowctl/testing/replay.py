@@ -14,7 +14,7 @@ an in-memory store; the real policy gate decides. :func:`replay` compares the st
 the recorded ones and reports the first step that differs, with why each side went where it did.
 
 Fields a contract marks ``sensitive`` are redacted in the audit log (and, once the run ended, in its
-row: :mod:`flowctl.sensitive`), so their recorded values are lost: a redacted output field is
+row: :mod:`flowctl.engine.sensitive`), so their recorded values are lost: a redacted output field is
 replayed with the run input's value of the same name when that fits the output schema, else with
 a value the schema accepts, and the result says so.
 """
@@ -23,8 +23,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from .mocks import make_error
-from .runner import explain, first_difference, one_line
+from flowctl.testing.mocks import make_error
+from flowctl.testing.runner import explain, first_difference, one_line
 
 
 class ReplayStop(BaseException):
@@ -84,7 +84,7 @@ def recording(row: dict, events: list) -> Recording:
 def load_recording(store, run_id: str) -> Recording:
     """The recording of ``run_id`` with those of its child runs, at any depth. Raises
     :class:`~flowctl.errors.UsageError` for a run without events, :class:`RunNotFound`."""
-    from ..errors import UsageError
+    from flowctl.errors import UsageError
 
     row = store.get_run(run_id)
     events = store.events(row["id"])
@@ -172,7 +172,7 @@ class RecordedTools:
         return None
 
     def _invoke(self, contract, tool_input, call):
-        from ..audit import redact
+        from flowctl.store.audit import redact
 
         rec = self.recording_of(call.run_id)
         queue = self.run_queues.get(call.run_id, {}).get(contract.id) or []
@@ -195,7 +195,7 @@ class RecordedTools:
                               f"(at '{outcome['state']}'): {_input_change(outcome['input'], shown)}")
         self._answered[(contract.id, call.idempotency_key)] = outcome
         if outcome.get("boundary"):
-            from ..errors import BoundaryViolation
+            from flowctl.errors import BoundaryViolation
 
             raise BoundaryViolation(f"verify of {contract.ref} said the effect did not happen (recorded)")
         if outcome.get("error"):
@@ -208,7 +208,7 @@ class RecordedTools:
         return key not in self._undone and key in self._answered
 
     def _unredact(self, output, contract, state, run_input=None):
-        from ..audit import REDACTED
+        from flowctl.store.audit import REDACTED
 
         replaced = []
 
@@ -235,9 +235,9 @@ class RecordedTools:
 
 
 def _stand_in(name, schema, run_input):
-    from ..audit import REDACTED
-    from ..schemas_runtime import check_instance
-    from .coverage import sample
+    from flowctl.store.audit import REDACTED
+    from flowctl.definition.runtime_schemas import check_instance
+    from flowctl.testing.coverage import sample
 
     for candidate in _values_named(run_input, name):
         if not schema or check_instance(schema, candidate) is None:
@@ -338,7 +338,7 @@ def _err(error) -> str:
 
 
 def _sensitive(project, flow) -> frozenset:
-    from ..sensitive import flow_fields
+    from flowctl.engine.sensitive import flow_fields
 
     return flow_fields(project, flow)
 
@@ -346,11 +346,11 @@ def _sensitive(project, flow) -> frozenset:
 def replay(rec: Recording, project, label: str = "the working tree") -> ReplayResult:
     """Re-run ``rec`` under ``project`` and compare. Raises :class:`~flowctl.errors.ProjectError`
     when the flow's definition files have errors."""
-    from ..clock import FakeClock
-    from ..engine import Engine
-    from ..errors import FlowctlError, ProjectError
-    from ..expressions import Recorder
-    from ..store import MemoryStore
+    from flowctl.engine.clock import FakeClock
+    from flowctl.engine.engine import Engine
+    from flowctl.errors import FlowctlError, ProjectError
+    from flowctl.expr.expressions import Recorder
+    from flowctl.store.sql import MemoryStore
 
     row = rec.row
     result = ReplayResult(row["id"], row["flow"], label, rec.path, [], row.get("status"), None, row.get("error"))
@@ -422,7 +422,7 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         run = None
         if tools.stop_steps is not None:  # what the stopped run did after the stop did not happen (its siblings' did)
             seen = [e for i, e in enumerate(seen) if i < tools.stop_steps or e.get("run_id") != tools.stop_run]
-    from .runner import own_events
+    from flowctl.testing.runner import own_events
 
     every = seen
     seen = own_events(seen)  # child runs' events (parallel, map, subflow) are compared run by run below
@@ -488,7 +488,7 @@ def _child_divergence(tools: RecordedTools, parent: Recording, replayed_parent: 
     """The first child run of ``parent`` (at any depth) whose replay differs from its recording, as
     a :class:`ReplayResult` with ``where`` set; None when every child replayed as recorded. Children
     are taken in the order of their fan-out state in the parent's path, then by index."""
-    from ..store import FINAL
+    from flowctl.store.sql import FINAL
 
     replayed: dict = {}
     for rid, _rec, pid, key in tools.children:
@@ -541,7 +541,7 @@ def _waits_on_children(engine, run_id) -> bool:
 def _decide_child_reviews(engine, tools: RecordedTools, queues: dict, run):
     """Decide the paused child runs (at any depth) with their recorded decisions; the parents go
     on in process. ``(the root's RunResult, None)`` or ``(run, why the replay cannot go on)``."""
-    from ..runner import result_from_row
+    from flowctl.engine.runner import result_from_row
 
     decided = False
     for child in engine.store.list_runs(status="paused", limit=0):
@@ -566,8 +566,8 @@ def diff_section(project_root, head_project, head_label: str, limit: int, fmt: s
     import os
     from pathlib import Path
 
-    from ..errors import ProjectError, StoreError
-    from ..store import open_store
+    from flowctl.errors import ProjectError, StoreError
+    from flowctl.store.sql import open_store
 
     try:
         store = open_store(db or os.environ.get("FLOWCTL_DB"), Path(project_root), create=False)
@@ -639,7 +639,7 @@ def add_to_diff(rendered, fmt: str, project_root, head_project, head_label: str,
     markdown, a ``replay`` key in JSON. SVG has no place for it."""
     import json
 
-    from ..errors import UsageError
+    from flowctl.errors import UsageError
 
     if fmt == "svg":
         raise UsageError("--replay adds a section to text, markdown or json output, not to svg")

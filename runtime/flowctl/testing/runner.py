@@ -1,9 +1,9 @@
 """Running golden cases: a fake clock, an in-memory store, mocked tools; results and path diffs.
 
-:func:`run_case` starts the case's flow on an :class:`~flowctl.engine.Engine` whose tools are the
+:func:`run_case` starts the case's flow on an :class:`~flowctl.engine.engine.Engine` whose tools are the
 case's mocks (:class:`~flowctl.testing.mocks.MockTools`), whose clock is a
-:class:`~flowctl.clock.FakeClock` (retry delays, waits and review timeouts pass instantly) and
-whose store is a :class:`~flowctl.store.MemoryStore`. The real policy gate decides as it would in
+:class:`~flowctl.engine.clock.FakeClock` (retry delays, waits and review timeouts pass instantly) and
+whose store is a :class:`~flowctl.store.sql.MemoryStore`. The real policy gate decides as it would in
 production. When the run pauses for a review, the case's next ``reviews`` entry decides it (or
 lets its timeout pass). The outcome is compared with ``expect``: path, status, error, a subset of
 the final context and of the output, the tools compensated.
@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..audit import REDACTED
-from .cases import Case
-from .mocks import MockProblem, MockTools
+from flowctl.store.audit import REDACTED
+from flowctl.testing.cases import Case
+from flowctl.testing.mocks import MockProblem, MockTools
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
 
@@ -67,10 +67,10 @@ def run_cases(project, cases, *, on_result=None) -> list[CaseResult]:
 
 
 def run_case(project, case: Case) -> CaseResult:
-    from ..clock import FakeClock
-    from ..engine import Engine
-    from ..errors import FlowctlError
-    from ..store import MemoryStore
+    from flowctl.engine.clock import FakeClock
+    from flowctl.engine.engine import Engine
+    from flowctl.errors import FlowctlError
+    from flowctl.store.sql import MemoryStore
 
     started = time.perf_counter()
     clock = FakeClock()
@@ -213,7 +213,7 @@ def _fmt(value) -> str:
 
 # ------------------------------------------------------------------------------------ path diffs
 def one_line(path) -> str:
-    from ..commands._common import one_line_path
+    from flowctl.cli.commands._common import one_line_path
 
     return one_line_path(path) or "(no state entered)"
 

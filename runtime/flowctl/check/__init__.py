@@ -1,0 +1,1 @@
+"""``flowctl validate``: the checks table, the data-flow analysis, diagnostics rendering."""

@@ -1,0 +1,772 @@
+"""Static data-flow analysis: what every name in scope holds at every state of a flow.
+
+(The module is ``flowctl.check.dataflow`` so that the package attribute ``flowctl.dataflow`` stays the
+function, as ``flowctl.check.checks`` does for ``flowctl.validate``.)
+
+``flowctl.dataflow(project, flow)`` walks a flow's graph — business transitions, a state's own
+``on_error`` gotos and fallbacks, review ``on_timeout`` gotos, the flow's ``on_error`` gotos, and
+child flows of ``parallel``/``map``/``subflow`` states — to a fixpoint, and returns a
+:class:`FlowData`: per state the :class:`~flowctl.check.shapes.Shape` of the scope on entry (``input``
+from the flow's ``input_schema``; ``context`` keys from every ``set`` on the paths that reach the
+state, each *always* or *sometimes* present — absent keys are *never* set there; ``response``
+from the contract's ``output_schema``, a fallback's, or a child flow's ``output``; ``review``,
+``error``, ``visits``, ``state``, ``run``, ``params``, ``item``/``index`` with their fixed shapes),
+plus the diagnostics the shapes prove:
+
+======  =========  =================================================================================
+FC801   error      a path into a field no path defines (``context.frad``: "did you mean ``fraud``")
+FC802   error      a comparison of two known, different JSON types (``number > string``)
+FC803   error      a required tool input read from a context key some path into the state never sets
+FC804   warning    a context key only *sometimes* set, compared or passed to a function in a ``when``
+FC805   warning    a JMESPath function given an argument type it rejects
+======  =========  =================================================================================
+
+Sound where it speaks, silent where it cannot know: unknown shapes (no schema, free-form
+``review.data``, ``$ref``) produce nothing. Error edges are followed only where the state can
+raise a matching error (a ``PolicyDenied`` handler is not an edge out of a ``choice``).
+Never raises for project content.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from flowctl.check import shapes as S
+from flowctl.check.shapes import ANY, BOOLEAN, NULL, NUMBER, STRING, Shape, join
+from flowctl.check.infer import (
+    Inference, Site, Value, scope_roots, parse)
+
+
+_ERROR = S.obj({"type": STRING, "code": ANY, "message": STRING, "state": ANY, "attempt": ANY}, closed=True)
+#: visits is not tracked in the shapes (it would grow them by a key per state): whether
+#: ``visits.X`` can be defined at S is asked of the graph instead (:meth:`_Analysis.may_precede`)
+_VISITS = S.obj({}, closed=False)
+_REVIEW = S.obj({"decision": STRING, "data": ANY, "by": ANY, "at": ANY, "state": STRING, "step": ANY,
+                 "policy": BOOLEAN}, closed=True)
+_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
+_RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
+                   "depth": NUMBER}, closed=True)
+_TOOL_CALLERS = ("task",)
+_CHILD_TYPES = ("parallel", "map", "subflow")
+#: error names only the engine raises, with the state kinds that can raise them
+_NEEDS_SIDE_EFFECT = frozenset({"PolicyDenied", "BoundaryViolation"})
+_NEEDS_TOOL = frozenset({"ToolTimeout"})
+_NEEDS_CHILDREN = frozenset({"BranchFailed"})
+_NEEDS_REVIEW = frozenset({"ReviewTimeout"})
+
+
+class FlowData:
+    """The result of :func:`dataflow` for one flow.
+
+    ``entry``: state id -> scope :class:`~flowctl.check.shapes.Shape` on entry (reachable states only);
+    ``output``: the shape of the flow's output; ``diagnostics``: FC801–FC805 findings, located.
+    """
+
+    def __init__(self, flow):
+        self.flow = flow
+        self.entry: dict = {}
+        self.output: Shape = ANY
+        self.diagnostics: list = []
+
+    def defined(self, state_id: str) -> dict:
+        """``{"always": [...], "sometimes": [...]}``: the context keys (dotted for nested keys set
+        by ``set``) defined on entry to ``state_id``, plus ``error``/``review`` when in scope."""
+        scope = self.entry.get(state_id)
+        out = {"always": [], "sometimes": []}
+        if scope is None:
+            return out
+        ctx, _ = scope.field("context")
+        for name, (shape, always) in sorted(ctx.props.items()):
+            out["always" if always else "sometimes"].append(f"context.{name}")
+        for root in ("error", "review"):
+            shape, _ = scope.field(root)
+            if shape.types is None or shape.non_null():
+                out["sometimes" if shape.may_be("null") else "always"].append(root)
+        return out
+
+
+# ------------------------------------------------------------------------------ entry point
+def dataflow(project, flow, _cache=None) -> FlowData:
+    """Analyse ``flow`` (a :class:`~flowctl.definition.model.Flow` or its id) of ``project``.
+
+    Returns a :class:`FlowData`. Raises ``KeyError`` for an unknown flow id; never for content.
+    """
+    if isinstance(flow, str):
+        flow = project.flows[flow]
+    cache = _cache if _cache is not None else {}
+    try:
+        return _Analysis(project, flow, cache).run()
+    finally:
+        _MOVES.clear()
+
+
+#: re-raise a failure of the analysis itself instead of saying nothing about the flow (tests set it)
+RAISE = False
+
+
+def check_dataflow(project):
+    """FC801–FC805 for every flow of ``project`` (the ``validate`` check)."""
+    cache: dict = {}
+    try:
+        for flow in project.flows.values():
+            if flow.start not in project.states:
+                continue
+            try:
+                data = _flow_data(project, flow, cache)
+            except RecursionError:  # pathological nesting (a chain of hundreds of child flows): silent
+                continue
+            except Exception:  # noqa: BLE001 - the analysis must not make validate crash: silent where unsure
+                if RAISE:
+                    raise
+                continue
+            yield from data.diagnostics
+    finally:
+        _MOVES.clear()  # holding the flows would keep the whole project alive (slow to free, at exit)
+
+
+def _flow_data(project, flow, cache):
+    found = cache.get(flow.id)
+    if isinstance(found, FlowData):
+        return found
+    return _Analysis(project, flow, cache).run()
+
+
+class _Analysis:
+    def __init__(self, project, flow, cache):
+        self.project = project
+        self.flow = flow
+        self.cache = cache
+        self.data = FlowData(flow)
+        self.sites: dict = {}
+        self.exits: dict = {}  # state id -> (scope after it, scope when it raised), at the fixpoint
+        self.reach: dict = {}
+
+    # -------------------------------------------------------------- driver
+    def run(self) -> FlowData:
+        cache, flow = self.cache, self.flow
+        cache[flow.id] = "busy"  # a child flow that calls back gets an unknown output
+        try:
+            self._fixpoint()
+            self._check()
+            self.data.entry = {sid: self.full(fact) for sid, fact in self.data.entry.items()}
+        finally:
+            cache[flow.id] = self.data
+        return self.data
+
+    def _initial(self) -> Shape:
+        flow = self.flow
+        input_shape = S.from_schema(flow.input_schema) if isinstance(flow.input_schema, dict) else ANY
+        params = flow.params if isinstance(flow.params, dict) else {}
+        # the names whose shape is the same at every state stay out of the per-state scopes
+        self.const = {"input": (input_shape, True), "params": (S.obj({str(k): ANY for k in params}, closed=True), True),
+                      "visits": (_VISITS, True), "state": (_STATE_INFO, True), "run": (_RUN_INFO, True),
+                      "item": (NULL, True), "index": (NULL, True)}
+        return S.obj({"context": S.obj({}, closed=True), "response": NULL, "error": NULL, "review": NULL}, closed=True)
+
+    def full(self, fact: Shape) -> Shape:
+        """The whole scope: ``fact`` (context, response, error, review …) and the constant names."""
+        return Shape(fact.types, {**self.const, **fact.props}, True)
+
+    def _fixpoint(self):
+        states = self.project.states
+        entry = self.data.entry
+        start = self.flow.start
+        entry[start] = self._initial()
+        order = self._rpo()
+        work = [(order.get(start, 0), start)]  # reverse post-order first: a state after what feeds it
+        queued = {start}
+        updates: dict = {}
+        while work:
+            sid = heapq.heappop(work)[1]
+            queued.discard(sid)
+            state = states.get(sid)
+            if state is None:
+                continue
+            for target, fact in self._successors(state, entry[sid]):
+                if target not in states:
+                    continue
+                old = entry.get(target)
+                new = fact if old is None else join(old, fact)
+                if old is not None and new == old:
+                    continue
+                updates[target] = updates.get(target, 0) + 1
+                if updates[target] > 40:  # give up on precision for this state rather than loop
+                    new = _widen(new)
+                    if old is not None and new == old:
+                        continue
+                entry[target] = new
+                if target not in queued:
+                    queued.add(target)
+                    heapq.heappush(work, (order.get(target, len(order)), target))
+
+    def _rpo(self) -> dict:
+        """state id -> its place in reverse post-order of the graph from the start (no recursion)."""
+        project, flow = self.project, self.flow
+        post, seen = [], {flow.start}
+        stack = [(flow.start, None)]
+        while stack:
+            sid, it = stack[-1]
+            if it is None:
+                state = project.states.get(sid)
+                it = iter([d for d, _, _ in _edges(project, flow, state)] if state is not None else [])
+                stack[-1] = (sid, it)
+            nxt = next((d for d in it if d not in seen), None)
+            if nxt is None:
+                post.append(sid)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, None))
+        return {sid: i for i, sid in enumerate(reversed(post))}
+
+    # -------------------------------------------------------------- transfer
+    def _successors(self, state, fact):
+        """(target, scope on the way in) for every edge out of ``state``; records the state's exit
+        scopes (normal or through a fallback, and on error) in ``self.exits``."""
+        flow = self.flow
+        exits = [self._exit(state, fact)]
+        err_fact = _with(join(fact, exits[0]), error=_ERROR)
+        for h in state.on_error:
+            if h.fallback and _may_raise(self.project, state, h.errors):
+                after = self._apply_set(err_fact, h.set)
+                contract = self.project.resolve_tool(h.fallback)
+                exits.append(_with(after, response=self._output(contract)))
+        exit_fact = S.join_all(exits)
+        self.exits[state.id] = (exit_fact, err_fact)
+        for t in _moves(flow, state.id):
+            out = self._apply_set(_refine(exit_fact, t.when), t.set)  # set sees what the when proved
+            yield t.to, _with(out, error=NULL)
+        caught_all = False
+        for h in state.on_error:
+            if caught_all:
+                break
+            caught_all = "*" in h.errors
+            if h.goto and _may_raise(self.project, state, h.errors):
+                yield h.goto, self._apply_set(err_fact, h.set)
+        timeout = state.get("on_timeout") if state.type == "review" else None
+        if isinstance(timeout, dict) and isinstance(timeout.get("goto"), str) and state.get("timeout") is not None:
+            yield timeout["goto"], _with(fact, error=_ERROR)
+        if _can_leave(self.flow, state) and not caught_all:
+            for h in flow.on_error:
+                if h.goto and _may_raise(self.project, state, h.errors):
+                    yield h.goto, self._apply_set(err_fact, h.set)
+                if "*" in h.errors:
+                    break
+
+    def _successors_exits(self, state, fact):
+        for _ in self._successors(state, fact):
+            pass
+        return self.exits[state.id]
+
+    def may_precede(self, first: str, then: str) -> bool:
+        """Can a run of this flow enter ``first`` before (or as) ``then``? (``visits.first`` at ``then``)"""
+        if first == then:
+            return first in self.data.entry
+        if first not in self.data.entry:
+            return False
+        found = self.reach.get(first)
+        if found is None:
+            found, queue = {first}, deque([first])
+            while queue:
+                state = self.project.states.get(queue.popleft())
+                if state is None:
+                    continue
+                for dst, _, _ in _edges(self.project, self.flow, state):
+                    if dst not in found:
+                        found.add(dst)
+                        queue.append(dst)
+            self.reach[first] = found
+        return then in found
+
+    def _exit(self, state, fact) -> Shape:
+        kind = state.type
+        if kind == "task":
+            contract = self.project.resolve_tool(state.tool) if isinstance(state.tool, str) else None
+            out = _with(fact, response=self._output(contract))
+            if _calls_side_effect(self.project, state):  # a policy's review_when pauses for a review first
+                out = _with(out, review=join(fact.field("review")[0], _REVIEW))
+            return out
+        if kind == "pass":
+            return self._apply_set(fact, state.get("set"))
+        if kind == "review":
+            return _with(fact, review=_REVIEW)
+        if kind in _CHILD_TYPES:
+            return _with(fact, response=self._children_output(state, fact))
+        return fact
+
+    def _output(self, contract) -> Shape:
+        """The shape of ``contract``'s output (cached per contract for the whole validate run)."""
+        if contract is None:
+            return ANY
+        key = ("output", id(contract))
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = _output(contract)
+            self.cache[("keep", id(contract))] = contract  # the id stays this contract's while cached
+        return found
+
+    def _children_output(self, state, fact) -> Shape:
+        tolerated = bool(state.get("tolerated_failures"))
+        failed = S.obj({"error": ANY}, closed=True)
+
+        def out(flow_id):
+            if not isinstance(flow_id, str) or flow_id not in self.project.flows:
+                return ANY
+            found = self.cache.get(flow_id)
+            if found == "busy":
+                return ANY
+            if not isinstance(found, FlowData):
+                child = self.project.flows[flow_id]
+                if child.start not in self.project.states:
+                    return ANY
+                found = _Analysis(self.project, child, self.cache).run()
+            shape = found.output
+            return join(shape, failed) if tolerated else shape
+
+        if state.type == "subflow":
+            return out(state.get("flow"))
+        if state.type == "parallel":
+            branches = state.get("branches")
+            if not isinstance(branches, list):
+                return ANY
+            outs = [out(b) for b in branches]
+            return S.array(S.join_all(outs) if outs else Shape(()), prefix=outs)
+        if state.get("batch"):
+            return S.array(ANY)
+        return S.array(out(state.get("flow")))
+
+    def _apply_set(self, fact, mapping) -> Shape:
+        if not isinstance(mapping, dict) or not mapping:
+            return fact
+        ctx, _ = fact.field("context")
+        values = [(str(k), self._mapping_shape(v, fact)) for k, v in mapping.items()]
+        for key, value in values:  # depth-capped, so that a loop of set: {a: [context.a]} ends
+            ctx = _write(ctx, key.split("."), S.capped(value))
+        return _with(fact, context=ctx)
+
+    def _mapping_shape(self, value, fact, item=None) -> Shape:
+        if isinstance(value, str):
+            tree = parse(value)
+            if tree is None:
+                return ANY
+            return self.infer(value, tree, fact).shape
+        if isinstance(value, dict):
+            return S.obj({str(k): self._mapping_shape(v, fact) for k, v in value.items()}, closed=True)
+        if isinstance(value, list):
+            items = [self._mapping_shape(v, fact) for v in value[:64]]
+            return S.array(S.join_all(items) if items else Shape(()), prefix=items) if len(value) <= 64 else S.array(ANY)
+        return S.of_value(value)
+
+    # -------------------------------------------------------------- checking
+    def _site(self, doc, path, text, state_id, fact, condition=False):
+        key = (doc.file, tuple(path))
+        found = self.sites.get(key)
+        if found is None:
+            self.sites[key] = [Site(doc, path, text, state_id, condition, self.flow.id), fact]
+        else:
+            found[1] = join(found[1], fact)
+            if found[0].state != state_id:
+                found[0].state = None  # evaluated at several states: "this point"
+
+    def _mapping_sites(self, doc, path, value, state_id, fact):
+        if isinstance(value, str):
+            self._site(doc, path, value, state_id, fact)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self._mapping_sites(doc, path + (k,), v, state_id, fact)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self._mapping_sites(doc, path + (i,), v, state_id, fact)
+
+    def _collect(self):
+        states, flow = self.project.states, self.flow
+        outputs = []
+        for sid, fact in self.data.entry.items():
+            state = states.get(sid)
+            if state is None:
+                continue
+            d, doc = state.raw, state.doc
+            for key in ("input", "show"):
+                if key in d:
+                    self._mapping_sites(doc, (key,), d[key], sid, fact)
+            if state.type == "pass" and "set" in d:
+                self._mapping_sites(doc, ("set",), d["set"], sid, fact)
+            if state.type == "map":
+                items_shape = ANY
+                if isinstance(d.get("items"), str):
+                    self._site(doc, ("items",), d["items"], sid, fact)
+                    tree = parse(d["items"])
+                    if tree is not None:
+                        items_shape = self.infer(d["items"], tree, fact).shape
+                element = items_shape.element() if items_shape.known else ANY
+                if "item_input" in d:
+                    self._mapping_sites(doc, ("item_input",), d["item_input"], sid,
+                                        _with(fact, item=_strip_null(element), index=NUMBER))
+            if isinstance(d.get("until"), str):
+                self._site(doc, ("until",), d["until"], sid, fact)
+            for key in ("timeout", "error", "cause"):
+                if isinstance(d.get(key), dict) and isinstance(d[key].get("expr"), str):
+                    self._site(doc, (key, "expr"), d[key]["expr"], sid, fact)
+            exit_all, err_fact = self.exits.get(sid) or self._successors_exits(state, fact)
+            for h in state.on_error:
+                if h.set and _may_raise(self.project, state, h.errors):
+                    self._mapping_sites(doc, h.path + ("set",), h.set, sid, err_fact)
+            for t in _moves(flow, sid):
+                if t.when is not None:
+                    self._site(flow.doc, t.path + ("when",), t.when, sid, exit_all, condition=True)
+                if t.set:
+                    self._mapping_sites(flow.doc, t.path + ("set",), t.set, sid, exit_all)
+            if _can_leave(flow, state):
+                for h in flow.on_error:
+                    if h.set and _may_raise(self.project, state, h.errors):
+                        self._mapping_sites(flow.doc, h.path + ("set",), h.set, sid, err_fact)
+            if state.type == "succeed":
+                outputs.append(fact)
+        if flow.output is not None and outputs:
+            out_fact = S.join_all(outputs)
+            self._mapping_sites(flow.doc, ("output",), flow.output, None, out_fact)
+        if outputs:
+            fact = S.join_all(outputs)
+            if flow.output is None:
+                self.data.output = fact.field("context")[0]
+            else:
+                self.data.output = self._mapping_shape(flow.output, fact)
+
+    def _check(self):
+        self._collect()
+        found = []
+        for site, fact in self.sites.values():
+            tree = parse(site.text)
+            if tree is None or tree.get("type") in ("literal", "field"):
+                continue  # a literal or a bare name proves nothing (FC406 has the names)
+            self.infer(site.text, tree, fact, site)
+            found.extend(site.found.values())
+        found.extend(self._required_inputs())
+        self.data.diagnostics = found
+
+    def infer(self, text, tree, fact, site=None) -> Value:
+        """:class:`Inference` of ``tree`` on ``fact``, memoised on the shapes of the names it reads
+        (shared shapes make most lookups hits: the same ``input``, the same contract's output).
+        With a ``site``, findings are reported there; a memo says when there are none."""
+        key = None
+        roots = scope_roots(text, tree)
+        props, const = fact.props, self.const
+        if roots is not None:
+            parts = tuple((props.get(r) or const.get(r) or (None,))[0] for r in roots)
+            key = (text, tuple(map(id, parts)), site.state if site is not None and "visits" in roots else None,
+                   site is not None and site.condition)
+            found = self.cache.get(key)
+            if found is not None and (site is None or not found[1]):
+                return found[0]
+        val = Inference(self, site).run(tree, self.full(fact))
+        if key is not None:
+            self.cache[key] = (val, bool(site.found) if site is not None else True, parts)
+        return val
+
+    def sometimes(self, site, label):
+        """FC804 for ``label`` (a context key) read in a condition at ``site``."""
+        key = label.split(".")[1] if "." in label else label
+        path = self.unset_path(key, site.state) if site.state else None
+        via = f" (not on the path {' → '.join(path)})" if path else ""
+        where = f"'{site.state}'" if site.state else "this point"
+        site.report("FC804", f"`{label}` is set only on some paths into {where}{via}; there it is null and this "
+                    f"condition is false", key,
+                    hint=f"set {key} on every path, or test it first: {label} && …  /  {label} != `null`")
+
+    # -------------------------------------------------------------- FC803
+    def _required_inputs(self):
+        out = []
+        for sid, fact in self.data.entry.items():
+            state = self.project.states.get(sid)
+            if state is None or state.type != "task" or not isinstance(state.input, dict):
+                continue
+            schemas = []
+            contract = self.project.resolve_tool(state.tool) if isinstance(state.tool, str) else None
+            if contract is not None and isinstance(contract.input_schema, dict):
+                schemas.append((contract.input_schema, contract.ref))
+            if isinstance(state.input_schema, dict):
+                schemas.append((state.input_schema, f"the input_schema of '{sid}'"))
+            done = set()
+            for schema, owner in schemas:
+                required = schema.get("required")
+                props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+                if not isinstance(required, list):
+                    continue
+                for name in required:
+                    if not isinstance(name, str) or name in done or not isinstance(state.input.get(name), str):
+                        continue
+                    tree = parse(state.input[name])
+                    if tree is None:
+                        continue
+                    val = self.infer(state.input[name], tree, fact)
+                    if not val.unsure or not val.label or S.accepts_null(props.get(name)) is not False:
+                        continue
+                    key = val.unsure.split(".")[1]
+                    path = self.unset_path(key, sid)
+                    if not path:
+                        continue
+                    done.add(name)
+                    out.append(state.doc.diag(
+                        "FC803", f"input '{name}', which {owner} requires, reads `{val.label}`; on the path "
+                        f"{' → '.join(path)} (flow '{self.flow.id}') nothing sets context.{key}, so '{name}' is null "
+                        f"and the call fails with SchemaMismatch", ("input", name),
+                        hint=f"set {key} on that path, or give a default: {state.input[name]} || <value>"))
+        return out
+
+    def unset_path(self, key: str, target: str):
+        """The shortest path of states from the start to ``target`` on which nothing sets
+        ``context.<key>`` (None if every path sets it)."""
+        project, flow = self.project, self.flow
+        start = flow.start
+        prev = {start: None}
+        queue = deque([start])
+        while queue:
+            sid = queue.popleft()
+            if sid == target:
+                path = []
+                while sid is not None:
+                    path.append(sid)
+                    sid = prev[sid]
+                return path[::-1]
+            state = project.states.get(sid)
+            if state is None or sid not in self.data.entry:
+                continue
+            for dst, sets, when in _edges(project, flow, state):
+                if dst in prev or dst not in self.data.entry:
+                    continue
+                if any(_sets_key(m, key) for m in sets) or (when and key in _asserted(when)):
+                    continue
+                prev[dst] = sid
+                queue.append(dst)
+        return None
+
+
+def _edges(project, flow, state):
+    """(target, set mappings on the way, when) of every edge the analysis follows out of ``state``."""
+    own = [state.get("set")] if state.type == "pass" else []
+    fallback_sets = [h.set for h in state.on_error if h.fallback]
+    for t in _moves(flow, state.id):
+        yield t.to, own + [t.set], t.when
+        for s in fallback_sets:  # through the fallback: its handler's set, not the state's own
+            yield t.to, [s, t.set], t.when
+    caught_all = False
+    for h in state.on_error:
+        if caught_all:
+            break
+        caught_all = "*" in h.errors
+        if h.goto and _may_raise(project, state, h.errors):
+            yield h.goto, [h.set], None
+    timeout = state.get("on_timeout") if state.type == "review" else None
+    if isinstance(timeout, dict) and isinstance(timeout.get("goto"), str) and state.get("timeout") is not None:
+        yield timeout["goto"], [], None
+    if _can_leave(flow, state) and not caught_all:
+        for h in flow.on_error:
+            if h.goto and _may_raise(project, state, h.errors):
+                yield h.goto, [h.set], None
+            if "*" in h.errors:
+                break
+
+
+_MOVES: dict = {}  # id(flow) -> (flow, {state: transitions}), for the flows of the current validate only
+
+
+def _moves(flow, sid) -> tuple:
+    """``flow.transitions_from(sid)``, indexed once per flow object (:func:`check_dataflow` empties
+    the index when it is done, so that it keeps no project alive)."""
+    found = _MOVES.get(id(flow))
+    if found is None or found[0] is not flow:
+        index: dict = {}
+        for t in flow.transitions:
+            index.setdefault(t.source, []).append(t)
+        found = _MOVES[id(flow)] = (flow, {k: tuple(v) for k, v in index.items()})
+    return found[1].get(sid, ())
+
+
+def _can_leave(flow, state) -> bool:
+    """Can an error in ``state`` go through the flow's handlers? Every state but an end whose
+    expressions cannot fail (a fail state's ``{expr}``, the flow's ``output`` on succeed can)."""
+    if not state.terminal:
+        return True
+    if state.type == "fail":
+        return any(isinstance(state.get(k), dict) for k in ("error", "cause"))
+    return flow.output is not None and not isinstance(flow.output, (int, float, bool))
+
+
+def _sets_key(mapping, key) -> bool:
+    if not isinstance(mapping, dict):
+        return False
+    return any(str(k) == key or str(k).startswith(key + ".") for k in mapping)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _with(fact: Shape, **roots) -> Shape:
+    props = dict(fact.props)
+    for k, v in roots.items():
+        props[k] = (v, True)
+    return Shape(fact.types, props, fact.closed, fact.items, fact.prefix)
+
+
+def _widen(fact: Shape) -> Shape:
+    props = dict(fact.props)
+    for k in ("context", "response", "review", "error"):
+        props[k] = (ANY, True)
+    return Shape(fact.types, props, fact.closed)
+
+
+def _strip_null(shape: Shape) -> Shape:
+    if shape.types is None or shape.types == {"null"}:
+        return shape
+    return Shape(shape.types - {"null"}, shape.props, shape.closed, shape.items, shape.prefix)
+
+
+def _write(ctx: Shape, parts, value: Shape) -> Shape:
+    """``ctx`` with ``value`` written at the dotted key ``parts`` (objects created on the way)."""
+    if ctx.types is None:
+        return ctx
+    props = dict(ctx.props) if "object" in ctx.types else {}
+    closed = ctx.closed if ctx.types == {"object"} else ("object" not in ctx.types or ctx.closed)
+    head = parts[0]
+    if len(parts) == 1:
+        props[head] = (value, True)
+    else:
+        found = props.get(head)
+        if found is None:
+            child = S.obj({}, closed=closed)
+        else:
+            child_shape, always = found
+            if child_shape.types is None:
+                child = ANY
+            elif child_shape.types == {"object"} and always:
+                child = child_shape
+            else:  # not always an object: a non-object is replaced by {}
+                base = child_shape if "object" in child_shape.types else S.obj({}, closed=True)
+                child = Shape(("object",), {k: (s, False) for k, (s, _) in base.props.items()}, base.closed)
+        props[head] = (_write(child, parts[1:], value), True)
+    return Shape(("object",), props, closed)
+
+
+def _output(contract) -> Shape:
+    if contract is None or not isinstance(contract.output_schema, dict):
+        return ANY
+    return S.from_schema(contract.output_schema)
+
+
+def _may_raise(project, state, errors) -> bool:
+    """Can ``state`` raise an error a handler listing ``errors`` catches? False only when every name
+    is one only the engine raises and this kind of state cannot."""
+    names = [e for e in errors if isinstance(e, str)] if isinstance(errors, (list, tuple)) else []
+    if not names:
+        return True
+    for name in names:
+        if name == "*":
+            return True
+        if name in _NEEDS_SIDE_EFFECT:
+            if _calls_side_effect(project, state):
+                return True
+        elif name in _NEEDS_TOOL:
+            if _calls_tool(state):
+                return True
+        elif name in _NEEDS_CHILDREN:
+            if state.type in _CHILD_TYPES:
+                return True
+        elif name in _NEEDS_REVIEW:
+            if state.type == "review":
+                return True
+        else:
+            return True
+    return False
+
+
+def _refs(state):
+    refs = [state.tool] if state.type in _TOOL_CALLERS else []
+    refs += [state.get("notify")] if state.type == "review" else []
+    refs += [h.fallback for h in state.on_error if h.fallback]
+    return [r for r in refs if r]
+
+
+def _calls_tool(state) -> bool:
+    return bool(_refs(state))
+
+
+def _calls_side_effect(project, state) -> bool:
+    for ref in _refs(state):
+        if not isinstance(ref, str):
+            return True
+        contract = project.resolve_tool(ref)
+        if contract is None or contract.side_effecting:
+            return True
+    return False
+
+
+_ASSERTED: dict = {}
+
+
+def _asserted(when) -> frozenset:
+    """Context keys a true ``when`` proves set (not null): bare paths, ``== literal``, ``!= null``,
+    orderings, joined by ``&&``."""
+    if not isinstance(when, str):
+        return frozenset()
+    found = _ASSERTED.get(when)
+    if found is None:
+        found = _ASSERTED[when] = frozenset(_asserted_keys(parse(when)))
+    return found
+
+
+def _asserted_keys(tree) -> set:
+    out: set = set()
+    if tree is None:
+        return out
+    terms = [tree]
+    while terms:
+        node = terms.pop()
+        kind = node.get("type")
+        if kind == "and_expression":
+            terms.extend(node.get("children") or ())
+            continue
+        paths = []
+        if kind in ("subexpression", "field"):
+            paths = [node]
+        elif kind == "comparator" and len(node.get("children") or ()) == 2:
+            a, b = node["children"]
+            op = node.get("value")
+            for p, other in ((a, b), (b, a)):
+                null = _is_null(other)
+                if (op == "ne" and null) or (op != "ne" and not null and other.get("type") == "literal"):
+                    paths.append(p)
+        for p in paths:
+            key = _context_key(p)
+            if key:
+                out.add(key)
+    return out
+
+
+def _is_null(node) -> bool:
+    if node.get("type") == "literal":
+        return node.get("value") is None
+    return node.get("type") == "field" and node.get("value") == "null"
+
+
+def _context_key(node):
+    if node.get("type") == "subexpression":
+        ch = node.get("children") or ()
+        if len(ch) >= 2 and ch[0].get("type") == "field" and ch[0].get("value") == "context" \
+                and ch[1].get("type") == "field":
+            return ch[1].get("value")
+    return None
+
+
+def _refine(fact: Shape, when) -> Shape:
+    """``fact`` on the way through a transition whose ``when`` held: keys it proves set are set."""
+    if not when:
+        return fact
+    keys = _asserted(when)
+    if not keys:
+        return fact
+    ctx, _ = fact.field("context")
+    if ctx.types is None:
+        return fact
+    props = dict(ctx.props)
+    for k in keys:
+        if k in props:
+            props[k] = (_strip_null(props[k][0]), True)
+    return _with(fact, context=Shape(ctx.types, props, ctx.closed))

@@ -1,0 +1,1 @@
+"""The ``flowctl`` command line: click layer and one module per command."""

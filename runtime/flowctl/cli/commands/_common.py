@@ -1,0 +1,326 @@
+"""What the run-related commands share: opening the project and store, parsing --input/--param,
+printing a run's outcome, and the live progress listener."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from flowctl.errors import UsageError
+
+
+def open_project(root):
+    from flowctl.definition.loader import load_project
+
+    return load_project(root)
+
+
+def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False):
+    """The run store for a command; read-only commands never create one (``create=False``).
+
+    ``empty_ok``: a read-only command (runs, stats, reviews, policy check) on a project that has
+    never run, with the default store not yet made, sees an empty store (nothing is created). A
+    store named by ``--db`` or ``FLOWCTL_DB`` that does not exist stays an error (a typo, likely)."""
+    from flowctl.store.sql import MemoryStore, normalise_url, open_store as _open
+
+    url = db or os.environ.get("FLOWCTL_DB")
+    if empty_ok and not url and not create:
+        default = normalise_url(None, Path(project_root))
+        if default.startswith("sqlite:///") and not Path(default[len("sqlite:///"):]).exists():
+            return MemoryStore()
+    return _open(url, Path(project_root), create=create)
+
+
+def fetch_run(root, db, run_id, *, with_children: bool = False):
+    """``(run row, its events)`` from the store (read-only); with ``with_children`` also the lines
+    of its child-run tree (see :func:`flowctl.cli.commands.trace.child_tree`)."""
+    project = open_project(root)
+    store = open_store(db, project.root)
+    try:
+        row = store.get_run(run_id)
+        events = store.events(row["id"])
+        if not with_children:
+            return row, events
+        from flowctl.cli.commands.trace import child_tree
+
+        return row, events, child_tree(store, row["id"])
+    finally:
+        store.close()
+
+
+def _events_for_json(events):
+    """Events as ``--format json`` prints them: ISO times added, the stored JSON text dropped."""
+    from flowctl.engine.clock import iso
+
+    for ev in events:
+        ev.pop("data_json", None)
+        ev["time"] = iso(ev["ts"])
+    return events
+
+
+def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, create=True):
+    from flowctl.definition.durations import parse_duration
+    from flowctl.engine.engine import Engine
+
+    try:
+        wait = parse_duration(max_inline_wait)
+    except ValueError as exc:
+        raise UsageError(f"--max-inline-wait: {exc}") from None
+    project = open_project(root)
+    store = open_store(db, project.root, create=create)
+    listener = Progress() if progress else None
+    return Engine(project, store, max_inline_wait=wait, listener=listener, check=check)
+
+
+def tools_print_to_stderr(fmt: str):
+    """While tools run, whatever they print goes to stderr when stdout carries machine output."""
+    import contextlib
+
+    return contextlib.redirect_stdout(sys.stderr) if fmt != "text" else contextlib.nullcontext()
+
+
+#: bytes of an ``--input``/``--data``/``--params-file`` file (or characters of JSON text): 4x the
+#: largest payload the store keeps (flowctl.engine.payload.MAX_PAYLOAD, 1 MiB), room for indentation and YAML
+MAX_ARG_FILE = 4 << 20
+
+
+def parse_json_arg(value, what: str):
+    """``--input`` text: JSON, or ``@path`` to a JSON/YAML file."""
+    if value is None:
+        return None
+    if value.startswith("@"):
+        if not value[1:]:
+            raise UsageError(f"{what}: @ needs a file name", hint=f"{what} @input.json, or JSON text")
+        path = Path(value[1:])
+        if path.is_dir():
+            raise UsageError(f"{what}: {path} is a folder, not a file", hint=f"{what} @input.json, or JSON text")
+        if not path.is_file():
+            raise UsageError(f"{what}: no such file {path}")
+        size = path.stat().st_size
+        if size > MAX_ARG_FILE:  # refused by its size, before it is read
+            raise UsageError(f"{what}: {path} is {size} bytes; the limit is {MAX_ARG_FILE}",
+                             hint="a run's input is at most 1 MiB of JSON: pass a reference to the data, not the data")
+        try:
+            text = path.read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        if path.suffix in (".yaml", ".yml"):
+            from flowctl.definition.yamlio import loads
+
+            try:
+                return loads(text, str(path))
+            except ValueError as exc:
+                raise UsageError(f"{what}: {exc}") from None
+        source = str(path)
+    else:
+        text, source = value, what
+        if len(text) > MAX_ARG_FILE:
+            raise UsageError(f"{what}: the JSON text is {len(text)} characters; the limit is {MAX_ARG_FILE}")
+    try:
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates,
+                           parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: not valid JSON ({source}:{exc.lineno}:{exc.colno}: {exc.msg})",
+                         hint="pass JSON like '{\"order_id\": \"A-1\"}' or @file.json") from None
+    except RecursionError:
+        raise UsageError(f"{what}: the JSON nests too deeply") from None
+    except ValueError as exc:  # NaN/Infinity, duplicate keys, integers too long to convert
+        raise UsageError(f"{what}: {exc}") from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what}: the JSON holds a lone surrogate (\\ud800…), which is not text") from None
+    return value
+
+
+def _finite_float(text):
+    """A JSON number as a float; one too large for a float (``1e999``) is refused, not infinity."""
+    import math
+
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for a number (at most about 1.8e308)")
+    return value
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON (use null or a number)")
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r} in the JSON object")
+        out[key] = value
+    return out
+
+
+def parse_params(pairs, params_file):
+    params = {}
+    if params_file:
+        loaded = parse_json_arg("@" + params_file, "--params-file")
+        if not isinstance(loaded, dict):
+            raise UsageError("--params-file must hold a mapping")
+        params.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param {pair!r}: write KEY=VALUE")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+def one_line_path(path) -> str:
+    """States in order, repeats folded: ``['a', 'b', 'b', 'b', 'c']`` -> ``a → b ×3 → c``, and a loop
+    of up to 4 states ``['a', 'b', 'a', 'b', 'c']`` -> ``(a → b) ×2 → c``."""
+    path = list(path)
+    parts = []
+    i = 0
+    while i < len(path):
+        best_len, best_count = 1, 1
+        for size in range(1, 5):  # the loop that covers the most states from here; shorter on ties
+            unit = path[i:i + size]
+            if len(unit) < size:
+                break
+            count = 1
+            while path[i + count * size:i + (count + 1) * size] == unit:
+                count += 1
+            if count > 1 and count * size > best_count * best_len:
+                best_len, best_count = size, count
+        unit = path[i:i + best_len]
+        text = " → ".join(unit)
+        if best_count > 1:
+            text = f"{text} ×{best_count}" if best_len == 1 else f"({text}) ×{best_count}"
+        parts.append(text)
+        i += best_len * best_count
+    return " → ".join(parts)
+
+
+def result_path(result) -> str:
+    """A run result's path in one line, ``… `` first when the checkpoint kept only its tail."""
+    return ("… " if (result.steps or 0) > len(result.path) else "") + one_line_path(result.path)
+
+
+def _store_flag(db) -> str:
+    """`` --db URL`` for the commands a result suggests (empty for the default store)."""
+    import shlex
+
+    return f" --db {shlex.quote(db)}" if db else ""
+
+
+def print_result(result, *, fmt="text", db=None) -> int:
+    """Print a run's outcome (text or JSON) and what to do next; return its exit code. ``db`` is the
+    ``--db`` the run used: the suggested commands repeat it."""
+    if fmt == "json":
+        from dataclasses import asdict
+
+        click.echo(json.dumps(asdict(result), indent=2, ensure_ascii=False, default=str))
+        return result.exit_code
+    colour = {"succeeded": "green", "failed": "red", "cancelled": "red"}.get(result.status, "yellow")
+    click.echo(f"run {result.run_id} ({result.flow}): " + click.style(result.status, fg=colour, bold=True))
+    if result.path:
+        earlier = (result.steps or 0) - len(result.path)
+        states = "state" if earlier == 1 else "states"
+        if earlier <= 0:
+            note = ""
+        elif db == "memory":
+            note = f"  ({earlier} earlier {states}; --db memory keeps no log to trace them)"
+        else:
+            note = f"  ({earlier} earlier {states}: flowctl trace {result.run_id}{_store_flag(db)})"
+        click.echo("path: " + result_path(result) + note)
+    if result.status == "succeeded":
+        click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
+    if result.error:
+        e = result.error
+        code = f" [{e.get('code')}]" if e.get("code") != e.get("type") else ""
+        click.echo(f"error: {e.get('type')}{code} at {e.get('state')}: {e.get('message')}")
+    for r in result.residue:
+        click.echo(click.style("residue: ", fg="red") + f"{r['tool']} in '{r['state']}' could not be undone: {r['error']}")
+    if db == "memory" and result.status in ("paused", "waiting"):
+        click.echo(f"{result.status}, but --db memory keeps nothing: this run ended with this process and cannot be "
+                   "resumed (use the default store, or --db sqlite:///FILE, to resume it later)")
+        return result.exit_code
+    if result.status == "paused" and result.review:
+        rv = result.review
+        click.echo(f"paused for review at '{rv['state']}': " + json.dumps(rv.get("show"), ensure_ascii=False))
+        if rv.get("token"):
+            click.echo(f"resume with: flowctl resume {result.run_id}{_store_flag(db)} --token {rv['token']} --decision "
+                       + "|".join(rv.get("decisions") or []))
+    elif result.status == "paused":
+        click.echo(f"paused; see: flowctl reviews{_store_flag(db)}, then flowctl resume {result.run_id}{_store_flag(db)} "
+                   "--token T --decision D")
+    if result.status == "waiting" and result.available_at:
+        from flowctl.engine.clock import iso
+
+        click.echo(f"waiting until {iso(result.available_at)}; continue with: flowctl resume {result.run_id}{_store_flag(db)} "
+                   f"(or flowctl recover{_store_flag(db)})")
+    if result.status == "waiting" and result.children:
+        click.echo(f"waiting on child runs; run {result.run_id} continues when they end:")
+        _print_children(result.children, _store_flag(db), "  ")
+    return result.exit_code
+
+
+def _print_children(children, flag: str, indent: str) -> None:
+    """What each unfinished child run waits for and how to continue it (nested children indented)."""
+    from flowctl.engine.clock import iso
+
+    for ch in children:
+        rv = ch.get("review")
+        head = f"{indent}child run {ch['run_id']} ({ch['flow']})"
+        if ch["status"] == "paused" and rv:
+            click.echo(f"{head} is paused for review at '{rv['state']}': " + json.dumps(rv.get("show"), ensure_ascii=False))
+            decisions = "|".join(rv.get("decisions") or []) or "D"
+            if rv.get("token"):
+                click.echo(f"{indent}  resume it with: flowctl resume {ch['run_id']}{flag} --token {rv['token']} "
+                           f"--decision {decisions}")
+            else:
+                click.echo(f"{indent}  see: flowctl reviews{flag}; a new token: flowctl reviews{flag} --reissue "
+                           f"{ch['run_id']}, then flowctl resume {ch['run_id']}{flag} --token T --decision {decisions}")
+        elif ch["status"] == "paused":
+            click.echo(f"{head} is paused; see: flowctl reviews{flag}")
+        elif ch.get("available_at") and not ch.get("children"):
+            click.echo(f"{head} is waiting until {iso(ch['available_at'])}; continue with: flowctl recover{flag}")
+        else:
+            click.echo(f"{head} is {ch['status']}" + (" on its own child runs:" if ch.get("children") else ""))
+        if ch.get("children"):
+            _print_children(ch["children"], flag, indent + "  ")
+
+
+class Progress:
+    """Live progress on stderr: one line per state, tool outcome, retry and compensation."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def _out(self, text, **style):
+        click.echo(click.style(text, **style) if self.tty else text, file=self.stream)
+
+    def __call__(self, ev) -> None:
+        t, d, s = ev["type"], ev["data"], ev["state"]
+        if t == "state_entered":
+            self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)
+        elif t == "tool_succeeded":
+            self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms (attempt {ev['attempt']})", fg="green")
+        elif t == "tool_failed":
+            self._out(f"    {d.get('tool')} failed: {d.get('error')}: {d.get('message')} (attempt {ev['attempt']})", fg="red")
+        elif t == "retry_scheduled":
+            self._out(f"    retry in {d.get('delay_s'):.3g}s (attempt {d.get('next_attempt')})", fg="yellow")
+        elif t == "policy_decided" and d.get("outcome") != "allow":
+            self._out(f"    policy {d.get('outcome')}: {d.get('reason')}", fg="yellow")
+        elif t == "fallback_used":
+            self._out(f"    fallback {d.get('tool')}", fg="yellow")
+        elif t == "error_caught":
+            e = d.get("error") or {}
+            self._out(f"    {e.get('type')} handled by {d.get('layer')} layer", fg="yellow")
+        elif t.startswith("compensation_"):
+            self._out(f"    {t.replace('_', ' ')}: {d.get('tool')} of '{s}'", fg="magenta")
+        elif t == "review_requested":
+            self._out(f"    review requested: {json.dumps(d.get('show'), ensure_ascii=False)}", fg="cyan")

@@ -1,0 +1,16 @@
+"""``flowctl run FLOW``: start a run and drive it. Exit 0 succeeded, 1 failed, 3 paused/waiting."""
+from __future__ import annotations
+
+from flowctl.cli.commands._common import open_engine, parse_json_arg, parse_params, print_result, tools_print_to_stderr
+
+
+def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt) -> int:
+    run_input = parse_json_arg(input, "--input")
+    engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text")
+    try:
+        with tools_print_to_stderr(fmt):
+            engine.fire_due_reviews()  # timeouts that came due while nothing ran fire on the next run
+            result = engine.run(flow, run_input, params=parse_params(params, params_file))
+    finally:
+        engine.store.close()
+    return print_result(result, fmt=fmt, db=db)

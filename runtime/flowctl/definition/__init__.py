@@ -1,0 +1,1 @@
+"""Definitions as written: reading, the typed model, kinds' schemas, versions, durations."""

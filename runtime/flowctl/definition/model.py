@@ -1,0 +1,282 @@
+"""The typed, immutable model of an ``orchestration/`` tree.
+
+:func:`flowctl.load_project` builds a :class:`Project` from the four kinds of file. Every element
+keeps the :class:`~flowctl.definition.yamlio.Document` it came from (``doc``) and its ``path`` inside it, so
+any check or runtime error can point at ``file:line:column``.
+
+Durations are stored in **seconds** (floats). Expressions are kept as source text; the runtime
+compiles them once per definition (:mod:`flowctl.expr.expressions`). Raw JSON-like payloads (input
+mappings, JSON Schemas, params) are plain dicts that must be treated as read-only.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from flowctl.definition import versions
+from flowctl.definition.yamlio import Document
+
+TERMINAL_TYPES = frozenset({"succeed", "fail"})
+#: Fields each state type accepts besides id, type and description.
+STATE_FIELDS: Mapping[str, frozenset] = MappingProxyType({
+    "task": frozenset({"tool", "input", "input_schema", "timeout", "retry", "on_error"}),
+    "choice": frozenset({"on_error"}),
+    "pass": frozenset({"set", "on_error"}),
+    "review": frozenset({"show", "decisions", "notify", "timeout", "remind_after", "on_timeout", "on_error"}),
+    "wait": frozenset({"duration", "until", "on_error"}),
+    "parallel": frozenset({"branches", "input", "input_schema", "timeout", "retry", "on_error", "max_concurrency",
+                           "tolerated_failures", "max_depth"}),
+    "map": frozenset({"items", "flow", "item_input", "batch", "max_concurrency", "max_items",
+                      "tolerated_failures", "timeout", "retry", "on_error", "max_depth"}),
+    "subflow": frozenset({"flow", "input", "input_schema", "timeout", "retry", "on_error", "max_depth"}),
+    "succeed": frozenset(),
+    "fail": frozenset({"error", "cause", "compensate"}),
+})
+
+
+@dataclass(frozen=True)
+class Located:
+    """Mixin: where an element came from. ``doc`` is its file, ``path`` the path inside it."""
+
+    doc: Document = field(repr=False, compare=False)
+    path: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def file(self) -> str:
+        return self.doc.file
+
+    def line(self, *sub) -> int:
+        return self.doc.at(self.path + tuple(sub))[0]
+
+    def where(self, *sub) -> str:
+        line, col = self.doc.at(self.path + tuple(sub))
+        return f"{self.doc.file}:{line}:{col}"
+
+
+@dataclass(frozen=True)
+class Retry(Located):
+    """One retry rule (layer 1). ``interval``/``max_delay`` in seconds; ``max_delay`` None = no cap."""
+
+    errors: tuple = ()
+    max_attempts: int = 3
+    interval: float = 1.0
+    backoff: float = 2.0
+    max_delay: float | None = None
+    jitter: str = "none"
+
+
+@dataclass(frozen=True)
+class Handler(Located):
+    """An ``on_error`` rule (layer 2 on a state, layer 4 on a flow). First match wins, as in ASL Catch."""
+
+    errors: tuple = ()
+    goto: str | None = None
+    fallback: str | None = None
+    fail: str | None = None
+    set: Mapping | None = None
+    compensate: bool | None = None
+
+
+@dataclass(frozen=True)
+class State(Located):
+    """One state. ``timeout`` is seconds, or ``{"expr": …}`` evaluated at run time, or None."""
+
+    id: str = ""
+    type: str = ""
+    description: str = ""
+    tool: str | None = None
+    input: Any = None
+    input_schema: Mapping | None = None
+    timeout: Any = None
+    retry: tuple = ()
+    on_error: tuple = ()
+    raw: Mapping = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.type in TERMINAL_TYPES
+
+    def get(self, key: str, default=None):
+        """Any other field of the state as written (``show``, ``decisions``, ``duration`` …)."""
+        return self.raw.get(key, default)
+
+
+@dataclass(frozen=True)
+class Transition(Located):
+    """A business transition (layer 3). Per state, the first match in file order wins."""
+
+    source: str = ""
+    to: str = ""
+    when: str | None = None
+    set: Mapping | None = None
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """``max_steps`` (default 1000), ``max_visits`` per state (None: unlimited), ``timeout`` seconds."""
+
+    max_steps: int = 1000
+    max_visits: int | None = None
+    timeout: float | None = None
+    max_depth: int | None = None
+
+
+@dataclass(frozen=True)
+class Flow(Located):
+    id: str = ""
+    version: Any = 1
+    description: str = ""
+    start: str = ""
+    input_schema: Mapping | None = None
+    params: Mapping = field(default_factory=dict)
+    output: Any = None
+    limits: Limits = field(default_factory=Limits)
+    transitions: tuple = ()
+    on_error: tuple = ()
+
+    def transitions_from(self, state_id: str) -> tuple:
+        return tuple(t for t in self.transitions if t.source == state_id)
+
+    def named_states(self) -> list[tuple[str, tuple]]:
+        """Every state id this file names, with the path of the naming field, in file order."""
+        out = [(self.start, ("start",))]
+        for t in self.transitions:
+            out.append((t.source, t.path + ("from",)))
+            out.append((t.to, t.path + ("to",)))
+        for h in self.on_error:
+            if h.goto:
+                out.append((h.goto, h.path + ("goto",)))
+        return out
+
+
+@dataclass(frozen=True)
+class Contract(Located):
+    """A tool contract. ``timeout`` in seconds (None: the engine default, 30 s)."""
+
+    id: str = ""
+    version: str = ""
+    description: str = ""
+    entrypoint: str = ""
+    verify: str | None = None
+    compensate: str | None = None
+    reason: str | None = None
+    idempotency_key: str | None = None
+    input_schema: Mapping | None = None
+    output_schema: Mapping | None = None
+    side_effects: tuple = ()
+    sensitive: tuple = ()
+    timeout: float | None = None
+    compensate_on_failure: bool = False
+    compensate_retry: Mapping | None = None
+    examples: tuple = ()
+    #: ``module:function (input, call) -> dict``: read-only capture of the declared side effects'
+    #: state, called before the tool and after verify (both recorded)
+    snapshot: str | None = None
+
+    @cached_property  # read on every step: computed once (cached_property writes past frozen=True)
+    def side_effecting(self) -> bool:
+        return bool(self.side_effects)
+
+    @cached_property
+    def ref(self) -> str:
+        return f"{self.id}@{self.version}"
+
+
+@dataclass(frozen=True)
+class Check(Located):
+    """One ``allow`` check of a policy: ``op`` is equals | in | range | regex."""
+
+    field_expr: str = ""
+    op: str = ""
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Policy(Located):
+    """A policy-gate rule set. ``rate.window`` and ``dedupe`` windows are seconds."""
+
+    name: str = ""
+    version: Any = 1
+    description: str = ""
+    applies_to: tuple = ()
+    allow: tuple = ()
+    rate: Mapping | None = None
+    dedupe_window: float | None = None
+    review_when: str | None = None
+    #: seconds a review_when review waits for a decision (None: the gate's default, 24 h)
+    review_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Project:
+    """Everything under one ``orchestration/`` folder.
+
+    ``states``/``flows``/``policies``: id -> element. ``contracts``: id -> tuple of versions,
+    lowest first. ``diagnostics``: what loading found (syntax, schema, ids). ``broken``: ids of
+    files that exist but did not load, so references to them are not reported twice.
+    ``rejected``: the relative paths of those files (never stored with a run).
+    """
+
+    root: Path
+    states: Mapping[str, State]
+    flows: Mapping[str, Flow]
+    contracts: Mapping[str, tuple]
+    policies: Mapping[str, Policy]
+    documents: tuple = ()
+    diagnostics: tuple = ()
+    broken: frozenset = frozenset()
+    files: Mapping = field(default_factory=dict, repr=False, compare=False)
+    #: paths of ``files`` that did not load (errors of their own): left out of :attr:`snapshot`
+    rejected: frozenset = frozenset()
+    _resolved: dict = field(default_factory=dict, repr=False, compare=False)
+    #: installed packages whose functions contracts may name besides orchestration/tools/
+    #: (``tool_packages`` of orchestration/project.yaml)
+    tool_packages: tuple = ()
+
+    @property
+    def orchestration(self) -> Path:
+        return self.root / "orchestration"
+
+    def resolve_tool(self, ref: str) -> Contract | None:
+        """The contract a ``tool`` reference picks (highest satisfying version), or None."""
+        if ref in self._resolved:
+            return self._resolved[ref]
+        self._resolved[ref] = found = self._resolve(ref)
+        return found
+
+    def _resolve(self, ref: str):
+        tool_id, constraint = versions.split_ref(ref)
+        candidates = self.contracts.get(tool_id, ())
+        try:
+            chosen = versions.pick([c.version for c in candidates], constraint)
+        except ValueError:
+            return None
+        return next((c for c in candidates if c.version == chosen), None)
+
+    @cached_property
+    def snapshot(self) -> dict:
+        """The definition snapshot a run keeps: ``files`` without those that did not load
+        (``rejected``: syntax, schema or id errors), so a file validate refuses is never stored."""
+        return {k: v for k, v in self.files.items() if k not in self.rejected}
+
+    @cached_property
+    def _digest(self) -> str:
+        return files_digest(self.snapshot)
+
+    def digest(self) -> str:
+        """:func:`files_digest` of :attr:`snapshot`: the id of the definition snapshot."""
+        return self._digest
+
+
+def files_digest(files: Mapping) -> str:
+    """sha256 over every file's path and the sha256 of its bytes, in path order (hex). A stored
+    snapshot is re-hashed with this when it is loaded (:meth:`flowctl.engine.engine.Engine.project_for`)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()

@@ -1,0 +1,1 @@
+"""The semantic diff of two projects and its renderings."""

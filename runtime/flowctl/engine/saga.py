@@ -1,0 +1,72 @@
+"""Compensation (the saga): completed side effects undone newest first.
+
+Each entry of the run's ``saga`` stack (``{state, step, tool, input, output, idempotency_key,
+at}``) is undone by its contract's ``compensate`` callable, with the contract's
+``compensate_retry`` policy (default: one attempt). Each undo is committed on its own, so a crash
+mid-compensation resumes with the entries still left. Compensations may therefore run more than
+once after a crash: make them idempotent (``call.idempotency_key`` is the original step's key).
+A compensation that still fails is recorded as residue (``compensation_failed`` event and
+``RunResult.residue``), never swallowed, and the rest of the stack is still undone.
+"""
+from __future__ import annotations
+
+import copy
+
+from flowctl.definition.durations import parse_duration
+from flowctl.errors import CompensationFailed
+from flowctl.engine.tools import ToolCall, call_with_timeout
+
+
+def compensate(runner, reason: str) -> None:
+    stack = runner.cursor["saga"]
+    while stack:
+        entry = stack[-1]
+        contract = _contract(runner.project, entry["tool"])
+        call = ToolCall(entry.get("run_id", runner.id), entry["step"], entry["state"], 1, entry["idempotency_key"], None,
+                        entry["tool"])
+        runner.emit("compensation_started", entry["state"], tool=entry["tool"], reason=reason,
+                    idempotency_key=entry["idempotency_key"])
+        try:
+            undo_once(runner, contract, entry, call)
+        except Exception as exc:  # noqa: BLE001 - residue, recorded below
+            failure = CompensationFailed(f"compensating {entry['tool']} of '{entry['state']}' failed: "
+                                         f"{type(exc).__name__}: {exc}")
+            residue = {"state": entry["state"], "tool": entry["tool"], "error": str(failure),
+                       "idempotency_key": entry["idempotency_key"]}
+            runner.cursor["residue"].append(residue)
+            runner.emit("compensation_failed", entry["state"], code=failure.code, **residue)
+        else:
+            runner.emit("compensation_succeeded", entry["state"], tool=entry["tool"])
+        stack.pop()
+        runner.commit()
+
+
+def undo_once(runner, contract, entry, call) -> None:
+    """Call ``compensate`` with its retry policy; raise the last error if every attempt fails."""
+    fn = runner.engine.tool_function(contract, "compensate", runner.tools_folder)
+    policy = contract.compensate_retry or {}
+    attempts = int(policy.get("max_attempts", 1))
+    delay = parse_duration(policy.get("interval", "1s"))
+    backoff = float(policy.get("backoff", 2.0))
+    cap = parse_duration(policy["max_delay"]) if policy.get("max_delay") else None
+    for attempt in range(1, attempts + 1):
+        try:
+            # copies: what the tool does to them cannot change the saga, the audit log or a literal
+            call_with_timeout(fn, (copy.deepcopy(entry["input"]), copy.deepcopy(entry["output"]), call),
+                              contract.timeout or 30.0, f"compensate of {contract.ref}")
+            return
+        except Exception:
+            if attempt == attempts:
+                raise
+            wait = min(delay, cap) if cap else delay
+            runner.emit("compensation_retry", entry["state"], attempt, tool=contract.ref, delay_s=wait)
+            runner.clock.sleep(wait)
+            delay *= backoff
+
+
+def _contract(project, ref: str):
+    tool_id, _, version = ref.partition("@")
+    for c in project.contracts.get(tool_id, ()):
+        if c.version == version:
+            return c
+    raise CompensationFailed(f"contract {ref} is not in the run's definition")

@@ -1,0 +1,1 @@
+"""State types, one module per type."""

@@ -1,0 +1,222 @@
+"""Tool registry and invocation: contracts resolved to Python callables, called with a deadline.
+
+Entrypoints (``module:function``) are imported with ``orchestration/tools/`` first on
+``sys.path`` (once per process and folder). A tool is ``fn(input: dict, call: ToolCall) -> dict``;
+it may also return JSON text (``str``/``bytes``), which the engine parses and keeps raw for the
+audit log. ``verify(input, output, call) -> bool`` and ``compensate(input, output, call)``.
+
+Timeouts (seconds): in the main thread a ``SIGALRM`` timer interrupts the tool where it stands
+(Python code and interruptible system calls); elsewhere the tool runs on a helper thread and the
+caller stops waiting at the deadline. Either way :class:`~flowctl.errors.ToolTimeout` is raised
+within the timeout plus a few milliseconds. A thread that is given up on cannot be killed: its
+tool should honour ``call.deadline``.
+"""
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from flowctl.errors import ToolError, ToolTimeout, UsageError
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What a tool is told about its call.
+
+    ``run_id``; ``step`` (1-based step number of the run); ``state`` id; ``attempt`` (1-based);
+    ``idempotency_key`` (the same for every attempt of the step, and after a crash);
+    ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version).
+    """
+
+    run_id: str
+    step: int
+    state: str
+    attempt: int
+    idempotency_key: str
+    deadline: float | None
+    tool: str = ""
+
+
+_cache: dict = {}
+
+
+def add_tools_path(folder: str) -> None:
+    from flowctl.definition.toolpath import TOOL_PATHS
+
+    if folder not in TOOL_PATHS:
+        TOOL_PATHS.add(folder)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def resolve(ref: str, tools_folder: str, packages: tuple = ()):
+    """The callable named ``module:attr``, from ``tools_folder`` or one of ``packages`` (the
+    project's ``tool_packages``) only (see :mod:`flowctl.definition.toolpath`). Raises :class:`UsageError`
+    naming what is missing or why the code may not run (``os:system`` and the like)."""
+    key = (ref, tools_folder, packages)
+    fn = _cache.get(key)
+    if fn is not None:
+        return fn
+    with _import_lock:  # branches resolve on several threads: evict and import exactly once
+        fn = _cache.get(key)
+        if fn is not None:
+            return fn
+        return _resolve(ref, tools_folder, key, packages)
+
+
+_import_lock = threading.RLock()
+
+
+def _resolve(ref: str, tools_folder: str, key, packages=()):
+    from pathlib import Path
+
+    from flowctl.definition.toolpath import HINT, origin_problem, ref_problem
+
+    problem = ref_problem(ref, Path(tools_folder), packages)
+    if problem:  # refused before anything is imported
+        raise UsageError(f"refused to run {ref}: {problem}", hint=HINT)
+    add_tools_path(tools_folder)
+    module_name, _, attr = ref.partition(":")
+    _evict_foreign(module_name, tools_folder)
+    try:
+        obj = importlib.import_module(module_name)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit at import time included
+        raise UsageError(f"cannot import tool module '{module_name}' for {ref}: {type(exc).__name__}: {exc}",
+                         hint=f"tool code is imported from {tools_folder}; "
+                              "flowctl validate --import-check finds this before a run") from None
+    module = obj
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise UsageError(f"'{module_name}' has no '{attr}' (named by {ref})",
+                             hint="flowctl validate --import-check finds this before a run")
+    problem = origin_problem(ref, module, obj, tools_folder, packages)
+    if problem:
+        raise UsageError(f"refused to run {ref}: {problem}", hint=HINT)
+    _cache[key] = obj
+    return obj
+
+
+def _evict_foreign(module_name: str, tools_folder: str) -> None:
+    """Forget a module of the same name imported from another project's tools folder, so two
+    projects used one after the other in one process (tests, a worker) each get their own code."""
+    import os
+
+    top = module_name.split(".")[0]
+    loaded = sys.modules.get(top)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if origin is None:
+        return
+    folder = os.path.realpath(tools_folder)
+    if os.path.realpath(origin).startswith(folder + os.sep):
+        return
+    if os.path.realpath(origin).startswith(os.path.realpath(sys.prefix)):
+        return  # an installed package, not project tool code
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+
+
+class _Deadline(BaseException):
+    """Raised inside a tool by the alarm; a BaseException so a tool's ``except Exception`` cannot eat it."""
+
+
+_armed = False
+_previous_handler = None
+
+
+def _on_alarm(signum, frame):
+    if _armed:
+        raise _Deadline()
+    if callable(_previous_handler):
+        _previous_handler(signum, frame)
+
+
+_installed = False
+
+
+def _install_alarm() -> None:
+    """Install the SIGALRM handler once (cheaper than swapping it on every call)."""
+    global _previous_handler, _installed
+    if _installed:
+        return
+    current = signal.getsignal(signal.SIGALRM)
+    if current is not _on_alarm:
+        _previous_handler = current
+        signal.signal(signal.SIGALRM, _on_alarm)
+    _installed = True
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="flowctl-tool")
+        return _pool
+
+
+class ToolCrashed(ToolError):
+    """Tool code raised something that is not an ``Exception`` (``SystemExit``, ``GeneratorExit``, a
+    ``BaseException`` subclass): the run must not die with it. Handlers match the original class
+    name, ``ToolCrashed`` and ``ToolError``."""
+
+    code = "TOOL_CRASHED"
+
+
+MIN_TIMEOUT = 0.001  # seconds; shorter timeouts are raised to this
+
+
+def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
+    """``fn(*args)``, raising :class:`ToolTimeout` after ``timeout`` seconds (None: no limit).
+
+    Whatever the code raises that is not an ``Exception`` (``SystemExit`` …) becomes
+    :class:`ToolCrashed`, except ``KeyboardInterrupt``, which stops the process as it should (the
+    run stays resumable).
+    """
+    try:
+        return _call(fn, args, timeout, what)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, custom BaseExceptions
+        crashed = ToolCrashed(type(exc).__name__, f"{what} raised {type(exc).__name__}: {exc}")
+        crashed.flowctl_names = [type(exc).__name__, "ToolCrashed", "ToolError"]
+        raise crashed from None
+
+
+def _call(fn, args, timeout, what):
+    if not timeout or timeout <= 0:
+        return fn(*args)
+    timeout = max(timeout, MIN_TIMEOUT)
+    global _armed
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and not _armed:
+        _install_alarm()
+        try:
+            _armed = True
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            return fn(*args)
+        except _Deadline:
+            raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _armed = False
+    future = _executor().submit(fn, *args)
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None

@@ -1,0 +1,1 @@
+"""Expressions: JMESPath compiled to closures, flowctl's functions, lint, the run scope."""

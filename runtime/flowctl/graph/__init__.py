@@ -1,0 +1,1 @@
+"""A flow's graph of states and its renderings."""

@@ -1,0 +1,319 @@
+"""The audit log's hash chain and redaction.
+
+Every event of a run carries ``prev_hash`` and ``hash``::
+
+    hash = sha256(f"{prev_hash}\\n{seq}\\n{ts!r}\\n{type}\\n{state!r}\\n{attempt!r}\\n{data_json}")
+
+where ``data_json`` is the event's data exactly as stored (UTF-8 JSON text, serialised once when
+the event is recorded) and ``prev_hash`` of the first event is ``""``. Verifying therefore hashes
+the stored bytes themselves, not a re-serialisation. The run row also keeps the last ``seq`` and
+``hash``, written in the same transaction, so deleting events at the tail is detected too.
+
+:func:`verify_chain` returns a list of problems (empty when the log is intact).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+REDACTED = "***redacted***"
+
+
+def canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _c_encoder():
+    """The C encoder behind ``_ENCODER``, built once (``JSONEncoder.encode`` builds it on every
+    call). Used only if it is there and gives exactly ``_ENCODER``'s text on a sample."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring
+
+        enc = c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
+        sample = {"a": [1, 2.5, None, True, "é\n"], "b": {"c": float("nan")}, "d": object}
+        if "".join(enc(sample, 0)) == _ENCODER.encode(sample):
+            return enc
+    except Exception:  # noqa: BLE001 - no C accelerator, or another signature: the plain encoder
+        pass
+    return None
+
+
+_C_ENCODER = _c_encoder()
+
+
+def encode_data(data) -> str:
+    """The stored form of an event's data: compact JSON, UTF-8, non-JSON values as text. Text that
+    UTF-8 cannot hold (a lone surrogate, say from an exception message) is kept as ``\\udXXX``."""
+    text = None
+    if _C_ENCODER is not None:
+        try:
+            text = "".join(_C_ENCODER(data, 0))
+        except RecursionError:
+            pass  # a circular structure: the plain encoder names it (ValueError)
+    if text is None:
+        text = _ENCODER.encode(data)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def event_hash(prev_hash: str, event: dict) -> str:
+    """Hash of ``event`` (seq, ts, type, state, attempt, and data_json or data) chained to ``prev_hash``."""
+    data_json = event.get("data_json")
+    if data_json is None:
+        data_json = encode_data(event.get("data"))
+    text = (f"{prev_hash}\n{event['seq']}\n{event['ts']!r}\n{event['type']}\n{event.get('state')!r}\n"
+            f"{event.get('attempt')!r}\n{data_json}")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal(events: list, prev_hash: str) -> str:
+    """Chain ``events`` (in ``seq`` order) after ``prev_hash``: each gets ``data_json`` (if it has
+    none yet), ``prev_hash`` and ``hash``. Returns the last hash (``prev_hash`` when empty)."""
+    for ev in events:
+        if ev.get("data_json") is None:
+            ev["data_json"] = encode_data(ev.get("data"))
+        ev["prev_hash"] = prev_hash
+        prev_hash = ev["hash"] = event_hash(prev_hash, ev)
+    return prev_hash
+
+
+def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
+    """Problems found in ``events`` (dicts with seq, ts, type, state, attempt, data, prev_hash, hash),
+    in ``seq`` order. ``last_seq``/``last_hash`` are the run row's record of the chain's end."""
+    problems = []
+    prev = ""
+    expected_seq = 1
+    for ev in events:
+        if ev["seq"] != expected_seq:
+            problems.append(f"event {expected_seq} is missing (next stored is {ev['seq']})")
+            expected_seq = ev["seq"]
+        if ev.get("prev_hash", "") != prev:
+            problems.append(f"event {ev['seq']} does not follow event {ev['seq'] - 1} (prev_hash differs)")
+        if event_hash(ev.get("prev_hash", ""), ev) != ev.get("hash"):
+            problems.append(f"event {ev['seq']} ({ev['type']}) was modified (hash differs)")
+        prev = ev.get("hash", "")
+        expected_seq += 1
+    if last_seq is not None and last_seq != expected_seq - 1:
+        problems.append(f"the run records {last_seq} events but {expected_seq - 1} are stored (events deleted or added)")
+    if last_hash is not None and events and last_hash != prev:
+        problems.append("the run's last hash does not match the last stored event")
+    return problems
+
+
+SEAL_VERSION = "flowctl-run-seal-2"
+
+
+def row_identity(row: dict) -> str:
+    """What a run row says the run *is* (sha256 hex): the definition digest it is pinned to, its
+    flow, its parent, its input, params and output, as a reader of the store gets them back (an
+    encrypted value by its plaintext). Part of :func:`run_seal`, so a swapped digest, an edited
+    input or a forged child output is refused like an edited checkpoint."""
+    def plain(value):
+        return getattr(value, "plain", value)
+
+    text = _sorted_json([row.get("digest"), row.get("flow"), row.get("parent_id"), plain(row.get("input")),
+                         plain(row.get("params")), plain(row.get("output"))])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_seal(run_id: str, last_seq: int, last_hash: str, status: str, error, cursor_json: str,
+             identity: str = "") -> str:
+    """The seal of a run row (sha256 hex), written by every commit in the same statement as the row::
+
+        sha256(f"flowctl-run-seal-2\\n{id}\\n{last_seq}\\n{last_hash}\\n{status}\\n{error_json}\\n{identity}\\n{cursor_json}")
+
+    ``identity`` is :func:`row_identity` of the row (digest, flow, parent, input, params, output);
+    ``error_json`` is :func:`canonical` of the error (``""`` for none); ``cursor_json`` is the
+    checkpoint as stored, :func:`encode_data` of it (the commit hands the same text to the store,
+    so sealing costs one sha256 per step, no second encoding). ``last_hash`` ties the row to the head of the
+    event chain, so the checkpoint a resume continues from is bound to the log that led to it.
+    Unkeyed, like the chain: see :func:`verify_run`."""
+    text = (f"{SEAL_VERSION}\n{run_id}\n{last_seq}\n{last_hash}\n{status}\n"
+            f"{'' if error is None else _sorted_json(error)}\n{identity}\n{cursor_json}")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _sorted_json(value) -> str:
+    """:func:`canonical`, also for keys that do not sort together (1 and "a"): as stored, all text."""
+    try:
+        return canonical(value)
+    except TypeError:
+        return canonical(json.loads(encode_data(value)))
+
+
+#: statuses a run row may show while its seal (written by its last commit) says another: a worker's
+#: claim makes a due run ``running`` in SQL, and its own first commit seals it again
+_CLAIMED_FROM = ("queued", "waiting", "paused", "running")
+
+
+def seal_problem(row: dict) -> str | None:
+    """Why ``row`` (a run as the store returns it) is not the one its last commit sealed, or None.
+
+    The seal must match the row's own status, or — for a ``running`` row a worker claimed
+    (``lease_until`` set) — the status it had before the claim; a ``waiting`` row may have been
+    sealed ``queued`` (a worker continues a queued run as a due one). A row without a seal is
+    accepted only when the run has ended (rows finished before store schema 4)."""
+    if "seal" not in row:
+        return None  # a store without seals (memory)
+    sealed = row.get("seal")
+    if not sealed:
+        if row.get("status") in FINAL_EVENTS:
+            return None
+        return "the run row has no seal (its status, checkpoint or error was written outside flowctl)"
+    statuses = [row.get("status")]
+    if row.get("status") == "waiting":
+        statuses.append("queued")
+    if row.get("status") == "running" and row.get("lease_until") is not None:
+        statuses.extend(s for s in _CLAIMED_FROM if s != "running")
+    cursor_json = encode_data(row.get("cursor"))  # the stored text: encode_data of it gives it back
+    identity = row_identity(row)
+    for status in statuses:
+        if run_seal(row["id"], row.get("last_seq"), row.get("last_hash"), status, row.get("error"),
+                    cursor_json, identity) == sealed:
+            return None
+    return ("the run row's status, checkpoint, error, input, params, output or definition digest is not "
+            "what its last commit sealed (edited in the store)")
+
+
+def verify_steps(steps: list, events: list) -> list[str]:
+    """Problems of the step records (``flowctl_steps``) against the hash-chained log: every step
+    row must have its ``tool_invoked`` event (same state, attempt, tool, idempotency key and input),
+    and a ``succeeded`` row's output must be the output its ``tool_succeeded`` event recorded.
+    Values the log redacted (whole or inside a text) match whatever the step row holds there."""
+    invoked: dict = {}
+    outputs: dict = {}
+    for ev in events:
+        d = ev.get("data") or {}
+        key = (ev.get("state"), ev.get("attempt"), d.get("tool"))
+        if ev["type"] == "tool_invoked":
+            invoked.setdefault(key, []).append((d.get("idempotency_key"), d.get("input")))
+        elif ev["type"] == "tool_succeeded":
+            outputs.setdefault(key, []).append(d.get("output"))
+    problems = []
+    for s in steps:
+        label = f"step record {s.get('step_no')}#{s.get('attempt')} ({s.get('state')})"
+        key = (s.get("state"), s.get("attempt"), s.get("tool"))
+        if not any(_recorded_as(k, s.get("idempotency_key")) and _recorded_as(i, s.get("input"))
+                   for k, i in invoked.get(key, ())):
+            problems.append(f"{label} has no matching tool_invoked event (added or edited in the store)")
+        elif s.get("status") == "succeeded" and s.get("output") not in (None, {}) and not any(
+                _recorded_as(o, s.get("output")) for o in outputs.get(key, ())):
+            problems.append(f"{label} has an output no tool_succeeded event recorded (edited in the store)")
+    return problems
+
+
+def _recorded_as(recorded, actual) -> bool:
+    """:func:`_same_but_redacted`, also where the log redacted a value inside a text."""
+    if isinstance(recorded, str) and REDACTED in recorded:
+        return True
+    if isinstance(recorded, dict) and isinstance(actual, dict):
+        return recorded.keys() == actual.keys() and all(_recorded_as(recorded[k], actual[k]) for k in recorded)
+    if isinstance(recorded, list) and isinstance(actual, list):
+        return len(recorded) == len(actual) and all(_recorded_as(r, a) for r, a in zip(recorded, actual))
+    return _same_but_redacted(recorded, actual)
+
+
+def verify_head(events: list, head: str) -> list[str]:
+    """``head`` is ``SEQ:HASH`` as ``flowctl audit head`` printed it: the stored event ``SEQ`` must
+    still have hash ``HASH`` (so events 1..SEQ are exactly those that existed then)."""
+    seq_text, _, expected = head.partition(":")
+    if not seq_text.isdigit() or len(expected) != 64:
+        return [f"--expect-head {head!r} is not SEQ:HASH as flowctl audit head prints it"]
+    seq = int(seq_text)
+    found = next((e for e in events if e["seq"] == seq), None)
+    if found is None:
+        return [f"event {seq} of the anchored head is not in the store (the log was cut)"]
+    if found.get("hash") != expected:
+        return [f"event {seq} no longer has the anchored hash: the log up to it was rewritten"]
+    return []
+
+
+FINAL_EVENTS = {"succeeded": "run_succeeded", "failed": "run_failed", "cancelled": "run_cancelled"}
+
+
+def verify_run(row: dict, events: list[dict]) -> list[str]:
+    """:func:`verify_chain` plus the run row against its log: the log starts with ``run_started``
+    for this flow and input, and a finished run's status and output match its last events.
+
+    The chain is not keyed: someone who can write the store could rebuild both the events and the
+    run row consistently. Ship the last hash elsewhere (a ticket, a log) to detect that too.
+    """
+    problems = verify_chain(events, row.get("last_seq"), row.get("last_hash"))
+    if not events:
+        return problems + ["the run has no events (run_started is missing)"]
+    first = events[0]
+    if first["type"] != "run_started":
+        problems.append(f"the first event is {first['type']}, not run_started")
+    else:
+        data = first.get("data") or {}
+        if data.get("flow") != row.get("flow"):
+            problems.append(f"the run row says flow {row.get('flow')!r}, run_started says {data.get('flow')!r}")
+        if not _same_but_redacted(data.get("input"), row.get("input")):
+            problems.append("the run row's input differs from the input recorded in run_started")
+        if data.get("digest") is not None and data.get("digest") != row.get("digest"):
+            problems.append(f"the run row is pinned to definition {str(row.get('digest'))[:12]}, but run_started "
+                            f"recorded {str(data.get('digest'))[:12]}")
+    expected = FINAL_EVENTS.get(row.get("status"))
+    if expected:
+        finals = [e for e in events if e["type"] in FINAL_EVENTS.values()]
+        if not finals or finals[-1]["type"] != expected:
+            problems.append(f"the run row says {row.get('status')}, but the log does not end that way")
+        elif (expected == "run_succeeded" and not (finals[-1].get("data") or {}).get("truncated")  # too big to log
+              and not _same_but_redacted((finals[-1].get("data") or {}).get("output"), row.get("output"))):
+            problems.append("the run row's output differs from the output recorded in run_succeeded")
+    return problems
+
+
+def _same_but_redacted(recorded, actual) -> bool:
+    """``recorded`` (from the log, sensitive fields redacted) is ``actual`` with some values redacted."""
+    if recorded == REDACTED:
+        return True
+    if isinstance(recorded, dict) and isinstance(actual, dict):
+        return recorded.keys() == actual.keys() and all(_same_but_redacted(recorded[k], actual[k]) for k in recorded)
+    if isinstance(recorded, list) and isinstance(actual, list):
+        return len(recorded) == len(actual) and all(_same_but_redacted(r, a) for r, a in zip(recorded, actual))
+    if isinstance(recorded, str) and isinstance(actual, str) and REDACTED in recorded + actual:
+        # redacted by value inside text (flowctl.engine.sensitive), on either side: a finished run's row is
+        # redacted with every value the run learnt, its first event with those known at the start
+        return _fits(recorded, actual) or _fits(actual, recorded)
+    if actual == REDACTED:
+        return True
+    return canonical(recorded) == canonical(actual)
+
+
+def _fits(pattern_text: str, text: str) -> bool:
+    import re
+
+    return re.fullmatch("(?s:.+?)".join(re.escape(p) for p in pattern_text.split(REDACTED)), text) is not None
+
+
+def redact(value, fields):
+    """Copy of ``value`` with every key named in ``fields`` replaced (any depth). ``fields`` may
+    hold dotted paths (``card.number``) or plain names (matched at any depth)."""
+    if not fields:
+        return value
+    plain = {f for f in fields if "." not in f}
+    dotted = [f.split(".") for f in fields if "." in f]
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            out = {}
+            for k, item in v.items():
+                p = path + [k]
+                if k in plain or any(d == p for d in dotted):
+                    out[k] = REDACTED
+                else:
+                    out[k] = walk(item, p)
+            return out
+        if isinstance(v, list):
+            return [walk(x, path) for x in v]
+        return v
+
+    return walk(value, [])

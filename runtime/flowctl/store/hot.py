@@ -1,0 +1,195 @@
+"""The per-step commit on a held DBAPI connection: SQL compiled once, no SQLAlchemy per step.
+
+:meth:`flowctl.store.sql.SqlStore.commit` runs once per step of every durable run. Through
+SQLAlchemy Core each commit paid for a pool checkout, a ``begin`` event, statement cache keys and
+result set-up: several times the cost of the SQL itself. :class:`HotPath` does the same writes with
+the same conditions on DBAPI connections of its own (detached from SQLAlchemy's pool; one per
+commit in flight, at most :data:`MAX_IDLE` kept idle):
+
+* the run-row UPDATE (optimistic ``last_seq`` fence, worker fencing token and lease, database
+  clock) is the very statement :class:`~flowctl.store.sql.SqlStore` builds, compiled once per set of
+  columns by SQLAlchemy into SQL text and a parameter order;
+* **SQLite**: ``BEGIN IMMEDIATE``; UPDATE; one INSERT per event (``executemany``); ``COMMIT`` —
+  WAL with ``synchronous=NORMAL`` as before: a committed step survives a crash of the process;
+  the last commits before an OS crash or power loss may be lost (SQLite's documented trade-off);
+* **PostgreSQL**: one statement, sent in autocommit mode — the UPDATE in a data-modifying CTE
+  and the events inserted from it (``WITH r AS (UPDATE … RETURNING id) INSERT … SELECT … FROM r,
+  (VALUES …)``), so a step costs one round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT).
+  A single statement is atomic and, with ``synchronous_commit=on`` (the default), returns only
+  after its WAL record is flushed. The statement text depends only on the column set and the
+  number of events, so psycopg prepares it server-side after a few executions.
+
+:meth:`HotPath.commit` returns ``False`` when the conditioned UPDATE matched no row (nothing was
+written; the caller explains why), raises :class:`~flowctl.errors.StoreError` when the database
+fails, and is used only for commits without step records and with at most :data:`MAX_EVENTS`
+events (the others keep the SQLAlchemy path, where the step-row upserts live).
+"""
+from __future__ import annotations
+
+import threading
+
+from flowctl.errors import StoreError
+
+MAX_IDLE = 4  # idle connections kept between commits
+#: More events than this in one commit (a task retried inline thousands of times) take the
+#: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
+MAX_EVENTS = 1000
+_EVENT_COLUMNS = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_hash", "hash", "fence")
+# PostgreSQL types of the event columns: VALUES rows carry no column types of their own
+_PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer")
+
+
+class HotPath:
+    def __init__(self, store):
+        self.store = store
+        self.pg = store.pg
+        self.max_events = MAX_EVENTS
+        self._idle: list = []  # connections not in use, most recently used last
+        self._lock = threading.Lock()
+        self._sql: dict = {}
+        self._insert_sql = None
+
+    # ------------------------------------------------------------------ connections
+    def _checkout(self):
+        """A connection of our own: an idle one, or a new one (as many as commits run at once)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        proxied = self.store.engine.raw_connection()  # runs the pool's connect hooks (SQLite pragmas)
+        proxied.detach()  # ours: never handed to another pool user
+        conn = proxied.dbapi_connection
+        if self.pg:
+            conn.rollback()
+            conn.autocommit = True  # each commit is one atomic statement
+        return conn
+
+    def _checkin(self, conn) -> None:
+        """Keep at most :data:`MAX_IDLE` idle connections; close the others (a burst of fan-out
+        threads must not leave a connection per thread open on the server)."""
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        _close(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close(conn)
+
+    # ------------------------------------------------------------------ statements
+    def _update(self, stmt, columns: tuple):
+        """``(sql, compiled)`` of an UPDATE variant for this set of SET columns (cached)."""
+        key = (id(stmt), columns)
+        found = self._sql.get(key)
+        if found is None:
+            compiled = stmt.compile(dialect=self.store.engine.dialect, column_keys=list(columns))
+            found = self._sql[key] = (str(compiled), compiled)
+        return found
+
+    def _positional(self, compiled) -> tuple:
+        """``(names, constants)`` of a compiled statement's parameters, in SQL order: the values the
+        caller passes by name, and those SQLAlchemy fixed when compiling (``julianday('now')`` …)."""
+        key = ("positional", id(compiled))
+        found = self._sql.get(key)
+        if found is None:
+            constants = {name: bind.value for name, bind in compiled.binds.items() if not bind.callable}
+            found = self._sql[key] = (tuple(compiled.positiontup or ()), constants)
+        return found
+
+    def _sqlite_insert(self) -> str:
+        if self._insert_sql is None:
+            self._insert_sql = (f"INSERT INTO flowctl_events ({', '.join(_EVENT_COLUMNS)}) "
+                                f"VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})")
+        return self._insert_sql
+
+    def _pg_statement(self, stmt, columns: tuple, n_events: int) -> tuple:
+        key = (id(stmt), columns, n_events)
+        found = self._sql.get(key)
+        if found is None:
+            update, compiled = self._update(stmt, columns)
+            if not n_events:
+                found = (update, compiled)
+            else:
+                rows = ", ".join(
+                    "(" + ", ".join(f"%(e{i}_{c})s::{t}" for c, t in zip(_EVENT_COLUMNS, _PG_TYPES)) + ")"
+                    for i in range(n_events))
+                cols = ", ".join(_EVENT_COLUMNS)
+                picked = ", ".join(f"v.{c}" for c in _EVENT_COLUMNS)
+                sql = (f"WITH r AS ({update} RETURNING flowctl_runs.id) "
+                       f"INSERT INTO flowctl_events ({cols}) SELECT {picked} FROM r CROSS JOIN "
+                       f"(VALUES {rows}) AS v({cols})")
+                found = (sql, compiled)
+            self._sql[key] = found
+        return found
+
+    # ------------------------------------------------------------------ the commit
+    def commit(self, stmt, params: dict, event_rows: list) -> bool:
+        """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
+        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written."""
+        columns = tuple(k for k in params if not k.startswith("b_"))
+        conn = None
+        try:
+            conn = self._checkout()
+            if self.pg:
+                done = self._commit_pg(conn, stmt, columns, params, event_rows)
+            else:
+                done = self._commit_sqlite(conn, stmt, columns, params, event_rows)
+            self._checkin(conn)
+            return done
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
+            if conn is not None:
+                _close(conn)  # it may be broken: the next commit makes a new one
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first}",
+                             hint="nothing of this step was written; resume the run when the store is back") from None
+
+    def _commit_sqlite(self, conn, stmt, columns, params, event_rows) -> bool:
+        sql, compiled = self._update(stmt, columns)
+        names, constants = self._positional(compiled)
+        values = [params[name] if name in params else constants[name] for name in names]
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.execute(sql, values)
+            if cur.rowcount != 1:
+                cur.execute("ROLLBACK")
+                return False
+            if event_rows:
+                cur.executemany(self._sqlite_insert(), event_rows)
+            cur.execute("COMMIT")
+        except BaseException:
+            try:
+                cur.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - no transaction left to roll back
+                pass
+            raise
+        return True
+
+    def _commit_pg(self, conn, stmt, columns, params, event_rows) -> bool:
+        sql, compiled = self._pg_statement(stmt, columns, len(event_rows))
+        values = dict(self._positional(compiled)[1])
+        values.update(params)
+        for i, row in enumerate(event_rows):
+            values.update(zip(self._names(i), row))
+        cur = conn.cursor()
+        cur.execute(sql, values)
+        return cur.rowcount == (len(event_rows) or 1)
+
+    def _names(self, i: int) -> tuple:
+        key = ("names", i)
+        found = self._sql.get(key)
+        if found is None:
+            found = self._sql[key] = tuple(f"e{i}_{c}" for c in _EVENT_COLUMNS)
+        return found
+
+
+
+def _close(conn) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection
+        pass

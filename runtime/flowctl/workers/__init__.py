@@ -1,0 +1,1 @@
+"""Workers: processes driving the runs of one store."""

@@ -1,0 +1,641 @@
+"""Workers: many processes, on one host or many, driving the runs of one store.
+
+``flowctl submit`` puts a run in the store as ``queued`` (its definition snapshot saved, its input
+checked, exactly as ``flowctl run`` would start it) and returns. ``flowctl worker`` claims runs and
+drives them until it is stopped. The store is the only coordinator (PostgreSQL for many hosts;
+SQLite for several processes of one host); there is no broker.
+
+**Claim.** :meth:`SqlStore.claim <flowctl.store.sql.SqlStore.claim>` takes a batch in one statement
+from two branches — runs that are due (``queued``, ``waiting`` and ``paused`` runs with
+``available_at <= now``: waits, retry delays and review deadlines are only due times) and
+``running`` runs whose lease expired (their worker died or stalled) — with ``FOR UPDATE SKIP
+LOCKED`` on PostgreSQL, marks them running for this worker with ``lease_until = now + lease`` and
+increments their fencing token (``fence``). ``now`` is the database's clock, never a host's.
+
+**Lease.** A heartbeat thread renews the leases of the runs this worker holds every ``lease/3``
+seconds, so a long tool call keeps its run; each successful checkpoint extends it too. A run whose
+renewal fails is lost: the worker stops driving it.
+
+**Fencing.** Every write of a run this worker holds — checkpoint, events, status — goes through
+:class:`LeasedStore`, which adds the worker's token: the store's update requires ``fence = token
+AND lease_until >= now``. A worker that was paused or cut off past its lease therefore writes
+nothing (zero rows; :class:`~flowctl.store.sql.LeaseLost`) and drops the run; the worker that claimed
+it next continues from the last checkpoint, verifying a side effect that was in flight before it
+repeats it with the same idempotency key. Child runs (parallel/map/subflow) created or continued
+by a worker are leased and fenced the same way, so any worker can take them over.
+
+**Wake-up.** On PostgreSQL a submit (and a released run) sends ``NOTIFY flowctl_runs``; idle
+workers ``LISTEN`` and claim at once. Polling (``poll`` seconds, or sooner when the store says a
+run becomes due) is the fallback and the only mechanism on SQLite.
+
+**Stopping and cancelling.** SIGTERM (or Ctrl-C): no new claims; each running run stops at its
+next checkpoint between steps (the runner checks :meth:`Worker.halt`, a flag, there: nothing is
+raised out of a store write); its lease is released so another worker continues it at once; the
+worker exits 0. A second signal exits at once. After SIGKILL the leases simply expire. Cancel
+requests are polled every ``cancel_poll`` seconds (default 1 s; one indexed query of the runs
+this worker holds), independent of the lease heartbeat: a request seen halts the run at its next
+checkpoint, and the worker cancels it (compensating). A run that ends before its request was seen
+gets a ``cancel_request_unseen`` event (who asked, when, how the run ended) appended to its log,
+and its ``cancel_requested`` is cleared: nothing looks honoured that was not.
+
+**Limits.** ``flowctl_limits`` holds store-wide caps per flow and per queue. A claim on
+PostgreSQL first locks those rows (claimers take turns only when limits exist) and picks a run only
+if the runs of its flow/queue held under live leases plus the ones it is taking stay within the
+cap; on SQLite ``BEGIN IMMEDIATE`` already serialises claims.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from flowctl.errors import RunConflict, StoreError, UsageError
+from flowctl.store.sql import FINAL, LeaseLost
+
+DEFAULT_LEASE = 30.0
+DEFAULT_POLL = 2.0
+#: longest time (seconds) between two looks for cancel requests of the runs a worker holds
+DEFAULT_CANCEL_POLL = 1.0
+
+
+class _Enqueued(BaseException):
+    def __init__(self, run_id):
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+# ------------------------------------------------------------------------------------------ submit
+class _EnqueueStore:
+    """The store as :func:`flowctl.engine.runner.start` sees it while a run is submitted: the new run is
+    written ``queued`` (not running, no owner) and start stops right there."""
+
+    def __init__(self, store, queue, priority, delay):
+        self._store, self._queue, self._priority, self._delay = store, queue, priority, delay
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def create_run(self, run, events, steps=(), **_):
+        row = dict(run, status="queued", owner=None, queue=self._queue, priority=self._priority, available_at=None)
+        if "seal" in row:  # sealed as it is written: queued
+            from flowctl.store.audit import encode_data, row_identity, run_seal
+
+            text = row.get("cursor_json")  # None for an encrypted checkpoint: sealed by its plaintext
+            if text is None:
+                text = encode_data(getattr(row["cursor"], "plain", row["cursor"]))
+            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, text, row_identity(row))
+        if self._delay:
+            row["available_at"] = self._store.now_expr + float(self._delay)
+        self._store.create_run(row, events, steps)
+        raise _Enqueued(run["id"])
+
+
+def enqueue(engine, flow_id: str, run_input=None, *, params: dict | None = None, queue: str = "default",
+            priority: int = 0, delay: float | None = None, run_id: str | None = None) -> str:
+    """Submit a run of ``flow_id`` for workers and return its id. The input and params are checked
+    and the definition snapshot saved exactly as :meth:`Engine.run` does; ``delay`` seconds
+    postpone it. Raises :class:`UsageError` (unknown flow, bad input), :class:`StoreError`."""
+    from flowctl.engine import runner
+
+    if not hasattr(engine.store, "claim"):
+        raise UsageError("workers need a shared store: --db postgresql://… or sqlite:///path.db, not memory")
+    if not queue or len(queue) > 100:
+        raise UsageError("--queue must be 1 to 100 characters")
+    flow = engine._flow(flow_id)
+    engine._check_flow(flow)
+    shadow = copy.copy(engine)
+    shadow.store = _EnqueueStore(engine.store, queue, int(priority), delay)
+    shadow.listener = None
+    try:
+        runner.start(shadow, engine.project, flow, {} if run_input is None else run_input, params or {}, run_id)
+    except _Enqueued as done:
+        return done.run_id
+    raise StoreError("the run was driven instead of queued (flowctl bug)")
+
+
+def enqueue_child(engine, project, flow, child_input, run_id: str, parent: dict, *, queue: str = "default",
+                  priority: int = 0) -> None:
+    """Queue the child run ``run_id`` of ``parent`` (``{id, state, index, depth}``) for any worker:
+    written ``queued`` with its first events, as :func:`flowctl.engine.runner.start` would start it.
+    Raises :class:`UsageError` when the child flow refuses ``child_input``."""
+    from flowctl.engine import runner
+
+    shadow = copy.copy(engine)
+    shadow.store = _EnqueueStore(engine.store, queue or "default", int(priority or 0), None)
+    shadow.listener = None
+    try:
+        runner.start(shadow, project, flow, child_input, {}, run_id, parent=parent)
+    except _Enqueued:
+        return
+    raise StoreError("the child run was driven instead of queued (flowctl bug)")
+
+
+# ------------------------------------------------------------------------------------------ fencing
+class LeasedStore:
+    """The store as a worker's runners see it. Reads pass through. Writes of a run this worker holds
+    carry its fencing token; a run that a runner makes ``running`` without a claim (a child run it
+    creates, a child or parent it continues in process) is leased first (:meth:`SqlStore.acquire`
+    / ``create_run(lease=…)``), so every run a worker writes is leased, heartbeated and fenced."""
+
+    def __init__(self, store, worker):
+        self._store = store
+        self._worker = worker
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def create_run(self, run, events, steps=(), **kw):
+        w = self._worker
+        if run.get("status") != "running":
+            return self._store.create_run(run, events, steps, **kw)
+        fence = self._store.create_run(dict(run, owner=w.id), events, steps, lease=w.lease)
+        w.hold(run["id"], fence, parent=run.get("parent_id"))
+        w.touched(run["id"])
+        return fence
+
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), **_):
+        w = self._worker
+        fence = w.fence_of(run_id)
+        stale = w.lost_fence(run_id)
+        if stale is not None:
+            # The heartbeat already found the lease gone. The write still goes to the database with
+            # the old token, which refuses it (zero rows): the database, not this process, decides.
+            fence = stale
+        elif fence is None and run.get("status") == "running":
+            fence, parent = self._store.acquire(run_id, expect_seq, w.id, w.lease)
+            w.hold(run_id, fence, parent=parent)
+        if fence is None:  # e.g. cancelling a paused child: no lease involved
+            self._store.commit(run_id, expect_seq, run, events, steps)
+            return
+        try:
+            self._store.commit(run_id, expect_seq, run, events, steps, fence=fence, lease=w.lease)
+        except LeaseLost as exc:
+            w.stats["stale_commits_refused"] += 1
+            w.log("stale_commit_refused", {"run": run_id, "fence": fence, "why": str(exc)})
+            w.mark_lost(run_id, fence, "commit refused")
+            raise
+        if stale is not None:  # the token was still good after all (the heartbeat erred): hold it again
+            w.hold(run_id, fence)
+        w.touched(run_id)
+        if run.get("status") not in (None, "running"):
+            w.drop(run_id)  # parked or ended: the store released the lease with this commit
+
+
+# ------------------------------------------------------------------------------------------ worker
+class Worker:
+    """Claims and drives runs of ``store`` with ``concurrency`` threads until :meth:`stop`.
+
+    ``queues``: the queues to take runs from (None: all). ``lease``: seconds a claim lasts without
+    a heartbeat. ``poll``: longest idle wait between claims (LISTEN/NOTIFY wakes it sooner on
+    PostgreSQL). ``max_runs``: exit after driving that many runs (None: run until stopped).
+    ``log``: ``fn(event: str, fields: dict)`` for each claim, outcome and lease loss.
+    ``cancel_poll``: seconds between looks for cancel requests (default :data:`DEFAULT_CANCEL_POLL`).
+    """
+
+    def __init__(self, project, store, *, concurrency: int = 4, queues=None, lease: float = DEFAULT_LEASE,
+                 poll: float = DEFAULT_POLL, max_inline_wait: float = 1.0, max_runs: int | None = None,
+                 worker_id: str | None = None, log=None, heartbeat: float | None = None, listen: bool = True,
+                 cancel_poll: float | None = None):
+        from flowctl.engine.engine import Engine
+
+        if not hasattr(store, "claim"):
+            raise UsageError("flowctl worker needs a shared store: --db postgresql://… or sqlite:///path.db")
+        if concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        if lease < 1.0:
+            raise UsageError("--lease must be at least 1s")
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.store = store
+        self.concurrency = concurrency
+        self.queues = sorted(set(queues)) if queues else None
+        self.lease = float(lease)
+        self.poll = max(0.05, float(poll))
+        self.heartbeat_every = heartbeat or max(0.2, self.lease / 3)
+        self.cancel_poll_every = max(0.05, float(cancel_poll or DEFAULT_CANCEL_POLL))
+        self.max_runs = max_runs
+        self.listen = listen
+        self.log = log or (lambda event, fields: None)
+        self.engine = Engine(project, LeasedStore(store, self), max_inline_wait=max_inline_wait, owner=self.id,
+                             check=False)
+        self.engine.distribute_children = True  # fan-out children are queued for every worker to claim
+        self.engine.halt = self.halt  # checked by the runner between steps (never inside a store write)
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self.stats: Counter = Counter()
+        self._lock = threading.Lock()
+        self._held: dict = {}      # run id -> [fence, root id]
+        self._lost: dict = {}      # run id -> [stale fence, root id]
+        self._touched: set = set()  # run ids committed since claimed
+        self.cancel_wanted: dict = {}  # run id -> {by, compensate}: cancel requests the heartbeat saw
+        self._active: dict = {}    # root run id -> future
+        self._local = threading.local()
+        self._signalled = 0
+        self._listening = False
+
+    # ------------------------------------------------------------------ bookkeeping of held runs
+    def hold(self, run_id, fence, parent=None) -> None:
+        with self._lock:
+            root = getattr(self._local, "root", None)
+            if parent is not None and parent in self._held:
+                root = self._held[parent][1]
+            self._held[run_id] = [fence, root or run_id]
+            self._lost.pop(run_id, None)
+
+    def lost_fence(self, run_id):
+        """The token this worker held on a run it has since lost, or None."""
+        with self._lock:
+            entry = self._lost.get(run_id)
+            return entry[0] if entry else None
+
+    def fence_of(self, run_id):
+        with self._lock:
+            entry = self._held.get(run_id)
+            return entry[0] if entry else None
+
+    def touched(self, run_id) -> None:
+        with self._lock:
+            self._touched.add(run_id)
+
+    def drop(self, run_id) -> None:
+        with self._lock:
+            self._held.pop(run_id, None)
+
+    def mark_lost(self, run_id, fence, why) -> None:
+        with self._lock:
+            entry = self._held.pop(run_id, None)
+            if entry is None and run_id in self._lost:
+                return
+            self._lost[run_id] = [fence, entry[1] if entry else getattr(self._local, "root", None) or run_id]
+        self.stats["lost"] += 1
+        self.log("lease_lost", {"run": run_id, "fence": fence, "why": why})
+
+    def halt(self, run_id) -> str | None:
+        """Checked by the runner at each checkpoint (between steps, the last one committed): ``"cancel"``
+        when someone asked to cancel ``run_id``, ``"stop"`` when this worker is stopping, else None.
+        The runner then returns with the run still ``running`` and :meth:`_drive` acts on it."""
+        if run_id in self.cancel_wanted:
+            return "cancel"
+        if self.stopping.is_set():
+            return "stop"
+        return None
+
+    # ------------------------------------------------------------------ the loop
+    def stop(self) -> None:
+        """Stop claiming; running runs halt at their next checkpoint and are released."""
+        self.stopping.set()
+        self.wake.set()
+
+    def _on_signal(self, signum, _frame) -> None:
+        # Only a flag here: the main loop polls it (no locks are taken inside a signal handler).
+        self._signalled += 1
+        if self._signalled > 1:
+            os._exit(128 + signum)  # second signal: leave now; the leases expire on their own
+
+    def run(self) -> Counter:
+        """Claim and drive runs until stopped (SIGTERM/SIGINT in the main thread, :meth:`stop`, or
+        ``max_runs``). Returns counters: claimed, and one per outcome."""
+        store = self.store
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, self._on_signal)
+        store.register_worker(self.id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
+                              concurrency=self.concurrency, lease=self.lease)
+        self.log("worker_started", {"worker": self.id, "store": _safe(store.url), "queues": self.queues or "*",
+                                    "concurrency": self.concurrency, "lease_s": self.lease})
+        beat = threading.Thread(target=self._heartbeat_loop, name="flowctl-heartbeat", daemon=True)
+        beat.start()
+        threading.Thread(target=self._cancel_poll_loop, name="flowctl-cancel-poll", daemon=True).start()
+        if self.listen and store.listen_dsn():
+            threading.Thread(target=self._listen_loop, name="flowctl-listen", daemon=True).start()
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="flowctl-run")
+        try:
+            self._loop(pool)
+        finally:
+            self.stopping.set()
+            pool.shutdown(wait=True)
+            self._release_all("worker stopping")
+            try:
+                store.worker_heartbeat(self.id, status="stopped", runs_done=self.stats["done"])
+            except Exception:  # noqa: BLE001 - the store may be gone; the row ages out
+                pass
+            self.log("worker_stopped", {"worker": self.id, **dict(self.stats)})
+        return self.stats
+
+    def _loop(self, pool) -> None:
+        started = 0
+        while True:
+            if self._signalled and not self.stopping.is_set():
+                self.log("worker_stopping", {"worker": self.id, "running": len(self._active)})
+                self.stop()
+            if self.stopping.is_set():
+                return
+            if self.max_runs is not None and started >= self.max_runs:
+                if not self._active:
+                    return
+                self._idle(self.poll)
+                continue
+            with self._lock:
+                free = self.concurrency - len(self._active)
+            if self.max_runs is not None:
+                free = min(free, self.max_runs - started)
+            claims = []
+            if free > 0:
+                try:
+                    claims = self.store.claim(self.id, free, self.lease, self.queues)
+                except Exception as exc:  # noqa: BLE001 - database unreachable: keep trying, slowly
+                    self.stats["claim_errors"] += 1
+                    self.log("claim_failed", {"error": _first_line(exc)})
+                    self._idle(self.poll)
+                    continue
+            for claim in claims:
+                started += 1
+                self.stats["claimed"] += 1
+                with self._lock:
+                    self._held[claim["id"]] = [claim["fence"], claim["id"]]
+                    self._active[claim["id"]] = pool.submit(self._drive, claim)
+            if claims and len(claims) == free:
+                continue  # there may be more: claim again before idling
+            self._idle(self._idle_timeout(free))
+
+    def _idle_timeout(self, free: int) -> float:
+        if free <= 0:
+            return self.poll
+        try:
+            due = self.store.next_due(self.queues)
+        except Exception:  # noqa: BLE001
+            return self.poll
+        if due is None or due <= 0:  # nothing, or due but taken by others / held back by a limit
+            return self.poll
+        return min(self.poll, due + 0.01)
+
+    def _idle(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while not self._signalled and not self.stopping.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self.wake.wait(min(0.25, left)):
+                self.wake.clear()
+                return
+
+    # ------------------------------------------------------------------ one claimed run
+    def _drive(self, claim) -> None:
+        from flowctl.engine import runner
+
+        run_id, fence, prev = claim["id"], claim["fence"], claim["prev_status"]
+        self._local.root = run_id
+        self.log("claimed", {"run": run_id, "fence": fence, "from": prev})
+        outcome, detail, delay = None, None, 0.0
+        try:
+            row = self.store.get_run(run_id)
+            if row.get("fence") != fence:
+                raise LeaseLost(f"run {run_id} was claimed again before it started here")
+            # resume() continues the run from the state it was claimed in; a worker's lease (not a
+            # process id) decides who holds it, and the event names the worker it was taken from.
+            # (a queued run continues as a due one: the audit log then records which worker took it)
+            row["status"] = "waiting" if prev == "queued" else prev
+            if prev == "running":
+                row["owner"] = claim.get("prev_owner")
+            if row.get("cancel_requested") and row["status"] not in FINAL:
+                outcome = self._cancel(row)  # asked while its previous worker held it
+            elif prev == "paused" and self._remind(row, fence):
+                outcome = "reminded"
+            else:
+                result = runner.resume(self.engine, row)
+                outcome = result.status
+                if outcome == "running" and run_id in self.cancel_wanted:  # halted at a checkpoint to cancel
+                    outcome = self._cancel(self.store.get_run(run_id))
+                elif outcome == "running" and self.stopping.is_set():  # halted at a checkpoint to stop
+                    outcome = "stopped"
+                elif outcome in ("waiting", "paused") and (run_id in self.cancel_wanted
+                                                           or self.store.cancel_requests([run_id])):
+                    outcome = self._cancel(self.store.get_run(run_id))  # asked just before it parked
+                elif outcome in ("succeeded", "failed"):
+                    self._note_unseen_cancel(run_id)  # asked, but it ended before a poll saw it
+        except LeaseLost as exc:
+            outcome, detail = "lost", str(exc)
+            self.mark_lost(run_id, fence, "commit refused")
+        except RunConflict as exc:  # e.g. a child run leased by another worker: try again shortly
+            outcome, detail, delay = "conflict", str(exc), 1.0
+        except UsageError as exc:  # e.g. a review that is not due yet by this host's clock
+            outcome, detail, delay = "deferred", str(exc), 1.0
+        except Exception as exc:  # noqa: BLE001 - a definition that no longer loads, a store error …
+            outcome, detail, delay = "error", f"{type(exc).__name__}: {_first_line(exc)}", 10.0
+        finally:
+            self._local.root = None
+            with self._lock:
+                self.cancel_wanted.pop(run_id, None)
+        self._finish(run_id, claim, outcome, detail, delay)
+
+    def _cancel(self, row) -> str:
+        """Cancel a run this worker holds as its ``cancel_requested`` says (compensating by default)."""
+        from flowctl.engine import runner
+
+        request = row.get("cancel_requested") or {}
+        self.log("cancelling", {"run": row["id"], "by": request.get("by")})
+        with self._lock:
+            self.cancel_wanted.pop(row["id"], None)
+        result = runner.cancel(self.engine, row, compensate=request.get("compensate", True),
+                               by=request.get("by"), holder=True)
+        return result.status
+
+    def _note_unseen_cancel(self, run_id) -> None:
+        """``run_id`` ended (succeeded or failed) with a cancel request still pending: append a
+        ``cancel_request_unseen`` event to its log and clear the request, so it does not look honoured."""
+        from flowctl.engine import runner
+
+        request = self.store.cancel_requests([run_id]).get(run_id)
+        if not request:
+            return
+        try:
+            row = self.store.get_run(run_id, exact=True)
+            project = self.engine.project_for(row["digest"])
+            r = runner.Runner(self.engine, project, project.flows[row["flow"]], row)
+            r.emit("cancel_request_unseen", None, None, by=request.get("by"), requested_at=request.get("at"),
+                   outcome=row["status"], note=f"the run {row['status']} before worker {self.id} saw the cancel request; "
+                                               "nothing was cancelled or undone")
+            r.commit(cancel_requested=None)
+            self.log("cancel_request_unseen", {"run": run_id, "by": request.get("by"), "outcome": row["status"]})
+        except Exception as exc:  # noqa: BLE001 - the run's outcome stands; the request stays recorded
+            self.log("cancel_note_failed", {"run": run_id, "error": _first_line(exc)})
+
+    def _remind(self, row, fence) -> bool:
+        """A paused review whose reminder (not its deadline) came due: notify again with a new token
+        and park it again, due at its deadline. False when it is the deadline that came."""
+        from flowctl.engine import runner
+        from flowctl.store.sql import review_due_at
+
+        pending = (row.get("cursor") or {}).get("pending") or {}
+        now = self.engine.clock.time()
+        if pending.get("deadline") is not None and pending["deadline"] <= now:
+            return False
+        if not (pending.get("remind_at") and pending["remind_at"] <= now and not pending.get("reminded")) \
+                or not hasattr(runner, "remind"):
+            return False
+        runner.remind(self.engine, row)  # committed under this worker's token
+        pending = dict(pending, reminded=True)
+        self.store.release(row["id"], fence, status="paused", available_at=review_due_at(pending))
+        self.drop(row["id"])
+        return True
+
+    def _finish(self, root, claim, outcome, detail, delay) -> None:
+        with self._lock:
+            mine = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] == root]
+            for rid, _ in mine:
+                del self._held[rid]
+            for rid in [rid for rid, entry in self._lost.items() if entry[1] == root]:
+                del self._lost[rid]
+            touched = root in self._touched
+            self._touched -= {rid for rid, _ in mine} | {root}
+            self._active.pop(root, None)
+        for rid, fence in mine:  # still running under our lease: give it back
+            status, wait = None, delay
+            if rid == root and not touched and claim["prev_status"] != "running":
+                # claimed but never started here (e.g. not due yet by this host's clock): as it was
+                status, wait = claim["prev_status"], max(delay, 1.0)
+            try:
+                self.store.release(rid, fence, status=status, delay=wait)
+            except Exception as exc:  # noqa: BLE001 - the lease then just expires
+                self.log("release_failed", {"run": rid, "error": _first_line(exc)})
+        self.stats[outcome] += 1
+        if outcome in FINAL or outcome in ("waiting", "paused", "reminded"):
+            self.stats["done"] += 1
+        fields = {"run": root, "fence": claim["fence"], "outcome": outcome}
+        if detail:
+            fields["detail"] = detail
+        self.log("finished" if outcome not in ("error", "conflict", "deferred") else outcome, fields)
+        self.wake.set()
+
+    def _release_all(self, why) -> None:
+        with self._lock:
+            left = [(rid, entry[0]) for rid, entry in self._held.items()]
+            self._held.clear()
+        for rid, fence in left:
+            try:
+                self.store.release(rid, fence)
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ------------------------------------------------------------------ heartbeat and wake-ups
+    def _heartbeat_loop(self) -> None:
+        while not (self.stopping.is_set() and not self._active):
+            time.sleep(self.heartbeat_every)
+            with self._lock:
+                held = {rid: entry[0] for rid, entry in self._held.items()}
+                # held on behalf of no run being driven (cannot happen, but never renew forever)
+                strays = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] not in self._active]
+                for rid, _ in strays:
+                    del self._held[rid]
+                    held.pop(rid, None)
+            for rid, fence in strays:
+                self.log("released_stray", {"run": rid, "fence": fence})
+                try:
+                    self.store.release(rid, fence)
+                except Exception:  # noqa: BLE001
+                    pass
+            try:
+                renewed = self.store.renew(self.id, held, self.lease)
+                for rid, fence in held.items():
+                    if rid not in renewed and self.fence_of(rid) == fence:
+                        self.mark_lost(rid, fence, "heartbeat found the lease gone")
+                wanted = self.store.cancel_requests(renewed)
+                if wanted:
+                    with self._lock:
+                        self.cancel_wanted.update(wanted)
+                self.store.worker_heartbeat(self.id, status="stopping" if self.stopping.is_set() else "running",
+                                            runs_done=self.stats["done"])
+            except Exception as exc:  # noqa: BLE001 - leases may lapse; the commits then refuse
+                self.stats["heartbeat_errors"] += 1
+                self.log("heartbeat_failed", {"error": _first_line(exc)})
+
+    def poll_cancels(self) -> dict:
+        """One look for cancel requests of the runs this worker holds (``{run id: request}``); those
+        found halt their runs at the next checkpoint (:meth:`halt`). Errors are counted, not raised."""
+        with self._lock:
+            held = list(self._held)
+        if not held:
+            return {}
+        try:
+            wanted = self.store.cancel_requests(held)
+        except Exception as exc:  # noqa: BLE001 - the next poll (or the heartbeat) tries again
+            self.stats["cancel_poll_errors"] += 1
+            self.log("cancel_poll_failed", {"error": _first_line(exc)})
+            return {}
+        if wanted:
+            with self._lock:
+                self.cancel_wanted.update({rid: req for rid, req in wanted.items() if rid in self._held})
+        return wanted
+
+    def _cancel_poll_loop(self) -> None:
+        while not (self.stopping.is_set() and not self._active):
+            time.sleep(self.cancel_poll_every)
+            self.poll_cancels()
+
+    def _listen_loop(self) -> None:
+        import psycopg
+
+        backoff = 1.0
+        while not self.stopping.is_set():
+            try:
+                with psycopg.connect(self.store.listen_dsn(), autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {self.store.NOTIFY_CHANNEL}")
+                    self._listening = True
+                    backoff = 1.0
+                    while not self.stopping.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            if self.queues is None or note.payload in self.queues:
+                                self.wake.set()
+            except Exception as exc:  # noqa: BLE001 - polling covers the gap
+                self._listening = False
+                self.log("listen_failed", {"error": _first_line(exc), "retry_s": backoff})
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+
+def text_logger(stream=None, quiet=False):
+    """Log lines for people: ``12:00:01 claimed 01a2… fence 3 (from queued)``."""
+    stream = stream or sys.stdout
+
+    def log(event, fields):
+        if quiet and event not in ("worker_started", "worker_stopped", "lease_lost", "error", "claim_failed"):
+            return
+        stamp = time.strftime("%H:%M:%S")
+        rest = " ".join(f"{k}={v}" for k, v in fields.items())
+        print(f"{stamp} {event} {rest}", file=stream, flush=True)
+
+    return log
+
+
+def json_logger(stream=None):
+    """One JSON object per line: ``{"at": …, "event": …, …fields}``."""
+    stream = stream or sys.stdout
+    lock = threading.Lock()
+
+    def log(event, fields):
+        line = json.dumps({"at": round(time.time(), 3), "event": event, "pid": os.getpid(), **fields}, default=str)
+        with lock:
+            print(line, file=stream, flush=True)
+
+    return log
+
+
+def _first_line(exc) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _safe(url: str) -> str:
+    from flowctl.store.sql import _safe as safe
+
+    return safe(url)
+
+
+__all__ = ["Worker", "LeasedStore", "enqueue", "text_logger", "json_logger", "DEFAULT_LEASE", "DEFAULT_POLL",
+           "DEFAULT_CANCEL_POLL"]
