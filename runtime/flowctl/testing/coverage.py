@@ -5,7 +5,7 @@ Three figures per flow, each "exercised by at least one case / all":
 * **transitions** — the flow's ``transitions`` entries (each ``from``/``when``/``to`` rule);
 * **handlers** — every ``on_error`` rule of the flow's states, every rule of the flow's own
   ``on_error``, and every review's ``on_timeout``;
-* **error edges** — the graph's error arrows as :func:`flowctl.check.checks.flow_graph` draws them: a
+* **error edges** — the graph's error arrows as :func:`flowctl.check.topology.flow_graph` draws them: a
   state handler's ``goto``, a review's ``on_timeout`` ``goto``, and a flow handler's ``goto`` *from
   each state* it can leave. A flow handler is one handler but many edges, so this figure is
   reported, not gated.
@@ -88,7 +88,7 @@ def _handler_label(h) -> str:
 
 
 def items_of(project, flow) -> dict:
-    from flowctl.check.checks import flow_graph
+    from flowctl.check.topology import flow_graph
 
     graph = flow_graph(project, flow)
     transitions = []
@@ -230,7 +230,7 @@ class Suggestion:
 
 def suggest(project, flow, cov: FlowCoverage, results=()) -> list:
     """A :class:`Suggestion` per uncovered item of ``cov`` (transitions, handlers, then error edges)."""
-    from flowctl.check.checks import flow_graph
+    from flowctl.check.topology import flow_graph
 
     graph = flow_graph(project, flow)
     cases = [r for r in results if r.case.flow == flow.id]
