@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from flowctl.errors import UsageError
+from flowctl.testing.cases import one_line_path
 
 
 def open_project(root):
@@ -175,32 +176,6 @@ def parse_params(pairs, params_file):
         except json.JSONDecodeError:
             params[key] = value
     return params
-
-
-def one_line_path(path) -> str:
-    """States in order, repeats folded: ``['a', 'b', 'b', 'b', 'c']`` -> ``a → b ×3 → c``, and a loop
-    of up to 4 states ``['a', 'b', 'a', 'b', 'c']`` -> ``(a → b) ×2 → c``."""
-    path = list(path)
-    parts = []
-    i = 0
-    while i < len(path):
-        best_len, best_count = 1, 1
-        for size in range(1, 5):  # the loop that covers the most states from here; shorter on ties
-            unit = path[i:i + size]
-            if len(unit) < size:
-                break
-            count = 1
-            while path[i + count * size:i + (count + 1) * size] == unit:
-                count += 1
-            if count > 1 and count * size > best_count * best_len:
-                best_len, best_count = size, count
-        unit = path[i:i + best_len]
-        text = " → ".join(unit)
-        if best_count > 1:
-            text = f"{text} ×{best_count}" if best_len == 1 else f"({text}) ×{best_count}"
-        parts.append(text)
-        i += best_len * best_count
-    return " → ".join(parts)
 
 
 def result_path(result) -> str:
