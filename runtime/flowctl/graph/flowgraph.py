@@ -156,10 +156,9 @@ def build_graph(project: Project, flow_id: str, *, children: bool = True) -> Flo
     if flow is None:
         if ("flow", flow_id) in project.broken:
             raise ProjectError(f"flow '{flow_id}' does not load", hint="run flowctl validate to see why")
-        from flowctl.definition.kinds import did_you_mean
+        from flowctl.definition.kinds import no_flow
 
-        known = ", ".join(sorted(project.flows)) or "none"
-        raise UsageError(f"no flow '{flow_id}'", hint=did_you_mean(flow_id, project.flows) or f"flows: {known}")
+        raise no_flow(flow_id, project.flows)
     nodes: dict[str, Node] = {START: Node(START, "start", tooltip=f"start of {flow.id}")}
     for sid in member_states(project, flow):
         nodes[sid] = state_node(project, sid)

@@ -222,7 +222,7 @@ def check_schema(doc: Document) -> list[Diagnostic]:
 
 
 def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagnostic]]:
-    from flowctl.definition.kinds import did_you_mean
+    from flowctl.definition.kinds import did_you_mean, unknown_flow_hint
 
     d = doc.data
     problems: list[Diagnostic] = []
@@ -240,9 +240,8 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
         if ("flow", flow) in project.broken:
             err("FT101", f"flow '{flow}' has definition errors", where, hint="run: flowctl validate")
         else:
-            known = ", ".join(sorted(project.flows)) or "none"
             err("FT101", f"no flow '{flow}' (cases are found by their folder name)", where,
-                hint=did_you_mean(flow, project.flows) or f"flows: {known}")
+                hint=unknown_flow_hint(flow, project.flows))
     case = Case(file=doc.file, name=d.get("name") or path.name.rsplit(".", 1)[0], flow=flow, doc=doc,
                 description=d.get("description", ""), input=d.get("input"), params=dict(d.get("params") or {}))
 

@@ -373,7 +373,7 @@ def _bend(project, flow, rule, sid, last_task, tool_calls, reviews, run_input, n
 
     def holds(expr) -> bool:
         from flowctl.expr.expressions import compile_expr
-        from flowctl.expr.scope import truthy
+        from flowctl.expr.compile import truthy
 
         try:
             return truthy(compile_expr(expr).evaluate(scope()))
