@@ -113,10 +113,13 @@ def _undefined_exit(project, edges, sid):
     return any(t not in project.states for t, *_ in edges.get(sid, ()))
 
 
-def child_flows(state) -> list:
-    """Ids of the flows a parallel (its branches), map or subflow state starts."""
+def child_flows(state) -> list[str]:
+    """Ids of the flows a parallel (its branches, in the order written), map or subflow state
+    starts; ``[]`` for any other state and for ``None`` (a state that does not load)."""
+    if state is None:
+        return []
     if state.type == "parallel":
-        return list(state.get("branches") or ())
+        return [b for b in state.get("branches") or () if isinstance(b, str)]
     if state.type in ("map", "subflow") and isinstance(state.get("flow"), str):
         return [state.get("flow")]
     return []

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from flowctl.errors import ProjectError, UsageError
+from flowctl.check.topology import child_flows
 from flowctl.definition.model import Flow, Project, State
 
 START = "/start"
@@ -133,16 +134,6 @@ def _state_gotos(state: State | None) -> list[str]:
     out = [h.goto for h in state.on_error if h.goto]
     goto = (state.raw.get("on_timeout") or {}).get("goto")
     return out + ([goto] if goto else [])
-
-
-def child_flows(state: State | None) -> list[str]:
-    """Flow ids a parallel/map/subflow state runs, in the order written."""
-    if state is None:
-        return []
-    out = [b for b in state.raw.get("branches") or () if isinstance(b, str)]
-    if state.type in ("map", "subflow") and isinstance(state.raw.get("flow"), str):
-        out.append(state.raw["flow"])
-    return out
 
 
 def build_graph(project: Project, flow_id: str, *, children: bool = True) -> FlowGraph:
