@@ -37,7 +37,7 @@ def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False
 
 def fetch_run(root, db, run_id, *, with_children: bool = False):
     """``(run row, its events)`` from the store (read-only); with ``with_children`` also the lines
-    of its child-run tree (see :func:`flowctl.cli.commands.trace.child_tree`)."""
+    of its child-run tree (:func:`child_tree`)."""
     project = open_project(root)
     store = open_store(db, project.root)
     try:
@@ -45,11 +45,24 @@ def fetch_run(root, db, run_id, *, with_children: bool = False):
         events = store.events(row["id"])
         if not with_children:
             return row, events
-        from flowctl.cli.commands.trace import child_tree
-
         return row, events, child_tree(store, row["id"])
     finally:
         store.close()
+
+
+def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
+    """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
+    lines = []
+    children = store.list_runs(parent_id=run_id, limit=limit)
+    for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
+        info = (child.get("cursor") or {}).get("parent") or {}
+        path = one_line_path((child.get("cursor") or {}).get("path", []))
+        lines.append(f"{'  ' * depth}└ {child['flow']}#{info.get('index', '?')} {child['id']}: {child['status']}  {path}")
+        if depth < 4:
+            lines.extend(child_tree(store, child["id"], depth + 1, limit))
+    if len(children) == limit:
+        lines.append(f"{'  ' * depth}… (first {limit} shown)")
+    return lines
 
 
 def _events_for_json(events):
