@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import MINIMAL
+from support.helpers import MINIMAL
 
 HEAVY = ("sqlalchemy", "networkx", "jsonschema", "rich", "graphviz", "cryptography")
 
@@ -85,7 +85,7 @@ def test_modules_import_without_the_heavy_dependencies(module):
 def test_flowctl_validate_stays_the_function_after_the_engine_ran(tmp_path):
     import flowctl
     from flowctl.store.sql import MemoryStore
-    from helpers import MINIMAL, write_project
+    from support.helpers import MINIMAL, write_project
 
     project = flowctl.load_project(write_project(tmp_path / "p", MINIMAL))
     flowctl.Engine(project, MemoryStore()).run("flow", {})  # check=True imports the checks module

@@ -43,7 +43,7 @@ def test_no_flow_names_a_close_flow_or_lists_them():
 def test_graph_and_test_commands_say_no_flow_the_same_way(tmp_path):
     from flowctl.definition.loader import load_project
     from flowctl.graph.flowgraph import build_graph
-    from helpers import MINIMAL, write_project
+    from support.helpers import MINIMAL, write_project
 
     project = load_project(write_project(tmp_path / "p", MINIMAL))
     with pytest.raises(UsageError) as found:
