@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from helpers import FLOWCTL_EXE, write_project
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:  # the support package (tests/support) imports under any --import-mode
+    sys.path.insert(0, _TESTS)
+
+from support.helpers import FLOWCTL_EXE, write_project  # noqa: E402 - after the path is set
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from collections import Counter
 
 import pytest
 
-from helpers import FLOWCTL_EXE, write_project
-from pg import pg_url  # noqa: F401 - fixture
+from support.helpers import FLOWCTL_EXE, write_project
+from support.pg import pg_url  # noqa: F401 - fixture
 
 RUNS = int(os.environ.get("FLOWCTL_CHAOS_RUNS", "200"))
 WORKERS = 4

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from flowctl.cli.main import main
-from helpers import FLOWCTL_EXE
+from support.helpers import FLOWCTL_EXE
 
 REPO = Path(__file__).resolve().parents[1]
 

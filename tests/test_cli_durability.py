@@ -10,7 +10,7 @@ import pytest
 from flowctl.cli.commands._common import parse_json_arg
 from flowctl.errors import StoreError, UsageError
 from flowctl.store.sql import open_store
-from helpers import FLOWCTL_EXE, write_project
+from support.helpers import FLOWCTL_EXE, write_project
 
 PROJECT = {"states/done.yaml": "id: done\ntype: succeed\n", "transitions/f.yaml": "flow: f\nstart: done\ntransitions: []\n"}
 

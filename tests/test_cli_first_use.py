@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from helpers import FLOWCTL_EXE, write_project
+from support.helpers import FLOWCTL_EXE, write_project
 
 TOOLS = '''
 LEDGER = []

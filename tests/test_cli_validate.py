@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from helpers import MINIMAL
+from support.helpers import MINIMAL
 
 FLOW = "orchestration/transitions/flow.yaml"
 UNKNOWN_TARGET = {

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from helpers import FLOWCTL_EXE, write_project
-from pg import pg_url  # noqa: F401 - fixture
+from support.helpers import FLOWCTL_EXE, write_project
+from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = '''
 import os, sqlite3, time

@@ -13,7 +13,7 @@ import pytest
 import flowctl
 from flowctl.definition.loader import load_project
 from flowctl.check import dataflow as flowdata
-from helpers import REPO, SHARED_CASES, of, one, problems, where
+from support.helpers import REPO, SHARED_CASES, of, one, problems, where
 
 flowdata.RAISE = True  # a failure of the analysis itself fails these tests instead of going silent
 
@@ -317,7 +317,7 @@ CATALOGUE = {
 
 def test_the_golden_case_flows_have_no_data_flow_error(tmp_path):
     # the flow of the flow-test tests (the shipped golden cases use the shipped flows, above)
-    import testingkit
+    from support import testingkit
 
     root = testingkit.project(tmp_path)
     assert [d for d in problems(root) if d.code.startswith("FC8") and d.severity == "error"] == []

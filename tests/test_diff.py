@@ -1,6 +1,6 @@
 """flowctl diff: the semantic diff of two versions, from git revisions or folders, in every format.
 
-The history (tests/flow_fixtures.py) has one commit per change: add a state, remove a
+The history (tests/support/flow_fixtures.py) has one commit per change: add a state, remove a
 transition, change a condition, bump a contract version, add a side effect, loosen a policy,
 raise a retry count. Each format is checked for exactly those changes.
 """
@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from flow_fixtures import BASE, git, head_files, make_history, parse_mermaid, write_tree
+from support.flow_fixtures import BASE, git, head_files, make_history, parse_mermaid, write_tree
 from flowctl.diff import render as diff_render
 from flowctl.cli.main import main
 from flowctl.diff.core import diff_projects

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import flowctl
-from enginekit import Harness, allow_all, build, contract, effect_contract, task
+from support.enginekit import Harness, allow_all, build, contract, effect_contract, task
 from flowctl.errors import ProjectError, UsageError
 
 TOOLS = """
@@ -474,7 +474,7 @@ def test_wait_until_an_expression(tmp_path):
 
 
 def test_a_parked_run_keeps_the_definition_it_started_with(tmp_path):
-    from enginekit import sqlite_store
+    from support.enginekit import sqlite_store
 
     root = build(tmp_path, {"states/w.yaml": "id: w\ntype: wait\nduration: 1h\n",
                             "states/old_end.yaml": "id: old_end\ntype: pass\nset: {version: \"'old'\"}\n",

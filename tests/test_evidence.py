@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from enginekit import Harness, allow_all, build, effect_contract, sqlite_store, task
-from helpers import FLOWCTL_EXE
+from support.enginekit import Harness, allow_all, build, effect_contract, sqlite_store, task
+from support.helpers import FLOWCTL_EXE
 
 TOOLS = """
 LEDGER = []
@@ -107,7 +107,7 @@ def test_boundary_evidence_a_failed_verify_is_snapshotted_before_compensation(tm
 
 
 def test_a_snapshot_that_cannot_be_imported_is_fc603(make_project):
-    from helpers import problems
+    from support.helpers import problems
 
     root = build(make_project({}).parent, _flow("tk:no_such_function"), TOOLS, name="imp")
     found = [d for d in problems(root, import_check=True) if d.code == "FC603"]

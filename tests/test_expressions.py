@@ -212,7 +212,7 @@ def test_fc408_leaves_long_flat_expressions_alone():
 def test_a_bare_null_does_not_refuse_the_run(tmp_path):
     import flowctl
     from flowctl.store.sql import MemoryStore
-    from helpers import MINIMAL, write_project
+    from support.helpers import MINIMAL, write_project
 
     files = {**MINIMAL, "states/other.yaml": "id: other\ntype: succeed\n",
              "transitions/flow.yaml": "flow: flow\nstart: begin\ntransitions:\n"
@@ -246,7 +246,7 @@ def test_no_function_gives_a_non_finite_number_it_is_a_located_expression_error(
 def test_a_non_finite_result_fails_the_state_and_is_never_stored(tmp_path):
     import json
 
-    from enginekit import Harness, build, sqlite_store
+    from support.enginekit import Harness, build, sqlite_store
 
     root = build(tmp_path, {
         "states/a.yaml": "id: a\ntype: pass\nset: {c: \"divide(`1`, input.z)\"}\n",

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
+from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
 
 TOOLS = """
 import threading, time

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from helpers import FLOWCTL_EXE, write_project
+from support.helpers import FLOWCTL_EXE, write_project
 
 TOOLS = '''
 import os, time

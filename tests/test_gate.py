@@ -9,10 +9,10 @@ import textwrap
 
 import pytest
 
-from enginekit import Harness, allow_all, build, contract, effect_contract, task
+from support.enginekit import Harness, allow_all, build, contract, effect_contract, task
 from flowctl.store.audit import REDACTED
 from flowctl.errors import UsageError
-from pg import pg_url  # noqa: F401 - the fixture
+from support.pg import pg_url  # noqa: F401 - the fixture
 
 TOOLS = """
 LEDGER = []
@@ -323,7 +323,7 @@ def test_regex_matches_the_whole_value_and_the_denial_says_so(tmp_path):
 def test_policy_check_explains_a_decision_against_the_run_context(tmp_path):
     import subprocess
 
-    from helpers import FLOWCTL_EXE
+    from support.helpers import FLOWCTL_EXE
 
     root = build(tmp_path, REFUND, TOOLS)
     argv = [FLOWCTL_EXE, "policy", "check", "pay", "--input", '{"amount": 50}', "--context", '{"order_total": 40}',
@@ -556,7 +556,7 @@ def test_rate_and_dedupe_count_every_contract_of_the_function(tmp_path):
 def test_a_backtracking_policy_regex_cannot_stall_the_gate(tmp_path):
     import subprocess
 
-    from helpers import FLOWCTL_EXE
+    from support.helpers import FLOWCTL_EXE
 
     files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"
                                               "allow: [{field: input.secret, regex: \"(a+)+b\"}]\n"}
@@ -590,7 +590,7 @@ def test_a_policy_regex_that_does_not_compile_is_a_located_error_and_the_gate_de
     import subprocess
 
     from flowctl.gate.policy import Gate
-    from helpers import FLOWCTL_EXE
+    from support.helpers import FLOWCTL_EXE
 
     files = {**RATE_ONE, "policies/one.yaml": "policy: one\napplies_to: [pay]\n"
                                               "allow:\n  - {field: input.to, regex: \"[a-\"}\n"}

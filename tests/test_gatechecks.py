@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import of, problems, where
+from support.helpers import of, problems, where
 
 EFFECTS = "verify: m:v\ncompensate: m:u\nside_effects:\n  - {type: database_write, target: payments}\n"
 BASE = {

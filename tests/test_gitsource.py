@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from flow_fixtures import BASE, CONTRACT_32, CONTRACT_33, commit_all, git, make_history, write_tree
+from support.flow_fixtures import BASE, CONTRACT_32, CONTRACT_33, commit_all, git, make_history, write_tree
 from flowctl.definition import gitsource
 from flowctl.errors import UsageError
 from flowctl.definition.loader import load_files

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from flow_fixtures import BASE, parse_mermaid, write_tree
+from support.flow_fixtures import BASE, parse_mermaid, write_tree
 from flowctl.graph import flowgraph as g
 from flowctl.cli.main import main
 from flowctl.errors import UsageError
@@ -306,7 +306,7 @@ def test_validate_does_not_import_graphviz_or_networkx(project_dir):
 
 
 def test_show_data_annotates_each_state_with_what_is_defined_on_entry():
-    from helpers import REPO
+    from support.helpers import REPO
 
     result = CliRunner().invoke(main, ["graph", "order_return", "--root", str(REPO), "--format", "mermaid", "--show-data"])
     assert result.exit_code == 0, result.output

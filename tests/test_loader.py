@@ -5,7 +5,7 @@ import pytest
 
 from flowctl.errors import ProjectError
 from flowctl.definition.loader import find_root, load_files, load_project, read_tree
-from helpers import MINIMAL, of, one, problems, where
+from support.helpers import MINIMAL, of, one, problems, where
 
 STATE_FILE = "orchestration/states/{}.yaml"
 

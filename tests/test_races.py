@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from enginekit import allow_all, build, effect_contract
-from pg import pg_url  # noqa: F401 - fixture
+from support.enginekit import allow_all, build, effect_contract
+from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
 LEDGER = []

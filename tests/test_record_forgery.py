@@ -13,11 +13,11 @@ import textwrap
 
 import pytest
 
-from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
+from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
 from flowctl.store.audit import encode_data, event_hash, row_identity, run_seal
 from flowctl.errors import RecordTampered
-from helpers import FLOWCTL_EXE
-from pg import pg_url  # noqa: F401 - fixture
+from support.helpers import FLOWCTL_EXE
+from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
 LEDGER = []

@@ -5,7 +5,7 @@ import subprocess
 
 from test_record_forgery import _db, forged_decision
 
-from helpers import FLOWCTL_EXE
+from support.helpers import FLOWCTL_EXE
 
 
 def test_a_run_recover_refuses_as_tampered_exits_1_and_is_named(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from enginekit import Harness, build
+from support.enginekit import Harness, build
 from flowctl.cli.commands.trace import steps_of
 
 TOOLS = '''

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from enginekit import Harness, build, contract, sqlite_store, task
+from support.enginekit import Harness, build, contract, sqlite_store, task
 from flowctl.definition.runtime_schemas import check_instance
-from helpers import MINIMAL, one, problems
+from support.helpers import MINIMAL, one, problems
 
 PASSWD_LIKE = "root:x:0:0:root:/root:/bin/bash\n"
 

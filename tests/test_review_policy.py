@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
+from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
 from flowctl.errors import UsageError
-from helpers import FLOWCTL_EXE
+from support.helpers import FLOWCTL_EXE
 
 TOOLS = """
 LEDGER = []

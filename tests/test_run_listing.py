@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import write_project
+from support.helpers import write_project
 from test_testing_replay import FANNED
 
 

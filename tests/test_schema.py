@@ -8,7 +8,7 @@ import pytest
 
 from flowctl.definition import kinds as schemas
 from flowctl.definition.yamlio import read_document
-from helpers import MINIMAL, REPO, of, one, problems, where
+from support.helpers import MINIMAL, REPO, of, one, problems, where
 
 
 def check(kind, text, file="f.yaml"):

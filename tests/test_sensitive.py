@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from enginekit import Harness, build
+from support.enginekit import Harness, build
 from flowctl.store.audit import REDACTED, verify_run
 from flowctl.errors import SecretKeyError
 from flowctl.store.sql import open_store
-from pg import pg_url  # noqa: F401 - fixture
+from support.pg import pg_url  # noqa: F401 - fixture
 
 CARD = "4111111111111111"
 CARD_CONTRACT = "sensitive: [card_number]\n"
@@ -381,7 +381,7 @@ def test_secrets_rotate_command_reseals_under_the_first_key(tmp_path, monkeypatc
     import subprocess
 
     from flowctl.store.keyring import new_key
-    from helpers import FLOWCTL_EXE
+    from support.helpers import FLOWCTL_EXE
 
     old, new = new_key(), new_key()
     monkeypatch.setenv("FLOWCTL_SECRET_KEY", old)
@@ -456,7 +456,7 @@ def test_postgresql_without_a_key_refuses_a_sensitive_run_before_it_starts(tmp_p
 def test_the_cli_reports_a_missing_postgresql_key_with_its_code_and_no_traceback(tmp_path, pg_url, monkeypatch):  # noqa: F811
     import subprocess
 
-    from helpers import FLOWCTL_EXE
+    from support.helpers import FLOWCTL_EXE
 
     root = build(tmp_path, FILES, TOOLS)
     env = dict(os.environ)
@@ -470,7 +470,7 @@ def test_the_cli_reports_a_missing_postgresql_key_with_its_code_and_no_traceback
 def test_a_worker_without_the_postgresql_key_refuses_to_start(tmp_path, pg_url, monkeypatch):  # noqa: F811
     import subprocess
 
-    from helpers import FLOWCTL_EXE
+    from support.helpers import FLOWCTL_EXE
 
     root = build(tmp_path, FILES, TOOLS)
     env = dict(os.environ)
@@ -512,7 +512,7 @@ def test_a_sealed_run_killed_inside_a_side_effect_resumes_once_and_leaves_no_pla
     import time
 
     import test_crash
-    from helpers import FLOWCTL_EXE, write_project
+    from support.helpers import FLOWCTL_EXE, write_project
 
     files = dict(test_crash.FILES)
     files["contracts/charge.v1.0.0.yaml"] = textwrap.dedent(files["contracts/charge.v1.0.0.yaml"]).strip() + "\nsensitive: [card]\n"

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from helpers import FLOWCTL_EXE, SHARED_CASES
+from support.helpers import FLOWCTL_EXE, SHARED_CASES
 
 GROUPS = ("invalid", "run")
 

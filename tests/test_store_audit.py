@@ -5,11 +5,11 @@ import sqlite3
 
 import pytest
 
-from enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
+from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
 from flowctl.store.audit import verify_chain
 from flowctl.errors import StoreError, UsageError
 from flowctl.store.sql import SCHEMA_VERSION, open_store
-from pg import pg_url  # noqa: F401 - fixture
+from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
 LEDGER = []

@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 
-from enginekit import Harness, build, contract, sqlite_store, task
+from support.enginekit import Harness, build, contract, sqlite_store, task
 from flowctl.store.audit import verify_run
 from flowctl.errors import StoreError
 from flowctl.store.sql import MemoryStore, open_store
-from pg import pg_url  # noqa: F401 - fixture
+from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = """
 SHARED = {"n": 0}
@@ -163,7 +163,7 @@ def test_a_takeover_commit_clears_an_expired_lease_so_no_worker_claims_the_run_m
 
 
 def test_a_failing_step_record_write_is_a_store_error_not_a_step_error(tmp_path):
-    from enginekit import allow_all, effect_contract
+    from support.enginekit import allow_all, effect_contract
 
     tools = TOOLS + "\ndef pay(input, call):\n    return {'ok': True}\n\ndef verify_pay(input, output, call):\n" \
                     "    return True\n\ndef undo_pay(input, output, call):\n    return None\n"

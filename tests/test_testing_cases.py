@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import flowctl
 from flowctl.testing.cases import load_cases, parse_path
-from testingkit import OK_MOCKS, project
+from support.testingkit import OK_MOCKS, project
 
 GOOD = """
 input: {id: X-1}

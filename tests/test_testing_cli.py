@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from flowctl.cli.main import main
-from testingkit import OK_MOCKS, pay_contract, project
+from support.testingkit import OK_MOCKS, pay_contract, project
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import flowctl
 from flowctl.testing.contract_tests import FAILED, PASSED, SKIPPED, find_sandbox, run_contract_tests
-from testingkit import TOOLS, pay_contract, project
+from support.testingkit import TOOLS, pay_contract, project
 
 REPO = Path(__file__).resolve().parents[1]
 

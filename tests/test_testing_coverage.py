@@ -9,7 +9,7 @@ import flowctl
 from flowctl.testing import coverage
 from flowctl.testing.cases import load_cases
 from flowctl.testing.runner import run_cases
-from testingkit import OK_MOCKS, project
+from support.testingkit import OK_MOCKS, project
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,7 +142,7 @@ def test_sample_values_fit_their_schema():
 
 
 def test_suggest_says_so_when_an_earlier_rule_reads_what_the_skeleton_cannot_model(tmp_path):
-    from helpers import write_project
+    from support.helpers import write_project
 
     root = write_project(tmp_path / "c", {
         "contracts/inc.v1.0.0.yaml": "id: inc\nversion: 1.0.0\nentrypoint: t:inc\n"

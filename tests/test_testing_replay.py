@@ -10,7 +10,7 @@ import flowctl
 from flowctl.engine.clock import FakeClock
 from flowctl.store.sql import open_store
 from flowctl.testing.replay import load_recording, replay
-from testingkit import FLOW, project
+from support.testingkit import FLOW, project
 
 
 def tk(root):
@@ -239,7 +239,7 @@ FANNED = {
 
 
 def _fanned(tmp_path, name, replace=None):
-    from helpers import write_project
+    from support.helpers import write_project
 
     files = dict(FANNED)
     if replace:
@@ -290,7 +290,7 @@ def test_diff_replay_follows_child_runs(tmp_path, run_flowctl):
 
 
 def test_a_child_runs_review_is_replayed_with_its_recorded_decision(tmp_path):
-    from helpers import write_project
+    from support.helpers import write_project
 
     files = dict(FANNED)
     files["states/ask.yaml"] = "id: ask\ntype: review\ndecisions: [approve, reject]\n"

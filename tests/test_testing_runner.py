@@ -7,7 +7,7 @@ import time
 import flowctl
 from flowctl.testing.cases import load_cases
 from flowctl.testing.runner import path_diff, run_case
-from testingkit import OK_MOCKS, project
+from support.testingkit import OK_MOCKS, project
 
 
 def run(tmp_path, text, name="c.yaml", **kw):

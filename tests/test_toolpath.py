@@ -10,7 +10,7 @@ import flowctl
 from flowctl.check.checks import validate
 from flowctl.errors import UsageError
 from flowctl.engine.tools import resolve
-from testingkit import pay_contract, project
+from support.testingkit import pay_contract, project
 
 PKG_CONTRACT = "id: bt\nversion: 1.0.0\nentrypoint: bt.mod:go\n"
 

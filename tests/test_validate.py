@@ -8,7 +8,7 @@ import pytest
 from flowctl.diagnostics import CODES
 from flowctl.definition.loader import load_project
 from flowctl.check.checks import CHECKS, validate
-from helpers import MINIMAL, Link, of, one, problems, where
+from support.helpers import MINIMAL, Link, of, one, problems, where
 
 FLOW = "orchestration/transitions/flow.yaml"
 

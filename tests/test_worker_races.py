@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from pg import pg_url  # noqa: F401 - fixture
+from support.pg import pg_url  # noqa: F401 - fixture
 from test_workers import _engine, _ledger, _run_in_thread, _until, _with_workers, _worker, db_url, project  # noqa: F401
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FLOWCTL_EXE, write_project
-from pg import pg_url  # noqa: F401 - fixture
+from support.helpers import FLOWCTL_EXE, write_project
+from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = '''
 import os, sqlite3, time
@@ -395,7 +395,7 @@ def test_a_single_worker_thread_runs_a_map_of_many_children_within_max_concurren
     import textwrap
 
     from flowctl.workers.worker import enqueue
-    from helpers import write_project
+    from support.helpers import write_project
 
     files = dict(FILES)
     files["states/many.yaml"] = textwrap.dedent("""\

@@ -6,17 +6,12 @@ Each check takes the :class:`~flowctl.definition.model.Project` and yields locat
 jsonschema's ``_keywords`` table does for keywords). Codes are described in
 :mod:`flowctl.diagnostics`. Loading diagnostics (syntax, schema, ids) come first.
 
-The graph checks work on each flow's graph of states (see :func:`flow_graph`): business
-transitions, a state's own ``on_error`` gotos and review ``on_timeout`` gotos, and the flow's
-``on_error`` gotos (from every non-terminal state). Reachability uses all of them; the trap
-check ("can this state still reach an end?") leaves out the flow-level handlers, since a
-catch-all there would otherwise hide every loop.
+The checks live where their concept does: the graph checks (FC2xx, FC107/FC108) and
+:func:`flow_graph`/:func:`child_flows` in :mod:`flowctl.check.topology`, ``--import-check``
+(FC603, :func:`import_check`, :func:`resolve_callable_problem`) in :mod:`flowctl.check.callables`;
+this module re-exports them, so ``from flowctl.check.checks import flow_graph`` keeps working.
 """
 from __future__ import annotations
-
-import importlib
-import sys
-from collections import deque
 
 from flowctl.definition import versions
 from flowctl.check.decisions import check_review_decisions
@@ -24,10 +19,15 @@ from flowctl.check.dataflow import check_dataflow
 from flowctl.diagnostics import Diagnostic, sort_key
 from flowctl.definition.durations import parse_duration
 from flowctl.expr.expressions import lint as lint_expression
-from flowctl.check.gate import check_gate, check_same_function, check_tool_code, import_same_function
+from flowctl.check.gate import check_gate, check_same_function, check_tool_code
 from flowctl.definition.model import Project
 from flowctl.check.schema_lint import schema_problems
 from flowctl.definition.kinds import did_you_mean
+from flowctl.check.callables import import_check, resolve_callable_problem
+from flowctl.check.topology import check_children, check_graph, child_flows, flow_graph
+
+__all__ = ["CHECKS", "SCOPES", "RUN_SCOPE", "validate", "iter_expressions", "policy_regex_problems",
+           "flow_graph", "child_flows", "import_check", "resolve_callable_problem"]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -194,104 +194,6 @@ def check_unused(project: Project):
                              hint="remove it, or reference it with tool: " + tool_id + "@^" + c.version.split(".")[0])
 
 
-def flow_graph(project: Project, flow):
-    """Adjacency of ``flow``: ``{state: [(target, kind, doc, path)]}`` with kind one of
-    ``transition``, ``error`` (state on_error), ``timeout`` (review), ``flow_error`` (flow on_error)."""
-    edges: dict = {}
-    order = []
-    seen = set()
-    queue = deque([flow.start])
-    named = {n for n, _ in flow.named_states()}
-    queue.extend(sorted(named))
-    while queue:
-        sid = queue.popleft()
-        if sid in seen:
-            continue
-        seen.add(sid)
-        order.append(sid)
-        out = edges.setdefault(sid, [])
-        state = project.states.get(sid)
-        for t in flow.transitions_from(sid):
-            out.append((t.to, "transition", flow.doc, t.path + ("to",)))
-        if state is None:
-            continue
-        for h in state.on_error:
-            if h.goto:
-                out.append((h.goto, "error", state.doc, h.path + ("goto",)))
-        goto = (state.raw.get("on_timeout") or {}).get("goto")
-        if goto:
-            out.append((goto, "timeout", state.doc, ("on_timeout", "goto")))
-        if not state.terminal:
-            for h in flow.on_error:
-                if h.goto:
-                    out.append((h.goto, "flow_error", flow.doc, h.path + ("goto",)))
-        queue.extend(target for target, *_ in out)
-    return edges
-
-
-def _reach(edges, start, kinds=None, reverse=False):
-    adj: dict = {}
-    for src, outs in edges.items():
-        for dst, kind, *_ in outs:
-            if kinds is None or kind in kinds:
-                a, b = (dst, src) if reverse else (src, dst)
-                adj.setdefault(a, []).append(b)
-    seen = set(start)
-    queue = deque(start)
-    while queue:  # breadth-first
-        for nxt in adj.get(queue.popleft(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return seen
-
-
-def check_graph(project: Project):
-    """FC201 unreachable, FC202 no terminal, FC203 trap, FC204 terminal with exits, FC205 no exit, FC206 no default."""
-    for flow in project.flows.values():
-        if flow.start not in project.states:
-            continue  # reported by check_references
-        edges = flow_graph(project, flow)
-        reachable = _reach(edges, [flow.start])
-        first_named: dict = {}
-        for name, path in flow.named_states():
-            first_named.setdefault(name, path)
-        for name, path in first_named.items():
-            if name not in reachable and name in project.states:
-                yield flow.doc.diag("FC201", f"state '{name}' is unreachable from start '{flow.start}' in flow '{flow.id}'",
-                                    path, hint="add a transition into it, or remove its transitions")
-        known = [s for s in edges if s in project.states and s in reachable]
-        terminals = [s for s in known if project.states[s].terminal]
-        if not terminals:
-            # An exit into a missing or broken state is reported on its own; do not guess past it.
-            if not any(_undefined_exit(project, edges, s) for s in known):
-                yield flow.doc.diag("FC202", f"flow '{flow.id}' can never end: no succeed or fail state is reachable",
-                                    ("start",), hint="add a transition to a succeed or fail state")
-        else:
-            ends = _reach(edges, terminals, {"transition", "error", "timeout"}, reverse=True)
-            for sid in known:
-                if sid not in ends and not _undefined_exit(project, edges, sid):
-                    yield flow.doc.diag("FC203", f"state '{sid}' cannot reach a succeed or fail state in flow '{flow.id}' (a trap)",
-                                        first_named.get(sid, ("start",)),
-                                        hint="give the loop a way out, e.g. a transition guarded by visits.<state>")
-        for sid in known:
-            state = project.states[sid]
-            outs = flow.transitions_from(sid)
-            if state.terminal and outs:
-                yield flow.doc.diag("FC204", f"'{sid}' is a {state.type} state and cannot have transitions", outs[0].path + ("from",),
-                                    hint="terminal states end the run; remove the transition")
-            elif not state.terminal and not outs:
-                yield flow.doc.diag("FC205", f"state '{sid}' has no transition out in flow '{flow.id}'",
-                                    first_named.get(sid, ("start",)), hint=f"add a transition from: {sid}")
-            elif outs and all(t.when is not None for t in outs):
-                yield flow.doc.diag("FC206", f"every transition from '{sid}' has a condition; when none holds the run fails with NoTransitionMatched",
-                                    outs[-1].path, hint="add a last transition without `when` as the default")
-
-
-def _undefined_exit(project, edges, sid):
-    return any(t not in project.states for t, *_ in edges.get(sid, ()))
-
-
 def check_order(project: Project):
     """FC301 "*" not in the last handler, FC302 a transition after its state's default, FC303 a shadowed handler."""
     lists = []
@@ -448,52 +350,6 @@ def check_policies(project: Project):
                                        "or say allow: [] to allow everything on purpose")
 
 
-def child_flows(state) -> list:
-    """Ids of the flows a parallel (its branches), map or subflow state starts."""
-    if state.type == "parallel":
-        return list(state.get("branches") or ())
-    if state.type in ("map", "subflow") and isinstance(state.get("flow"), str):
-        return [state.get("flow")]
-    return []
-
-
-def check_children(project: Project):
-    """FC107 a flow that calls itself (directly or through others) with no depth limit;
-    FC108 a sub-flow input that cannot satisfy the child flow's required input fields."""
-    calls: dict = {}
-    for flow in project.flows.values():
-        for sid in flow_graph(project, flow):
-            state = project.states.get(sid)
-            if state is None:
-                continue
-            for child in child_flows(state):
-                calls.setdefault(flow.id, []).append((child, state))
-    for flow_id in calls:
-        seen, stack = set(), [flow_id]
-        while stack:  # depth-first over the call graph: does flow_id reach itself?
-            for child, state in calls.get(stack.pop(), ()):
-                if child == flow_id:
-                    limited = state.get("max_depth") or project.flows[flow_id].limits.max_depth
-                    if not limited:
-                        yield state.doc.diag("FC107", f"flow '{flow_id}' calls itself through '{state.id}' with no depth limit",
-                                             ("type",), hint="set max_depth on the state (or limits.max_depth on the flow)")
-                elif child not in seen:
-                    seen.add(child)
-                    stack.append(child)
-    for state in project.states.values():
-        mapping = state.get("item_input") if state.type == "map" else state.input
-        if not isinstance(mapping, dict) or state.get("batch"):
-            continue
-        for child in child_flows(state):
-            schema = project.flows[child].input_schema if child in project.flows else None
-            required = (schema or {}).get("required") if isinstance(schema, dict) else None
-            for name in required if isinstance(required, list) else ():
-                if isinstance(name, str) and name not in mapping:
-                    key = "item_input" if state.type == "map" else "input"
-                    yield state.doc.diag("FC108", f"child flow '{child}' requires input '{name}', which {key} never sets",
-                                         (key,), key=True, hint=f"add {name}: <expression> to {key}")
-
-
 _YEAR = 365 * 86400.0
 
 
@@ -585,72 +441,6 @@ CHECKS = (check_references, check_unused, check_graph, check_order, check_expres
           check_dataflow)
 
 
-def import_check(project: Project):
-    """FC603: import every entrypoint/verify/compensate (``--import-check``), with
-    ``orchestration/tools/`` first on ``sys.path``. Runs tool modules' top-level code."""
-    tools = str(project.orchestration / "tools")
-    added = tools not in sys.path
-    if added:
-        sys.path.insert(0, tools)
-    try:
-        for found in project.contracts.values():
-            for c in found:
-                for key in ("entrypoint", "verify", "compensate", "snapshot"):
-                    ref = getattr(c, key)
-                    if not ref or ref == "none":
-                        continue
-                    problem = resolve_callable_problem(ref, _CALLED_WITH[key])
-                    if problem:
-                        yield c.doc.diag("FC603", f"{key} {ref}: {problem}", (key,),
-                                         hint=f"tool code is imported from {project.orchestration / 'tools'}")
-        yield from import_same_function(project, _imported)
-    finally:
-        if added:
-            sys.path.remove(tools)
-
-
-def _imported(ref: str):
-    """The object ``module:attr`` names once imported (import_check already imported it), or None."""
-    module_name, _, attr = ref.partition(":")
-    obj = sys.modules.get(module_name)
-    for part in attr.split(".") if obj is not None else ():
-        obj = getattr(obj, part, None)
-    return obj if callable(obj) else None
-
-
-#: How the engine calls each kind of tool function (tools.py, task.py, saga.py).
-_CALLED_WITH = {"entrypoint": ("input", "call"), "verify": ("input", "output", "call"),
-                "compensate": ("input", "output", "call"), "snapshot": ("input", "call")}
-
-
-def resolve_callable_problem(ref: str, called_with: tuple = ()):
-    """Why ``module:attr`` cannot be called as ``fn(*called_with)``, or None."""
-    module_name, _, attr = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - any import failure is the finding, sys.exit() included
-        return f"cannot import module '{module_name}' ({type(exc).__name__}: {exc})"
-    obj = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return f"module '{module_name}' has no '{attr}'"
-    if not callable(obj):
-        return f"'{attr}' is not callable"
-    if called_with:
-        import inspect
-
-        try:
-            inspect.signature(obj).bind(*called_with)
-        except TypeError as exc:
-            return f"'{attr}' cannot be called as {attr}({', '.join(called_with)}): {exc}"
-        except ValueError:
-            pass  # no signature to read (some builtins): calling it will tell
-    return None
-
-
 def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:
     """All diagnostics for ``project``, sorted by file, line, column.
 
@@ -672,3 +462,4 @@ def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diag
         out.extend(import_check(project))
     unique = list(dict.fromkeys(out))
     return sorted(unique, key=sort_key)
+

@@ -25,6 +25,10 @@ Sound where it speaks, silent where it cannot know: unknown shapes (no schema, f
 ``review.data``, ``$ref``) produce nothing. Error edges are followed only where the state can
 raise a matching error (a ``PolicyDenied`` handler is not an edge out of a ``choice``).
 Never raises for project content.
+
+The pieces: which edges the analysis follows out of a state and which errors it can raise there
+(:mod:`flowctl.check.edges`); how a ``set`` or a ``when`` changes the scope's shape
+(:mod:`flowctl.check.facts`); the expression inference (:mod:`flowctl.check.infer`).
 """
 from __future__ import annotations
 
@@ -33,8 +37,11 @@ from collections import deque
 
 from flowctl.check import shapes as S
 from flowctl.check.shapes import ANY, BOOLEAN, NULL, NUMBER, STRING, Shape, join
-from flowctl.check.infer import (
-    Inference, Site, Value, scope_roots, parse)
+from flowctl.check.infer import Inference, Site, Value, parse, scope_roots
+from flowctl.check.edges import (
+    CHILD_TYPES, MOVES, calls_side_effect, can_leave, follow_edges, may_raise, moves_from)
+from flowctl.check.facts import (
+    asserted, contract_output, refine, sets_key, strip_null, widen, with_roots, write_key)
 
 
 _ERROR = S.obj({"type": STRING, "code": ANY, "message": STRING, "state": ANY, "attempt": ANY}, closed=True)
@@ -46,13 +53,6 @@ _REVIEW = S.obj({"decision": STRING, "data": ANY, "by": ANY, "at": ANY, "state":
 _STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
 _RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
                    "depth": NUMBER}, closed=True)
-_TOOL_CALLERS = ("task",)
-_CHILD_TYPES = ("parallel", "map", "subflow")
-#: error names only the engine raises, with the state kinds that can raise them
-_NEEDS_SIDE_EFFECT = frozenset({"PolicyDenied", "BoundaryViolation"})
-_NEEDS_TOOL = frozenset({"ToolTimeout"})
-_NEEDS_CHILDREN = frozenset({"BranchFailed"})
-_NEEDS_REVIEW = frozenset({"ReviewTimeout"})
 
 
 class FlowData:
@@ -97,7 +97,7 @@ def dataflow(project, flow, _cache=None) -> FlowData:
     try:
         return _Analysis(project, flow, cache).run()
     finally:
-        _MOVES.clear()
+        MOVES.clear()
 
 
 #: re-raise a failure of the analysis itself instead of saying nothing about the flow (tests set it)
@@ -121,7 +121,7 @@ def check_dataflow(project):
                 continue
             yield from data.diagnostics
     finally:
-        _MOVES.clear()  # holding the flows would keep the whole project alive (slow to free, at exit)
+        MOVES.clear()  # holding the flows would keep the whole project alive (slow to free, at exit)
 
 
 def _flow_data(project, flow, cache):
@@ -191,7 +191,7 @@ class _Analysis:
                     continue
                 updates[target] = updates.get(target, 0) + 1
                 if updates[target] > 40:  # give up on precision for this state rather than loop
-                    new = _widen(new)
+                    new = widen(new)
                     if old is not None and new == old:
                         continue
                 entry[target] = new
@@ -208,7 +208,7 @@ class _Analysis:
             sid, it = stack[-1]
             if it is None:
                 state = project.states.get(sid)
-                it = iter([d for d, _, _ in _edges(project, flow, state)] if state is not None else [])
+                it = iter([d for d, _, _ in follow_edges(project, flow, state)] if state is not None else [])
                 stack[-1] = (sid, it)
             nxt = next((d for d in it if d not in seen), None)
             if nxt is None:
@@ -225,30 +225,30 @@ class _Analysis:
         scopes (normal or through a fallback, and on error) in ``self.exits``."""
         flow = self.flow
         exits = [self._exit(state, fact)]
-        err_fact = _with(join(fact, exits[0]), error=_ERROR)
+        err_fact = with_roots(join(fact, exits[0]), error=_ERROR)
         for h in state.on_error:
-            if h.fallback and _may_raise(self.project, state, h.errors):
+            if h.fallback and may_raise(self.project, state, h.errors):
                 after = self._apply_set(err_fact, h.set)
                 contract = self.project.resolve_tool(h.fallback)
-                exits.append(_with(after, response=self._output(contract)))
+                exits.append(with_roots(after, response=self._output(contract)))
         exit_fact = S.join_all(exits)
         self.exits[state.id] = (exit_fact, err_fact)
-        for t in _moves(flow, state.id):
-            out = self._apply_set(_refine(exit_fact, t.when), t.set)  # set sees what the when proved
-            yield t.to, _with(out, error=NULL)
+        for t in moves_from(flow, state.id):
+            out = self._apply_set(refine(exit_fact, t.when), t.set)  # set sees what the when proved
+            yield t.to, with_roots(out, error=NULL)
         caught_all = False
         for h in state.on_error:
             if caught_all:
                 break
             caught_all = "*" in h.errors
-            if h.goto and _may_raise(self.project, state, h.errors):
+            if h.goto and may_raise(self.project, state, h.errors):
                 yield h.goto, self._apply_set(err_fact, h.set)
         timeout = state.get("on_timeout") if state.type == "review" else None
         if isinstance(timeout, dict) and isinstance(timeout.get("goto"), str) and state.get("timeout") is not None:
-            yield timeout["goto"], _with(fact, error=_ERROR)
-        if _can_leave(self.flow, state) and not caught_all:
+            yield timeout["goto"], with_roots(fact, error=_ERROR)
+        if can_leave(self.flow, state) and not caught_all:
             for h in flow.on_error:
-                if h.goto and _may_raise(self.project, state, h.errors):
+                if h.goto and may_raise(self.project, state, h.errors):
                     yield h.goto, self._apply_set(err_fact, h.set)
                 if "*" in h.errors:
                     break
@@ -271,7 +271,7 @@ class _Analysis:
                 state = self.project.states.get(queue.popleft())
                 if state is None:
                     continue
-                for dst, _, _ in _edges(self.project, self.flow, state):
+                for dst, _, _ in follow_edges(self.project, self.flow, state):
                     if dst not in found:
                         found.add(dst)
                         queue.append(dst)
@@ -282,16 +282,16 @@ class _Analysis:
         kind = state.type
         if kind == "task":
             contract = self.project.resolve_tool(state.tool) if isinstance(state.tool, str) else None
-            out = _with(fact, response=self._output(contract))
-            if _calls_side_effect(self.project, state):  # a policy's review_when pauses for a review first
-                out = _with(out, review=join(fact.field("review")[0], _REVIEW))
+            out = with_roots(fact, response=self._output(contract))
+            if calls_side_effect(self.project, state):  # a policy's review_when pauses for a review first
+                out = with_roots(out, review=join(fact.field("review")[0], _REVIEW))
             return out
         if kind == "pass":
             return self._apply_set(fact, state.get("set"))
         if kind == "review":
-            return _with(fact, review=_REVIEW)
-        if kind in _CHILD_TYPES:
-            return _with(fact, response=self._children_output(state, fact))
+            return with_roots(fact, review=_REVIEW)
+        if kind in CHILD_TYPES:
+            return with_roots(fact, response=self._children_output(state, fact))
         return fact
 
     def _output(self, contract) -> Shape:
@@ -301,7 +301,7 @@ class _Analysis:
         key = ("output", id(contract))
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = _output(contract)
+            found = self.cache[key] = contract_output(contract)
             self.cache[("keep", id(contract))] = contract  # the id stays this contract's while cached
         return found
 
@@ -341,8 +341,8 @@ class _Analysis:
         ctx, _ = fact.field("context")
         values = [(str(k), self._mapping_shape(v, fact)) for k, v in mapping.items()]
         for key, value in values:  # depth-capped, so that a loop of set: {a: [context.a]} ends
-            ctx = _write(ctx, key.split("."), S.capped(value))
-        return _with(fact, context=ctx)
+            ctx = write_key(ctx, key.split("."), S.capped(value))
+        return with_roots(fact, context=ctx)
 
     def _mapping_shape(self, value, fact, item=None) -> Shape:
         if isinstance(value, str):
@@ -401,7 +401,7 @@ class _Analysis:
                 element = items_shape.element() if items_shape.known else ANY
                 if "item_input" in d:
                     self._mapping_sites(doc, ("item_input",), d["item_input"], sid,
-                                        _with(fact, item=_strip_null(element), index=NUMBER))
+                                        with_roots(fact, item=strip_null(element), index=NUMBER))
             if isinstance(d.get("until"), str):
                 self._site(doc, ("until",), d["until"], sid, fact)
             for key in ("timeout", "error", "cause"):
@@ -409,16 +409,16 @@ class _Analysis:
                     self._site(doc, (key, "expr"), d[key]["expr"], sid, fact)
             exit_all, err_fact = self.exits.get(sid) or self._successors_exits(state, fact)
             for h in state.on_error:
-                if h.set and _may_raise(self.project, state, h.errors):
+                if h.set and may_raise(self.project, state, h.errors):
                     self._mapping_sites(doc, h.path + ("set",), h.set, sid, err_fact)
-            for t in _moves(flow, sid):
+            for t in moves_from(flow, sid):
                 if t.when is not None:
                     self._site(flow.doc, t.path + ("when",), t.when, sid, exit_all, condition=True)
                 if t.set:
                     self._mapping_sites(flow.doc, t.path + ("set",), t.set, sid, exit_all)
-            if _can_leave(flow, state):
+            if can_leave(flow, state):
                 for h in flow.on_error:
-                    if h.set and _may_raise(self.project, state, h.errors):
+                    if h.set and may_raise(self.project, state, h.errors):
                         self._mapping_sites(flow.doc, h.path + ("set",), h.set, sid, err_fact)
             if state.type == "succeed":
                 outputs.append(fact)
@@ -531,242 +531,11 @@ class _Analysis:
             state = project.states.get(sid)
             if state is None or sid not in self.data.entry:
                 continue
-            for dst, sets, when in _edges(project, flow, state):
+            for dst, sets, when in follow_edges(project, flow, state):
                 if dst in prev or dst not in self.data.entry:
                     continue
-                if any(_sets_key(m, key) for m in sets) or (when and key in _asserted(when)):
+                if any(sets_key(m, key) for m in sets) or (when and key in asserted(when)):
                     continue
                 prev[dst] = sid
                 queue.append(dst)
         return None
-
-
-def _edges(project, flow, state):
-    """(target, set mappings on the way, when) of every edge the analysis follows out of ``state``."""
-    own = [state.get("set")] if state.type == "pass" else []
-    fallback_sets = [h.set for h in state.on_error if h.fallback]
-    for t in _moves(flow, state.id):
-        yield t.to, own + [t.set], t.when
-        for s in fallback_sets:  # through the fallback: its handler's set, not the state's own
-            yield t.to, [s, t.set], t.when
-    caught_all = False
-    for h in state.on_error:
-        if caught_all:
-            break
-        caught_all = "*" in h.errors
-        if h.goto and _may_raise(project, state, h.errors):
-            yield h.goto, [h.set], None
-    timeout = state.get("on_timeout") if state.type == "review" else None
-    if isinstance(timeout, dict) and isinstance(timeout.get("goto"), str) and state.get("timeout") is not None:
-        yield timeout["goto"], [], None
-    if _can_leave(flow, state) and not caught_all:
-        for h in flow.on_error:
-            if h.goto and _may_raise(project, state, h.errors):
-                yield h.goto, [h.set], None
-            if "*" in h.errors:
-                break
-
-
-_MOVES: dict = {}  # id(flow) -> (flow, {state: transitions}), for the flows of the current validate only
-
-
-def _moves(flow, sid) -> tuple:
-    """``flow.transitions_from(sid)``, indexed once per flow object (:func:`check_dataflow` empties
-    the index when it is done, so that it keeps no project alive)."""
-    found = _MOVES.get(id(flow))
-    if found is None or found[0] is not flow:
-        index: dict = {}
-        for t in flow.transitions:
-            index.setdefault(t.source, []).append(t)
-        found = _MOVES[id(flow)] = (flow, {k: tuple(v) for k, v in index.items()})
-    return found[1].get(sid, ())
-
-
-def _can_leave(flow, state) -> bool:
-    """Can an error in ``state`` go through the flow's handlers? Every state but an end whose
-    expressions cannot fail (a fail state's ``{expr}``, the flow's ``output`` on succeed can)."""
-    if not state.terminal:
-        return True
-    if state.type == "fail":
-        return any(isinstance(state.get(k), dict) for k in ("error", "cause"))
-    return flow.output is not None and not isinstance(flow.output, (int, float, bool))
-
-
-def _sets_key(mapping, key) -> bool:
-    if not isinstance(mapping, dict):
-        return False
-    return any(str(k) == key or str(k).startswith(key + ".") for k in mapping)
-
-
-# ------------------------------------------------------------------------------ helpers
-def _with(fact: Shape, **roots) -> Shape:
-    props = dict(fact.props)
-    for k, v in roots.items():
-        props[k] = (v, True)
-    return Shape(fact.types, props, fact.closed, fact.items, fact.prefix)
-
-
-def _widen(fact: Shape) -> Shape:
-    props = dict(fact.props)
-    for k in ("context", "response", "review", "error"):
-        props[k] = (ANY, True)
-    return Shape(fact.types, props, fact.closed)
-
-
-def _strip_null(shape: Shape) -> Shape:
-    if shape.types is None or shape.types == {"null"}:
-        return shape
-    return Shape(shape.types - {"null"}, shape.props, shape.closed, shape.items, shape.prefix)
-
-
-def _write(ctx: Shape, parts, value: Shape) -> Shape:
-    """``ctx`` with ``value`` written at the dotted key ``parts`` (objects created on the way)."""
-    if ctx.types is None:
-        return ctx
-    props = dict(ctx.props) if "object" in ctx.types else {}
-    closed = ctx.closed if ctx.types == {"object"} else ("object" not in ctx.types or ctx.closed)
-    head = parts[0]
-    if len(parts) == 1:
-        props[head] = (value, True)
-    else:
-        found = props.get(head)
-        if found is None:
-            child = S.obj({}, closed=closed)
-        else:
-            child_shape, always = found
-            if child_shape.types is None:
-                child = ANY
-            elif child_shape.types == {"object"} and always:
-                child = child_shape
-            else:  # not always an object: a non-object is replaced by {}
-                base = child_shape if "object" in child_shape.types else S.obj({}, closed=True)
-                child = Shape(("object",), {k: (s, False) for k, (s, _) in base.props.items()}, base.closed)
-        props[head] = (_write(child, parts[1:], value), True)
-    return Shape(("object",), props, closed)
-
-
-def _output(contract) -> Shape:
-    if contract is None or not isinstance(contract.output_schema, dict):
-        return ANY
-    return S.from_schema(contract.output_schema)
-
-
-def _may_raise(project, state, errors) -> bool:
-    """Can ``state`` raise an error a handler listing ``errors`` catches? False only when every name
-    is one only the engine raises and this kind of state cannot."""
-    names = [e for e in errors if isinstance(e, str)] if isinstance(errors, (list, tuple)) else []
-    if not names:
-        return True
-    for name in names:
-        if name == "*":
-            return True
-        if name in _NEEDS_SIDE_EFFECT:
-            if _calls_side_effect(project, state):
-                return True
-        elif name in _NEEDS_TOOL:
-            if _calls_tool(state):
-                return True
-        elif name in _NEEDS_CHILDREN:
-            if state.type in _CHILD_TYPES:
-                return True
-        elif name in _NEEDS_REVIEW:
-            if state.type == "review":
-                return True
-        else:
-            return True
-    return False
-
-
-def _refs(state):
-    refs = [state.tool] if state.type in _TOOL_CALLERS else []
-    refs += [state.get("notify")] if state.type == "review" else []
-    refs += [h.fallback for h in state.on_error if h.fallback]
-    return [r for r in refs if r]
-
-
-def _calls_tool(state) -> bool:
-    return bool(_refs(state))
-
-
-def _calls_side_effect(project, state) -> bool:
-    for ref in _refs(state):
-        if not isinstance(ref, str):
-            return True
-        contract = project.resolve_tool(ref)
-        if contract is None or contract.side_effecting:
-            return True
-    return False
-
-
-_ASSERTED: dict = {}
-
-
-def _asserted(when) -> frozenset:
-    """Context keys a true ``when`` proves set (not null): bare paths, ``== literal``, ``!= null``,
-    orderings, joined by ``&&``."""
-    if not isinstance(when, str):
-        return frozenset()
-    found = _ASSERTED.get(when)
-    if found is None:
-        found = _ASSERTED[when] = frozenset(_asserted_keys(parse(when)))
-    return found
-
-
-def _asserted_keys(tree) -> set:
-    out: set = set()
-    if tree is None:
-        return out
-    terms = [tree]
-    while terms:
-        node = terms.pop()
-        kind = node.get("type")
-        if kind == "and_expression":
-            terms.extend(node.get("children") or ())
-            continue
-        paths = []
-        if kind in ("subexpression", "field"):
-            paths = [node]
-        elif kind == "comparator" and len(node.get("children") or ()) == 2:
-            a, b = node["children"]
-            op = node.get("value")
-            for p, other in ((a, b), (b, a)):
-                null = _is_null(other)
-                if (op == "ne" and null) or (op != "ne" and not null and other.get("type") == "literal"):
-                    paths.append(p)
-        for p in paths:
-            key = _context_key(p)
-            if key:
-                out.add(key)
-    return out
-
-
-def _is_null(node) -> bool:
-    if node.get("type") == "literal":
-        return node.get("value") is None
-    return node.get("type") == "field" and node.get("value") == "null"
-
-
-def _context_key(node):
-    if node.get("type") == "subexpression":
-        ch = node.get("children") or ()
-        if len(ch) >= 2 and ch[0].get("type") == "field" and ch[0].get("value") == "context" \
-                and ch[1].get("type") == "field":
-            return ch[1].get("value")
-    return None
-
-
-def _refine(fact: Shape, when) -> Shape:
-    """``fact`` on the way through a transition whose ``when`` held: keys it proves set are set."""
-    if not when:
-        return fact
-    keys = _asserted(when)
-    if not keys:
-        return fact
-    ctx, _ = fact.field("context")
-    if ctx.types is None:
-        return fact
-    props = dict(ctx.props)
-    for k in keys:
-        if k in props:
-            props[k] = (_strip_null(props[k][0]), True)
-    return _with(fact, context=Shape(ctx.types, props, ctx.closed))

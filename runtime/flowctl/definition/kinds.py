@@ -43,10 +43,25 @@ def validator(kind: str):
 
 
 def did_you_mean(word: str, choices) -> str:
+    """``"did you mean 'x'?"`` for the closest of ``choices`` to ``word``, or ``""`` if none is close."""
     import difflib
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_flow_hint(flow_id: str, flows) -> str:
+    """The hint for a flow id that names no flow of the project (``flows``: the ids): ``did you
+    mean 'x'?`` for a close one, else the ids there are (``flows: a, b``, or ``flows: none``)."""
+    return did_you_mean(flow_id, flows) or "flows: " + (", ".join(sorted(flows)) or "none")
+
+
+def no_flow(flow_id: str, flows):
+    """The :class:`~flowctl.errors.UsageError` (to raise) for a flow id that names no flow:
+    ``no flow 'x'`` with :func:`unknown_flow_hint`."""
+    from flowctl.errors import UsageError
+
+    return UsageError(f"no flow '{flow_id}'", hint=unknown_flow_hint(flow_id, flows))
 
 
 def _fast(kind: str):

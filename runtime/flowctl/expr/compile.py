@@ -47,9 +47,11 @@ def _equals(x, y) -> bool:
     return x == y
 
 
-def is_false(value) -> bool:
-    """JMESPath falsiness: ``false``, ``null``, ``""``, ``[]`` and ``{}`` (``0`` is true)."""
-    return value == "" or value == [] or value == {} or value is None or value is False
+def truthy(value) -> bool:
+    """JMESPath truthiness, the one definition flowctl uses (transitions' ``when``, ``||``/``&&``,
+    policy ``review_when``, mocks' ``when``): ``false``, ``null``, ``""``, ``[]`` and ``{}`` are
+    false; everything else, ``0`` included, is true."""
+    return not (value is None or value is False or value == "" or value == [] or value == {})
 
 
 def _get(value, name):
@@ -154,7 +156,7 @@ def _or(node, visit, functions):
 
     def either(value):
         found = left(value)
-        return right(value) if is_false(found) else found
+        return found if truthy(found) else right(value)
     return either
 
 
@@ -163,7 +165,7 @@ def _and(node, visit, functions):
 
     def both(value):
         found = left(value)
-        return found if is_false(found) else right(value)
+        return right(value) if truthy(found) else found
     return both
 
 

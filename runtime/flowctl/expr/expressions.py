@@ -43,9 +43,6 @@ from flowctl.definition.durations import parse_duration
 from flowctl.errors import ExpressionError
 from flowctl.expr.compile import compile_tree
 
-EXTRA_FUNCTIONS = ("to_json", "from_json", "uuid", "now", "add", "subtract", "multiply", "divide",
-                   "glob", "has", "to_epoch", "date_add")
-
 
 class Recorder:
     """Source of ``uuid()``/``now()`` values. The default draws fresh values and records them."""

@@ -16,6 +16,7 @@ against the scope as it was *before* any assignment, then writes them; a dotted 
 """
 from __future__ import annotations
 
+from flowctl.expr.compile import truthy  # noqa: F401 - re-exported: flowctl.expr.scope.truthy
 from flowctl.expr.expressions import compile_expr
 
 
@@ -82,8 +83,3 @@ def _write(context: dict, values: list, check) -> dict:
             target = child
         target[parts[-1]] = value
     return out
-
-
-def truthy(value) -> bool:
-    """JMESPath truthiness: false, null, "" , [] and {} are false; everything else (0 too) is true."""
-    return not (value is None or value is False or value == "" or value == [] or value == {})

@@ -29,6 +29,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from flowctl.store.audit import canonical
+from flowctl.expr.compile import truthy
 from flowctl.expr.expressions import compile_expr
 
 
@@ -139,7 +140,7 @@ class Gate:
                 owners.append(p)
             if p.review_when and review is None:
                 value = compile_expr(p.review_when, p.where("review_when")).evaluate(scope)
-                if not _truthy(value):
+                if not truthy(value):
                     pass
                 elif (p.name, "review_when") in approved:  # a reviewer approved this very call for p
                     passed.append(p.name)
@@ -254,11 +255,6 @@ def _json(value) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _truthy(value) -> bool:
-    """JMESPath truthiness: false, null, empty string/list/object are false; numbers are true."""
-    return not (value is None or value is False or value in ("", [], {}))
 
 
 def _operand(value, scope, check):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from flowctl.errors import ProjectError, UsageError
+from flowctl.check.topology import child_flows
 from flowctl.definition.model import Flow, Project, State
 
 START = "/start"
@@ -135,16 +136,6 @@ def _state_gotos(state: State | None) -> list[str]:
     return out + ([goto] if goto else [])
 
 
-def child_flows(state: State | None) -> list[str]:
-    """Flow ids a parallel/map/subflow state runs, in the order written."""
-    if state is None:
-        return []
-    out = [b for b in state.raw.get("branches") or () if isinstance(b, str)]
-    if state.type in ("map", "subflow") and isinstance(state.raw.get("flow"), str):
-        out.append(state.raw["flow"])
-    return out
-
-
 def build_graph(project: Project, flow_id: str, *, children: bool = True) -> FlowGraph:
     """The graph of ``flow_id``. ``children``: add a collapsed node per child flow a
     parallel/map/subflow state runs.
@@ -156,10 +147,9 @@ def build_graph(project: Project, flow_id: str, *, children: bool = True) -> Flo
     if flow is None:
         if ("flow", flow_id) in project.broken:
             raise ProjectError(f"flow '{flow_id}' does not load", hint="run flowctl validate to see why")
-        from flowctl.definition.kinds import did_you_mean
+        from flowctl.definition.kinds import no_flow
 
-        known = ", ".join(sorted(project.flows)) or "none"
-        raise UsageError(f"no flow '{flow_id}'", hint=did_you_mean(flow_id, project.flows) or f"flows: {known}")
+        raise no_flow(flow_id, project.flows)
     nodes: dict[str, Node] = {START: Node(START, "start", tooltip=f"start of {flow.id}")}
     for sid in member_states(project, flow):
         nodes[sid] = state_node(project, sid)

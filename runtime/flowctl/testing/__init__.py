@@ -6,12 +6,14 @@
 :mod:`.mocks`      the ``tool_resolver`` built from a case's ``mocks`` (no real tool is called)
 :mod:`.runner`     run cases on a fake clock and an in-memory store; compare path, status, context;
                    path diffs
-:mod:`.coverage`   transitions, handlers and error edges exercised per flow; input skeletons that
-                   would reach the uncovered ones (``--suggest``)
+:mod:`.coverage`   transitions, handlers and error edges exercised per flow (the items and figures
+                   in :mod:`.coverage_items`)
+:mod:`.suggest`    input skeletons that would reach the uncovered ones (``--suggest``)
 :mod:`.contract_tests`  invoke → verify → compensate → verify again, against the real tool in
                    the sandbox its package declares (``flowctl_sandbox``)
 :mod:`.replay`     a recorded run re-run under another definition with the recorded tool outputs
                    and ``uuid()``/``now()`` values; the first step where the path diverges
+:mod:`.recording`  the recorded run replay reads, and the tools that serve its outcomes
 :mod:`.junit`      JUnit XML for CI
 =================  ==========================================================================
 
@@ -20,4 +22,5 @@ are thin layers over these modules.
 """
 from __future__ import annotations
 
-__all__ = ["cases", "mocks", "runner", "coverage", "contract_tests", "replay", "junit"]
+__all__ = ["cases", "mocks", "runner", "coverage", "coverage_items", "suggest", "contract_tests", "replay",
+           "recording", "junit"]

@@ -222,7 +222,7 @@ def check_schema(doc: Document) -> list[Diagnostic]:
 
 
 def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagnostic]]:
-    from flowctl.definition.kinds import did_you_mean
+    from flowctl.definition.kinds import did_you_mean, unknown_flow_hint
 
     d = doc.data
     problems: list[Diagnostic] = []
@@ -240,9 +240,8 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
         if ("flow", flow) in project.broken:
             err("FT101", f"flow '{flow}' has definition errors", where, hint="run: flowctl validate")
         else:
-            known = ", ".join(sorted(project.flows)) or "none"
             err("FT101", f"no flow '{flow}' (cases are found by their folder name)", where,
-                hint=did_you_mean(flow, project.flows) or f"flows: {known}")
+                hint=unknown_flow_hint(flow, project.flows))
     case = Case(file=doc.file, name=d.get("name") or path.name.rsplit(".", 1)[0], flow=flow, doc=doc,
                 description=d.get("description", ""), input=d.get("input"), params=dict(d.get("params") or {}))
 
@@ -360,6 +359,33 @@ def parse_path(text: str) -> list | None:
     return out
 
 
+def one_line_path(path) -> str:
+    """A run's path in the notation golden cases and ``flowctl trace`` use (the inverse of
+    :func:`parse_path`): states in order, repeats folded: ``['a', 'b', 'b', 'b', 'c']`` ->
+    ``a → b ×3 → c``, and a loop of up to 4 states ``['a', 'b', 'a', 'b', 'c']`` -> ``(a → b) ×2 → c``."""
+    path = list(path)
+    parts = []
+    i = 0
+    while i < len(path):
+        best_len, best_count = 1, 1
+        for size in range(1, 5):  # the loop that covers the most states from here; shorter on ties
+            unit = path[i:i + size]
+            if len(unit) < size:
+                break
+            count = 1
+            while path[i + count * size:i + (count + 1) * size] == unit:
+                count += 1
+            if count > 1 and count * size > best_count * best_len:
+                best_len, best_count = size, count
+        unit = path[i:i + best_len]
+        text = " → ".join(unit)
+        if best_count > 1:
+            text = f"{text} ×{best_count}" if best_len == 1 else f"({text}) ×{best_count}"
+        parts.append(text)
+        i += best_len * best_count
+    return " → ".join(parts)
+
+
 def format_diagnostic(d: Diagnostic, display=None) -> str:
     path = display(d) if display else d.file
     text = f"{path}:{d.line}:{d.column}: {d.severity} {d.code} {d.message}"
@@ -368,5 +394,5 @@ def format_diagnostic(d: Diagnostic, display=None) -> str:
     return text
 
 
-__all__ = ["Case", "MockEntry", "ReviewStep", "Expect", "load_cases", "load_case", "case_files", "parse_path",
+__all__ = ["Case", "MockEntry", "ReviewStep", "Expect", "load_cases", "load_case", "case_files", "parse_path", "one_line_path",
            "check_schema", "case_schema", "format_diagnostic", "CODES", "STATUSES"]

@@ -157,7 +157,7 @@ class MockTools:
 
 def _holds(entry, scope) -> bool:
     from flowctl.expr.expressions import compile_expr
-    from flowctl.expr.scope import truthy
+    from flowctl.expr.compile import truthy
 
     try:
         return truthy(compile_expr(entry.when, entry.where).evaluate(scope))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowctl.store.audit import REDACTED
-from flowctl.testing.cases import Case
+from flowctl.testing.cases import Case, one_line_path
 from flowctl.testing.mocks import MockProblem, MockTools
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
@@ -213,8 +213,7 @@ def _fmt(value) -> str:
 
 # ------------------------------------------------------------------------------------ path diffs
 def one_line(path) -> str:
-    from flowctl.cli.commands._common import one_line_path
-
+    """:func:`~flowctl.testing.cases.one_line_path`, or ``(no state entered)`` for an empty path."""
     return one_line_path(path) or "(no state entered)"
 
 

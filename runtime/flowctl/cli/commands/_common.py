@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from flowctl.errors import UsageError
+from flowctl.testing.cases import one_line_path
 
 
 def open_project(root):
@@ -36,7 +37,7 @@ def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False
 
 def fetch_run(root, db, run_id, *, with_children: bool = False):
     """``(run row, its events)`` from the store (read-only); with ``with_children`` also the lines
-    of its child-run tree (see :func:`flowctl.cli.commands.trace.child_tree`)."""
+    of its child-run tree (:func:`child_tree`)."""
     project = open_project(root)
     store = open_store(db, project.root)
     try:
@@ -44,11 +45,24 @@ def fetch_run(root, db, run_id, *, with_children: bool = False):
         events = store.events(row["id"])
         if not with_children:
             return row, events
-        from flowctl.cli.commands.trace import child_tree
-
         return row, events, child_tree(store, row["id"])
     finally:
         store.close()
+
+
+def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
+    """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
+    lines = []
+    children = store.list_runs(parent_id=run_id, limit=limit)
+    for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
+        info = (child.get("cursor") or {}).get("parent") or {}
+        path = one_line_path((child.get("cursor") or {}).get("path", []))
+        lines.append(f"{'  ' * depth}└ {child['flow']}#{info.get('index', '?')} {child['id']}: {child['status']}  {path}")
+        if depth < 4:
+            lines.extend(child_tree(store, child["id"], depth + 1, limit))
+    if len(children) == limit:
+        lines.append(f"{'  ' * depth}… (first {limit} shown)")
+    return lines
 
 
 def _events_for_json(events):
@@ -175,32 +189,6 @@ def parse_params(pairs, params_file):
         except json.JSONDecodeError:
             params[key] = value
     return params
-
-
-def one_line_path(path) -> str:
-    """States in order, repeats folded: ``['a', 'b', 'b', 'b', 'c']`` -> ``a → b ×3 → c``, and a loop
-    of up to 4 states ``['a', 'b', 'a', 'b', 'c']`` -> ``(a → b) ×2 → c``."""
-    path = list(path)
-    parts = []
-    i = 0
-    while i < len(path):
-        best_len, best_count = 1, 1
-        for size in range(1, 5):  # the loop that covers the most states from here; shorter on ties
-            unit = path[i:i + size]
-            if len(unit) < size:
-                break
-            count = 1
-            while path[i + count * size:i + (count + 1) * size] == unit:
-                count += 1
-            if count > 1 and count * size > best_count * best_len:
-                best_len, best_count = size, count
-        unit = path[i:i + best_len]
-        text = " → ".join(unit)
-        if best_count > 1:
-            text = f"{text} ×{best_count}" if best_len == 1 else f"({text}) ×{best_count}"
-        parts.append(text)
-        i += best_len * best_count
-    return " → ".join(parts)
 
 
 def result_path(result) -> str:

@@ -49,12 +49,11 @@ def _selection(project, flow):
     if path.is_dir() and path.resolve().parent.name == "tests":
         return [path.resolve().name], None
     if flow not in project.flows:
-        from flowctl.definition.kinds import did_you_mean
+        from flowctl.definition.kinds import no_flow
 
         if ("flow", flow) in project.broken:
             raise ProjectError(f"flow '{flow}' has definition errors", hint="run: flowctl validate")
-        known = ", ".join(sorted(project.flows)) or "none"
-        raise UsageError(f"no flow '{flow}'", hint=did_you_mean(flow, project.flows) or f"flows: {known}")
+        raise no_flow(flow, project.flows)
     return [flow], None
 
 

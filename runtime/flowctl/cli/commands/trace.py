@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import _events_for_json, fetch_run, one_line_path
+from flowctl.cli.commands._common import _events_for_json, child_tree, fetch_run, one_line_path  # noqa: F401 - child_tree: trace.child_tree
 
 
 def steps_of(events) -> list:
@@ -69,21 +69,6 @@ def steps_of(events) -> list:
         if began is not None:
             step["duration_ms"] = (step["ended"] - began) * 1000.0
     return steps
-
-
-def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
-    """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
-    lines = []
-    children = store.list_runs(parent_id=run_id, limit=limit)
-    for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
-        info = (child.get("cursor") or {}).get("parent") or {}
-        path = one_line_path((child.get("cursor") or {}).get("path", []))
-        lines.append(f"{'  ' * depth}└ {child['flow']}#{info.get('index', '?')} {child['id']}: {child['status']}  {path}")
-        if depth < 4:
-            lines.extend(child_tree(store, child["id"], depth + 1, limit))
-    if len(children) == limit:
-        lines.append(f"{'  ' * depth}… (first {limit} shown)")
-    return lines
 
 
 def console():
