@@ -255,6 +255,30 @@ def test_a_flow_level_catch_all_does_not_hide_a_trap(make_project):
         "state 'a' cannot reach a succeed or fail state in flow 'flow' (a trap)"]
 
 
+def test_a_state_file_that_does_not_load_is_the_only_error_not_a_trap_before_it(make_project):
+    # begin -> a -> b -> done (or begin -> failed), and done.yaml does not parse: `a` is no trap.
+    root = make_project({
+        "states/begin.yaml": "id: begin\ntype: choice\n",
+        "states/a.yaml": "id: a\ntype: choice\n",
+        "states/b.yaml": "id: b\ntype: choice\n",
+        "states/failed.yaml": "id: failed\ntype: fail\nerror: Failed\n",
+        "states/done.yaml": "id: done\ntype: succeed\n  bad: [\n",
+        "transitions/flow.yaml": flow("begin>a?input.x", "begin>failed", "a>b", "b>done"),
+    })
+    assert [d.code for d in errors(problems(root))] == ["FC001"]
+
+
+def test_a_policy_file_that_does_not_load_is_the_only_error_not_an_ungated_tool(make_project):
+    root = make_project({
+        **TASK,
+        "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nverify: m:v\ncompensate: m:u\n"
+                                     "side_effects:\n  - {type: database_write, target: t}\n",
+        "policies/p.yaml": "policy: p\napplies_to: [pay]\nallow: [\n",
+    })
+    diags = problems(root)
+    assert [d.code for d in errors(diags)] == ["FC001"] and of(diags, "FC702") == []
+
+
 def test_fc204_terminal_state_with_a_transition(make_project):
     root = make_project({**MINIMAL, "transitions/flow.yaml": flow("begin>done", "done>begin")})
     d = one(problems(root), "FC204")

@@ -89,7 +89,10 @@ def check_graph(project: Project):
                 yield flow.doc.diag("FC202", f"flow '{flow.id}' can never end: no succeed or fail state is reachable",
                                     ("start",), hint="add a transition to a succeed or fail state")
         else:
-            ends = _reach(edges, terminals, {"transition", "error", "timeout"}, reverse=True)
+            # A state whose exit leads into a missing or broken state may end there: its own error
+            # says so, and states before it are not traps because of a file that did not load.
+            seeds = terminals + [s for s in known if _undefined_exit(project, edges, s)]
+            ends = _reach(edges, seeds, {"transition", "error", "timeout"}, reverse=True)
             for sid in known:
                 if sid not in ends and not _undefined_exit(project, edges, sid):
                     yield flow.doc.diag("FC203", f"state '{sid}' cannot reach a succeed or fail state in flow '{flow.id}' (a trap)",

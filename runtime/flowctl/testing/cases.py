@@ -289,7 +289,7 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
             continue
         case.reviews.append(ReviewStep(where=case.where(*p), decision=r.get("decision"), data=r.get("data"),
                                        by=r.get("by"), state=r.get("state"), timeout=bool(r.get("timeout"))))
-        if r.get("state") and r["state"] not in project.states:
+        if r.get("state") and r["state"] not in project.states and ("state", r["state"]) not in project.broken:
             err("FT103", f"reviews[{i}]: no state '{r['state']}'", p + ("state",), severity=WARNING,
                 hint=did_you_mean(r["state"], project.states))
 
@@ -306,7 +306,7 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
     else:
         located = [("expect", "path", i) for i in range(len(raw_path))]
     for sid, p in zip(raw_path, located):
-        if sid not in project.states:
+        if sid not in project.states and ("state", sid) not in project.broken:  # a broken file is FC00x
             err("FT103", f"expect.path: no state '{sid}'", p, severity=WARNING,
                 hint=did_you_mean(sid, project.states) or "the case will fail on its path")
     case.expect = Expect(path=list(raw_path), status=x.get("status"), context=x.get("context"),
