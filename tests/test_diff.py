@@ -334,7 +334,7 @@ def test_files_that_do_not_load_are_not_reported_as_removed(tmp_path):
     write_tree(new, files)
     data = json.loads(run_diff(new, str(old), str(new), "--format", "json"))
     assert data["changes"] == []
-    assert data["warnings"] == [f"{new}: 1 file(s) have errors and are left out of the diff (run flowctl validate)",
+    assert data["warnings"] == [f"{new}: 1 file(s) have errors (run flowctl validate); what does not load is left out of the diff",
                                 "state refund does not load on one side; not compared"]
     # the summary line and the PR comment say so too: "no changes" would vouch for the broken file
     assert run_diff(new, str(old), str(new)).startswith(f"flowctl diff {old} → {new}: no changes among the files that load")
@@ -466,3 +466,30 @@ def test_added_and_removed_flows():
                                       '  x_start -->|"+"| s_refund', '  s_refund -->|"+"| s_done']
     assert '  s_refund -.->|"−"| s_done' in charts["quick_refund"]
     assert "  class x_start,s_done,s_refund removed" in charts["quick_refund"]
+
+
+SAGA = {
+    "orchestration/states/pay.yaml": "id: pay\ntype: task\ntool: pay@^1\n",
+    "orchestration/states/paid.yaml": "id: paid\ntype: succeed\n",
+    "orchestration/states/stop.yaml": "id: stop\ntype: fail\nerror: Stopped\ncompensate: true\n",
+    "orchestration/states/each.yaml": "id: each\ntype: map\nflow: pay_one\nitems: input.claims\n",
+    "orchestration/contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\n",
+    "orchestration/transitions/pay_one.yaml": "flow: pay_one\nstart: pay\ntransitions:\n  - {from: pay, to: paid}\n"
+                                              "on_error:\n  - errors: ['*']\n    compensate: true\n    goto: stop\n",
+    "orchestration/transitions/batch.yaml": "flow: batch\nstart: each\ntransitions:\n  - {from: each, to: paid}\n",
+}
+
+
+def test_dropping_compensation_is_a_risk_and_a_parent_flow_is_affected_through_its_child():
+    files = dict(SAGA)
+    files["orchestration/transitions/pay_one.yaml"] = SAGA["orchestration/transitions/pay_one.yaml"].replace(
+        "compensate: true", "compensate: false")
+    files["orchestration/states/stop.yaml"] = SAGA["orchestration/states/stop.yaml"].replace("compensate: true\n", "")
+    d = diff_projects(project(SAGA), project(files))
+    assert [(c.kind, r.code, r.message) for c, r in d.risks()] == [
+        ("handler", "compensation_dropped",
+         "flow pay_one: on_error[*]: compensate true → false; a run failing here keeps its side effects"),
+        ("state", "compensation_dropped",
+         "state stop: compensate true → false; a run failing here keeps its side effects")]
+    # `batch` maps over `pay_one`: it runs the changed handler and state too
+    assert d.affected == {"batch": ["flow pay_one"], "pay_one": ["state stop"]}

@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 
 from flowctl.definition import versions
 from flowctl.diagnostics import ERROR
-from flowctl.diff.fields import MISSING, FieldChange, Risk, contract_risks, field_changes, policy_risks
+from flowctl.diff.fields import (MISSING, FieldChange, Risk, compensation_risks, contract_risks, field_changes,
+                                 policy_risks)
+from flowctl.check.topology import child_flows
 from flowctl.graph.flowgraph import member_states
 from flowctl.definition.model import Project
 
@@ -153,7 +155,7 @@ class _Usage:
 def diff_projects(base: Project, head: Project, base_label: str = "base", head_label: str = "head") -> ProjectDiff:
     """Compare ``base`` with ``head``. Never raises for project content: files that do not load
     on either side are left out, with a line in ``warnings``."""
-    warnings = [f"{label}: {n} file(s) have errors and are left out of the diff (run flowctl validate)"
+    warnings = [f"{label}: {n} file(s) have errors (run flowctl validate); what does not load is left out of the diff"
                 for label, p in ((base_label, base), (head_label, head))
                 if (n := len({d.file for d in p.diagnostics if d.severity == ERROR}))]
     broken = base.broken | head.broken
@@ -262,8 +264,12 @@ def _handlers(owner: tuple, before_list, after_list, flow: str | None = None) ->
         return "on_error[" + ",".join(str(e) for e in h.get("errors") or ()) + "]"
 
     before, after = _keyed(before_list, key_of), _keyed(after_list, key_of)
-    return _pair_changes(before, after, lambda k, v: None,
-                         lambda key, op, fields: Change("handler", op, key, flow=flow, owner=owner, fields=fields))
+
+    def make(key, op, fields):
+        risks = compensation_risks(before.get(key), after.get(key), f"{owner[0]} {owner[1]}: {key}")
+        return Change("handler", op, key, flow=flow, owner=owner, fields=fields, risks=risks)
+
+    return _pair_changes(before, after, lambda k, v: None, make)
 
 
 def _states(base: Project, head: Project, broken, warnings) -> list[Change]:
@@ -278,7 +284,10 @@ def _states(base: Project, head: Project, broken, warnings) -> list[Change]:
             continue
         fields = field_changes(b.raw, h.raw, skip=("id", "on_error"))
         if fields:
-            out.append(Change("state", "changed", sid, fields=fields, risks=_tool_risk(head, h, b)))
+            risks = _tool_risk(head, h, b)
+            if b.type == h.type == "fail":
+                risks += compensation_risks(b.raw, h.raw, f"state {sid}")
+            out.append(Change("state", "changed", sid, fields=fields, risks=risks))
         out += _handlers(("state", sid), b.raw.get("on_error"), h.raw.get("on_error"))
     return out
 
@@ -388,4 +397,14 @@ def _affected(changes: list[Change], base: Project, head: Project) -> dict:
             via = affected.setdefault(f, [])
             if reason not in via:
                 via.append(reason)
+    # A flow that starts an affected flow (parallel, map, subflow) is affected through it.
+    callers = {(child, parent.id) for p in (base, head) for parent in p.flows.values()
+               for sid in member_states(p, parent) for child in child_flows(p.states.get(sid))}
+    grew = True
+    while grew:
+        grew = False
+        for child, parent in sorted(callers):
+            if child in affected and child != parent and f"flow {child}" not in affected.get(parent, ()):
+                affected.setdefault(parent, []).append(f"flow {child}")
+                grew = True
     return dict(sorted(affected.items()))

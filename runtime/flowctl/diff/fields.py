@@ -148,8 +148,8 @@ def _walk_keyed(b: list, a: list, path: str, key: str, out: list) -> bool:
 # ----------------------------------------------------------------------------- risks
 @dataclass(frozen=True)
 class Risk:
-    """A flagged risk: ``code`` is one of side_effect_added, undo_removed, contract_edited_in_place,
-    policy_added, policy_loosened; ``message`` says what, in one line."""
+    """A flagged risk: ``code`` is one of side_effect_added, undo_removed, compensation_dropped,
+    contract_edited_in_place, policy_added, policy_loosened; ``message`` says what, in one line."""
 
     code: str
     message: str
@@ -178,6 +178,17 @@ def contract_risks(before: dict | None, after: dict, ref: str, same_version: boo
             out.append(Risk("contract_edited_in_place",
                             f"{ref} changed without a version bump; states pinned to it get new behaviour"))
     return out
+
+
+def compensation_risks(before: dict | None, after: dict | None, where: str) -> list[Risk]:
+    """A handler or ``fail`` state (raw data; None: absent) that said ``compensate: true`` and no
+    longer does: a run that fails there now keeps its completed side effects."""
+    if not isinstance(before, dict) or before.get("compensate") is not True:
+        return []
+    if not isinstance(after, dict) or after.get("compensate") is True:
+        return []  # a removed handler hands the error on to the next layer, which has its own say
+    now = fmt(after.get("compensate", False))
+    return [Risk("compensation_dropped", f"{where}: compensate true → {now}; a run failing here keeps its side effects")]
 
 
 def policy_risks(before: dict | None, after: dict | None, name: str) -> list[Risk]:
