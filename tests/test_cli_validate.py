@@ -198,13 +198,20 @@ def test_nasty_flow_files_too(make_project, run_flowctl, name):
 
 
 # ------------------------------------------------------------------ flowctl schema
-@pytest.mark.parametrize("kind", ["state", "flow", "contract", "policy"])
+@pytest.mark.parametrize("kind", ["state", "flow", "contract", "policy", "project", "case"])
 def test_schema_prints_the_json_schema(tmp_path, run_flowctl, kind):
     r = run_flowctl(["schema", kind], tmp_path)
     assert r.returncode == 0
     data = json.loads(r.stdout)
     assert data["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert data["$id"].endswith(f"/{kind}.json")
+
+
+def test_the_cli_offers_every_schema_kind_the_library_has():
+    from flowctl.cli.main import SCHEMA_KINDS as offered
+    from flowctl.definition.kinds import SCHEMA_KINDS
+
+    assert offered == SCHEMA_KINDS
 
 
 def test_schema_of_an_unknown_kind_is_a_usage_error(tmp_path, run_flowctl):

@@ -19,7 +19,7 @@ import click
 
 from flowctl.cli.commands import EXIT_FAILED, EXIT_USAGE
 
-SCHEMA_KINDS = ("state", "flow", "contract", "policy", "project")
+SCHEMA_KINDS = ("state", "flow", "contract", "policy", "project", "case")  # definition.kinds.SCHEMA_KINDS
 
 
 def _login():

@@ -15,6 +15,8 @@ from flowctl.diagnostics import Diagnostic
 from flowctl.definition.yamlio import Document
 
 KINDS = ("state", "flow", "contract", "policy", "project")
+#: every kind ``flowctl schema`` prints: the definition kinds and golden case files
+SCHEMA_KINDS = KINDS + ("case",)
 #: fields holding a JSON Schema (checked against the metaschema in ``$defs/json_schema``: FC609)
 EMBEDDED_SCHEMAS = frozenset({"input_schema", "output_schema"})
 DURATION_FIELDS = frozenset({"timeout", "interval", "max_delay", "duration", "remind_after", "window"})
@@ -22,8 +24,9 @@ DURATION_FIELDS = frozenset({"timeout", "interval", "max_delay", "duration", "re
 
 @lru_cache(maxsize=None)
 def schema_text(kind: str) -> str:
-    """The schema of ``kind`` as JSON text. Raises ``KeyError`` for an unknown kind."""
-    if kind not in KINDS:
+    """The schema of ``kind`` (one of :data:`SCHEMA_KINDS`) as JSON text. Raises ``KeyError`` for
+    an unknown kind."""
+    if kind not in SCHEMA_KINDS:
         raise KeyError(kind)
     from importlib import resources
 

@@ -2,7 +2,7 @@
 
 =================  ==========================================================================
 :mod:`.cases`      golden case files ``orchestration/tests/<flow>/*.yaml``: load and check them
-                   (located ``file:line:column`` diagnostics), schema ``flowctl/schemas/case.json``
+                   (located ``file:line:column`` diagnostics), schema: ``flowctl schema case``
 :mod:`.mocks`      the ``tool_resolver`` built from a case's ``mocks`` (no real tool is called)
 :mod:`.runner`     run cases on a fake clock and an in-memory store; compare path, status, context;
                    path diffs

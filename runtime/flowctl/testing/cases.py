@@ -27,7 +27,7 @@ A case gives a run input, the tools' responses, the review decisions, and what t
       compensated: [refund_payment]         # tools undone, in order
 
 ``path`` may also be written as ``flowctl trace`` prints it: ``"a → b ×3 → c"``.
-The JSON Schema is ``flowctl/schemas/case.json``. :func:`load_cases` never raises for file
+The JSON Schema is printed by ``flowctl schema case``. :func:`load_cases` never raises for file
 content: problems come back as located :class:`~flowctl.diagnostics.Diagnostic` objects
 (``file:line:column``), errors (the case cannot run) and warnings (it can, but refers to a state
 or tool the definition does not have).
@@ -196,9 +196,9 @@ def load_case(project, path: Path) -> tuple[Case | None, list[Diagnostic]]:
 
 @lru_cache(maxsize=1)
 def case_schema() -> dict:
-    from importlib import resources
+    from flowctl.definition.kinds import schema_text
 
-    return json.loads(resources.files("flowctl").joinpath("definition", "schemas", "case.json").read_text(encoding="utf-8"))
+    return json.loads(schema_text("case"))
 
 
 @lru_cache(maxsize=1)
