@@ -1,0 +1,216 @@
+"""History queries: run listings, due runs, the figures of ``flowctl stats``, a run's steps.
+
+Costs do not grow with the number of stored runs (issue 17): ``list_runs`` reads the newest rows
+of an index on ``(created_at, id)`` (top-level runs: a partial index; ``status`` and ``flow``:
+indexes on ``(status|flow, created_at, id)``); ``due_by`` reads paused runs from an index on
+their due time; :meth:`HistoryMethods.stats_rows` reads only the runs asked for and, of their
+events, only the tool outcomes, retries and compensation failures, with the fields it needs
+extracted in SQL. The indexes are in :mod:`flowctl.store.tables` (schema version 5).
+
+:class:`HistoryMethods` is a part of :class:`flowctl.store.core.SqlStore` (a mix-in over its
+``engine``, ``sa``, ``t`` and ``pg``); :func:`stats` and :func:`steps_of` work on any
+:class:`flowctl.store.protocol.Store`.
+"""
+from __future__ import annotations
+
+import statistics
+
+from flowctl.store.records import run_dict
+
+#: The event types ``flowctl stats`` counts.
+STAT_EVENTS = ("tool_succeeded", "tool_failed", "retry_scheduled", "compensation_failed")
+
+
+class HistoryMethods:
+    def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
+                  parent_id: str | None = None, top_level: bool = False, *, due_by: float | None = None) -> list:
+        """Runs (dicts as :meth:`get_run` returns), newest first (``created_at``, then ``id``), at
+        most ``limit`` (0: all). ``top_level``: only runs that are no other run's child;
+        ``due_by`` (epoch seconds): only runs due by then (``available_at <= due_by``; for a paused
+        review, its reminder or deadline)."""
+        sa, r = self.sa, self.t.runs
+        q = sa.select(r).order_by(r.c.created_at.desc(), r.c.id.desc())
+        if top_level:
+            q = q.where(r.c.parent_id.is_(None))
+        if status:
+            q = q.where(r.c.status == status)
+        if flow:
+            q = q.where(r.c.flow == flow)
+        if parent_id:
+            q = q.where(r.c.parent_id == parent_id)
+        if due_by is not None:
+            q = q.where(r.c.available_at <= float(due_by))
+        if limit:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [run_dict(row, self) for row in conn.execute(q).mappings()]
+
+    def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
+                   top_level: bool = True) -> tuple:
+        """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store holds."""
+        sa, r, e = self.sa, self.t.runs, self.t.events
+        q = sa.select(r.c.id, r.c.status, r.c.steps, r.c.created_at).order_by(r.c.created_at.desc(), r.c.id.desc())
+        if top_level:
+            q = q.where(r.c.parent_id.is_(None))
+        if flow:
+            q = q.where(r.c.flow == flow)
+        if since is not None:  # the newest runs are a prefix of the order: the same as filtering after the limit
+            q = q.where(r.c.created_at >= float(since))
+        q = q.limit(limit)
+        with self.engine.connect() as conn:
+            runs = [{"id": i, "status": st, "steps": n, "created_at": at} for i, st, n, at in conn.execute(q)]
+            if not runs:
+                return runs, []
+            try:
+                found = [tuple(row) for row in conn.execute(*self._stat_events(q, runs))]
+            except sa.exc.DBAPIError:  # PostgreSQL: an event whose data is not JSON (audit verify names it)
+                found = None
+        if found is None:
+            return runs, stat_events(self, runs)
+        if self.pg:
+            found = [(run_id, typ, tool, _number(duration)) for run_id, typ, tool, duration in found]
+        return runs, found
+
+    def _stat_events(self, runs_query, runs: list) -> tuple:
+        """``(statement, parameters)`` reading ``(run_id, type, tool, duration_ms)`` of the
+        :data:`STAT_EVENTS` of ``runs``, each run's in ``seq`` order: a primary-key range per run.
+        PostgreSQL: the ids as one array parameter (a thousand separate ones cost more to send and
+        plan than the query takes), the duration as JSON's number text; SQLite: the runs' query as
+        a subquery, ``json_extract`` (malformed data gives NULL there, as it has no fields)."""
+        sa, e = self.sa, self.t.events
+        if self.pg:
+            sql = ("SELECT run_id, type, CAST(data AS jsonb) ->> 'tool', CAST(data AS jsonb) ->> 'duration_ms' "
+                   "FROM flowctl_events WHERE run_id = ANY(:ids) AND type IN ("
+                   + ", ".join(f"'{t}'" for t in STAT_EVENTS) + ") ORDER BY run_id, seq")
+            return sa.text(sql), {"ids": [r["id"] for r in runs]}
+        valid = sa.func.json_valid(e.c.data) == 1
+        stmt = sa.select(e.c.run_id, e.c.type, sa.case((valid, sa.func.json_extract(e.c.data, "$.tool"))),
+                         sa.case((valid, sa.func.json_extract(e.c.data, "$.duration_ms")))).where(
+            e.c.run_id.in_(sa.select(runs_query.subquery().c.id)), e.c.type.in_(STAT_EVENTS)).order_by(e.c.run_id, e.c.seq)
+        return (stmt,)
+
+
+def _number(text):
+    """A JSON number's text as :func:`json.loads` gives it (``5`` -> 5, ``5.0`` -> 5.0); None otherwise."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+
+def stat_events(store, runs: list) -> list:
+    """``[(run_id, type, tool, duration_ms)]`` of the :data:`STAT_EVENTS` of ``runs``, read event by
+    event through ``store.events`` (a store without SQL, or data SQL cannot parse)."""
+    out = []
+    for r in runs:
+        for ev in store.events(r["id"]):
+            if ev["type"] in STAT_EVENTS:
+                d = ev["data"] if isinstance(ev["data"], dict) else {}
+                out.append((r["id"], ev["type"], d.get("tool"), d.get("duration_ms")))
+    return out
+
+
+def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | None = None,
+          children: bool = False) -> dict:
+    """``{runs, by_status, success_rate, mean_steps, compensation_failures, step_ms: {p50, p99},
+    tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest
+    ``limit`` runs created since ``since`` (epoch seconds; of ``flow``; top-level runs only unless
+    ``children``). ``step_ms``: tool-call durations in milliseconds; rates are fractions (0-1)."""
+    rows, events = store.stats_rows(limit, since, flow, not children)
+    by_run: dict = {}
+    for run_id, typ, tool, duration in events:
+        by_run.setdefault(run_id, []).append((typ, tool, duration))
+    by_status: dict = {}
+    tools: dict = {}
+    durations = []
+    comp_failures = 0
+    for r in rows:
+        by_status[r["status"]] = by_status.get(r["status"], 0) + 1
+        last_failed = None
+        for t, tool, duration in by_run.get(r["id"], ()):
+            if t in ("tool_succeeded", "tool_failed") and tool:
+                entry = tools.setdefault(tool, {"calls": 0, "failures": 0, "retries": 0})
+                entry["calls"] += 1
+                entry["failures"] += t == "tool_failed"
+                durations.append(duration or 0.0)
+                last_failed = tool if t == "tool_failed" else None
+            elif t == "retry_scheduled" and last_failed in tools:
+                tools[last_failed]["retries"] += 1
+            elif t == "compensation_failed":
+                comp_failures += 1
+    finished = sum(by_status.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
+    for entry in tools.values():
+        entry["failure_rate"] = entry["failures"] / entry["calls"] if entry["calls"] else 0.0
+        entry["retry_rate"] = entry["retries"] / entry["calls"] if entry["calls"] else 0.0
+    q = statistics.quantiles(durations, n=100) if len(durations) >= 2 else durations * 99 or [0.0] * 99
+    return {"runs": len(rows), "by_status": by_status,
+            "success_rate": by_status.get("succeeded", 0) / finished if finished else None,
+            "mean_steps": statistics.fmean([r["steps"] for r in rows]) if rows else None,
+            "compensation_failures": comp_failures, "step_ms": {"p50": q[49], "p99": q[98]}, "tools": tools}
+
+
+def steps_of(events) -> list:
+    """Fold a run's events into steps: ``[{step, state, type, attempts, tool, duration_ms, outcome,
+    error, policy, to}]``, one per state entered."""
+    steps = []
+    current = None
+    for ev in events:
+        d, t = ev["data"] or {}, ev["type"]
+        if t == "state_entered":
+            current = {"step": d.get("step"), "state": ev["state"], "type": d.get("type"), "attempts": 1, "tool": None,
+                       "duration_ms": 0.0, "outcome": "", "error": None, "policy": None, "to": None,
+                       "started": ev["ts"], "ended": ev["ts"]}
+            steps.append(current)
+            continue
+        if current is None:
+            continue
+        current["ended"] = ev["ts"]
+        if t in ("tool_invoked",) and d.get("purpose") != "notify":
+            current["tool"] = d.get("tool")
+            current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
+        elif t == "tool_succeeded":
+            current["duration_ms"] += d.get("duration_ms") or 0
+            # a call recovered after a crash whose verify confirmed it but could not give its output
+            current["outcome"] = "ok (recovered, output unknown)" if d.get("output_unknown") else "ok"
+        elif t == "tool_failed":
+            current["duration_ms"] += d.get("duration_ms") or 0
+            current["outcome"] = "failed"
+            current["error"] = f"{d.get('error')}: {d.get('message')}"
+        elif t == "fanout_started":  # a parallel/map/subflow step lasts from its fan-out to its end
+            current["fanout_at"] = ev["ts"]
+        elif t == "fanout_finished" and current.get("fanout_at") is not None:
+            current["duration_ms"] = (ev["ts"] - current.pop("fanout_at")) * 1000.0
+        elif t == "policy_decided":
+            current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
+        elif t == "error_caught":
+            e = d.get("error") or {}
+            current["error"] = f"{e.get('type')}: {e.get('message')}"
+            current["outcome"] = f"caught ({d.get('layer')})"
+        elif t == "transition_taken":
+            current["to"] = d.get("to")
+            current["outcome"] = current["outcome"] or "ok"
+        elif t in ("run_succeeded",):
+            current["outcome"] = "succeeded"
+        elif t == "run_failed":
+            current["outcome"] = "failed"
+            e = d.get("error") or {}
+            current["error"] = current["error"] or f"{e.get('type')}: {e.get('message')}"
+        elif t == "run_paused":
+            current["outcome"] = d.get("status")
+        elif t == "review_decided":
+            current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
+        elif t == "review_timed_out":
+            current["outcome"] = "review timed out"
+        elif t == "fallback_used":
+            current["tool"] = d.get("tool")
+            current["outcome"] = "fallback"
+    for step in steps:  # a fan-out still under way: as long as it has lasted so far
+        began = step.pop("fanout_at", None)
+        if began is not None:
+            step["duration_ms"] = (step["ended"] - began) * 1000.0
+    return steps
