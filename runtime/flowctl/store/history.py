@@ -79,9 +79,9 @@ class HistoryMethods:
         a subquery, ``json_extract`` (malformed data gives NULL there, as it has no fields)."""
         sa, e = self.sa, self.t.events
         if self.pg:
-            sql = ("SELECT run_id, type, CAST(data AS jsonb) ->> 'tool', CAST(data AS jsonb) ->> 'duration_ms' "
-                   "FROM flowctl_events WHERE run_id = ANY(:ids) AND type IN ("
-                   + ", ".join(f"'{t}'" for t in STAT_EVENTS) + ") ORDER BY run_id, seq")
+            sql = ("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
+                   "CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(:ids) AND type IN ("
+                   + ", ".join(f"'{t}'" for t in STAT_EVENTS) + ")) AS e ORDER BY run_id, seq")
             return sa.text(sql), {"ids": [r["id"] for r in runs]}
         valid = sa.func.json_valid(e.c.data) == 1
         stmt = sa.select(e.c.run_id, e.c.type, sa.case((valid, sa.func.json_extract(e.c.data, "$.tool"))),
