@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_project
+from helpers import load_sql_dump, write_project
 from pg import pg_url  # noqa: F401 - fixture
 
 V4_DUMP = Path(__file__).parent / "data" / "store_v4.sql"
@@ -42,19 +42,7 @@ def db_url(request, tmp_path):
 
 
 def _load_v4(db_url) -> None:
-    text = V4_DUMP.read_text()
-    if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url[len("sqlite:///"):])
-        conn.executescript(text)
-        conn.close()
-        return
-    import psycopg
-
-    text = text.replace("CREATE TABLE flowctl_gate_log (\n\tid INTEGER NOT NULL,", "CREATE TABLE flowctl_gate_log (\n\tid SERIAL NOT NULL,")
-    with psycopg.connect("postgresql://" + db_url.split("://", 1)[1], autocommit=True) as conn:
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
-        for statement in [s for s in text.split(";\n") if s.strip()]:
-            conn.execute(statement)
+    load_sql_dump(V4_DUMP, db_url)
 
 
 def _indexes(store) -> set:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FLOWCTL_EXE, write_project
+from helpers import FLOWCTL_EXE, load_sql_dump, write_project
 from pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = '''
@@ -607,19 +607,7 @@ V1_PROJECT = {
 
 
 def _load_v1(db_url):
-    text = V1_DUMP.read_text()
-    if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url[len("sqlite:///"):])
-        conn.executescript(text)
-        conn.close()
-        return
-    import psycopg
-
-    text = text.replace("CREATE TABLE flowctl_gate_log (\n\tid INTEGER NOT NULL,", "CREATE TABLE flowctl_gate_log (\n\tid SERIAL NOT NULL,")
-    with psycopg.connect("postgresql://" + db_url.split("://", 1)[1], autocommit=True) as conn:
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
-        for statement in [s for s in text.split(";\n") if s.strip()]:
-            conn.execute(statement)
+    load_sql_dump(V1_DUMP, db_url)
 
 
 def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url, monkeypatch):
