@@ -70,6 +70,7 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
         assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "5"
     found = _indexes(store)
     assert NEW_INDEXES <= found and not OLD_INDEXES & found
+    assert ("ix_flowctl_runs_id_c" in found) == db_url.startswith("postgresql")  # id prefixes whatever the collation
     for run_id, status in V4_RUNS.items():
         row = store.get_run(run_id)
         assert row["status"] == status
@@ -167,3 +168,28 @@ def test_history_queries_read_an_index_range_not_the_whole_table(tmp_path, name,
     assert any(ix in plan for _, plan in plans for ix in indexes), (name, plans)
     if ordered:  # newest first read straight off the index: the first 50 rows, not all of them sorted
         assert not any("TEMP B-TREE" in plan for _, plan in plans), (name, plans)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_an_id_prefix_is_a_range_of_the_c_collated_index(pg_url):
+    import sqlalchemy as sa
+
+    from flowctl.store.sql import open_store
+
+    store = open_store(pg_url)
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(store.t.runs.insert(), [{"id": f"run{i:05d}", "flow": "f", "digest": "d" * 64, "status": "succeeded",
+                                                  "created_at": 1.0, "updated_at": 1.0, "cursor": "{}"} for i in range(200)])
+        low, high = store._id_range("run0012")
+        query = sa.select(store.t.runs.c.id).where(low, high)
+        sql = str(query.compile(dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}))
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # a 200-row table: otherwise a scan is cheapest
+            plan = " ".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + sql))
+            found = [r[0] for r in conn.execute(query)]
+        assert "ix_flowctl_runs_id_c" in plan, plan
+        assert found == [f"run0012{i}" for i in range(10)]
+        assert store.get_run("run00123")["id"] == "run00123"
+    finally:
+        store.close()
