@@ -97,25 +97,30 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
 
 # ------------------------------------------------------------------------------------- query plans
 def _plans(store, action) -> list:
-    """``[(sql, plan text)]`` of each SELECT on runs or the gate log that ``action()`` sends (SQLite)."""
+    """``[(sql, plan text)]`` of each SELECT on runs or the gate log that ``action()`` sends to SQLite
+    (through SQLAlchemy or on the DBAPI cursor: SQLite's own trace, with the values bound)."""
     import sqlalchemy as sa
 
     seen = []
 
-    def capture(conn, cursor, statement, parameters, context, executemany):
+    def trace(statement):
         if statement.lstrip().upper().startswith("SELECT") and ("flowctl_runs" in statement or "flowctl_gate_log" in statement):
-            seen.append((statement, parameters))
+            seen.append(statement)
 
-    sa.event.listen(store.engine, "before_cursor_execute", capture)
+    def on_checkout(dbapi_conn, record, proxy):
+        dbapi_conn.set_trace_callback(trace)
+
+    sa.event.listen(store.engine, "checkout", on_checkout)
     try:
         action()
     finally:
-        sa.event.remove(store.engine, "before_cursor_execute", capture)
+        sa.event.remove(store.engine, "checkout", on_checkout)
     out = []
     with store.engine.connect() as conn:
         raw = conn.connection.dbapi_connection
-        for statement, parameters in seen:
-            rows = raw.execute("EXPLAIN QUERY PLAN " + statement, parameters).fetchall()
+        raw.set_trace_callback(None)
+        for statement in seen:
+            rows = raw.execute("EXPLAIN QUERY PLAN " + statement).fetchall()
             out.append((statement, " | ".join(r[-1] for r in rows)))
     return out
 

@@ -47,47 +47,51 @@ class HistoryMethods:
 
     def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
                    top_level: bool = True) -> tuple:
-        """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store holds."""
-        sa, r, e = self.sa, self.t.runs, self.t.events
-        q = sa.select(r.c.id, r.c.status, r.c.steps, r.c.created_at).order_by(r.c.created_at.desc(), r.c.id.desc())
+        """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store
+        holds, on the DBAPI cursor (a thousand runs and their events are rows SQLAlchemy would
+        wrap one by one). The runs: the newest of an index (``since`` is a prefix of that order,
+        the same as filtering after the limit). Their events: a primary-key range per run;
+        PostgreSQL gets the ids as one array parameter and gives the duration as JSON's number
+        text, SQLite reads them through the runs' query as a subquery with ``json_extract``
+        (malformed data gives NULL there: no fields)."""
+        p = "%s" if self.pg else "?"
+        where, params = [], []
         if top_level:
-            q = q.where(r.c.parent_id.is_(None))
+            where.append("parent_id IS NULL")
         if flow:
-            q = q.where(r.c.flow == flow)
-        if since is not None:  # the newest runs are a prefix of the order: the same as filtering after the limit
-            q = q.where(r.c.created_at >= float(since))
-        q = q.limit(limit)
+            where.append(f"flow = {p}")
+            params.append(flow)
+        if since is not None:
+            where.append(f"created_at >= {p}")
+            params.append(float(since))
+        params.append(int(limit))
+        runs_sql = ("SELECT id, status, steps, created_at FROM flowctl_runs" + (" WHERE " + " AND ".join(where) if where else "")
+                    + f" ORDER BY created_at DESC, id DESC LIMIT {p}")
+        types = ", ".join(f"'{t}'" for t in STAT_EVENTS)
         with self.engine.connect() as conn:
-            runs = [{"id": i, "status": st, "steps": n, "created_at": at} for i, st, n, at in conn.execute(q)]
-            if not runs:
-                return runs, []
+            cur = conn.connection.dbapi_connection.cursor()
             try:
-                found = [tuple(row) for row in conn.execute(*self._stat_events(q, runs))]
-            except sa.exc.DBAPIError:  # PostgreSQL: an event whose data is not JSON (audit verify names it)
-                found = None
-        if found is None:
-            return runs, stat_events(self, runs)
-        if self.pg:
-            found = [(run_id, typ, tool, _number(duration)) for run_id, typ, tool, duration in found]
-        return runs, found
-
-    def _stat_events(self, runs_query, runs: list) -> tuple:
-        """``(statement, parameters)`` reading ``(run_id, type, tool, duration_ms)`` of the
-        :data:`STAT_EVENTS` of ``runs``, each run's in ``seq`` order: a primary-key range per run.
-        PostgreSQL: the ids as one array parameter (a thousand separate ones cost more to send and
-        plan than the query takes), the duration as JSON's number text; SQLite: the runs' query as
-        a subquery, ``json_extract`` (malformed data gives NULL there, as it has no fields)."""
-        sa, e = self.sa, self.t.events
-        if self.pg:
-            sql = ("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
-                   "CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(:ids) AND type IN ("
-                   + ", ".join(f"'{t}'" for t in STAT_EVENTS) + ")) AS e ORDER BY run_id, seq")
-            return sa.text(sql), {"ids": [r["id"] for r in runs]}
-        valid = sa.func.json_valid(e.c.data) == 1
-        stmt = sa.select(e.c.run_id, e.c.type, sa.case((valid, sa.func.json_extract(e.c.data, "$.tool"))),
-                         sa.case((valid, sa.func.json_extract(e.c.data, "$.duration_ms")))).where(
-            e.c.run_id.in_(sa.select(runs_query.subquery().c.id)), e.c.type.in_(STAT_EVENTS)).order_by(e.c.run_id, e.c.seq)
-        return (stmt,)
+                cur.execute(runs_sql, params)
+                runs = [{"id": i, "status": st, "steps": n, "created_at": at} for i, st, n, at in cur.fetchall()]
+                if not runs:
+                    return runs, []
+                try:
+                    if self.pg:
+                        cur.execute("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
+                                    f"CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(%s) AND type IN ({types})) "
+                                    "AS e ORDER BY run_id, seq", ([r["id"] for r in runs],))
+                        found = [(i, t, tool, _number(d)) for i, t, tool, d in cur.fetchall()]
+                    else:
+                        cur.execute("SELECT run_id, type, CASE WHEN json_valid(data) THEN json_extract(data, '$.tool') END, "
+                                    "CASE WHEN json_valid(data) THEN json_extract(data, '$.duration_ms') END "
+                                    f"FROM flowctl_events WHERE run_id IN (SELECT id FROM ({runs_sql})) AND type IN ({types}) "
+                                    "ORDER BY run_id, seq", params)
+                        found = cur.fetchall()
+                except self.engine.dialect.dbapi.Error:  # PostgreSQL: an event whose data is not JSON
+                    found = None
+            finally:
+                cur.close()
+        return runs, (stat_events(self, runs) if found is None else found)
 
 
 def _number(text):
