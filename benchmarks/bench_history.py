@@ -11,7 +11,10 @@ max beside it, milliseconds):
 * ``stats``: ``flowctl stats``' figures over the latest 1,000 top-level runs;
 * ``gate_rate``: one gate admission with a per-flow rate limit over the gate log (no insert);
 * ``start_paused``: ``fire_due_reviews`` then a one-step run, with ``--paused`` (10,000) paused
-  reviews that are not due in the store, next to ``start_empty`` with none (``paused_ratio``).
+  reviews that are not due in the store, next to ``start_empty`` with none (``paused_ratio``;
+  the trials of the two interleaved, so that both see the same machine load).
+
+The store is ``ANALYZE``d after it is filled, as PostgreSQL's autovacuum would.
 
     python benchmarks/bench_history.py --label before|after [--runs N] [--pg] [--out FILE]
 
@@ -30,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import PG, RESULTS, fresh_pg_database, loadavg, pg_available  # noqa: E402
+from common import RESULTS, fresh_pg_database, interleaved, loadavg, pg_available  # noqa: E402
 
 PROJECT = {
     "contracts/echo.v1.0.0.yaml": "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\n",
@@ -155,25 +158,32 @@ def measure(url: str, n_runs: int, n_gate: int, n_paused: int, trials: int) -> d
     finally:
         store.close()
     with tempfile.TemporaryDirectory() as tmp:
-        engine_root = _write_project(Path(tmp))
-        project = flowctl.load_project(engine_root)
-        starts = {}
-        for label, paused in (("start_empty", 0), ("start_paused", n_paused)):
-            store_url = _fresh(url, label)
-            store = open_store(store_url)
-            try:
-                _fill_paused(store, paused)
-                engine = Engine(project, store)
+        project = flowctl.load_project(_write_project(Path(tmp)))
+        urls = {label: _fresh(url, label) for label in ("start_empty", "start_paused")}
+        stores = {label: open_store(u) for label, u in urls.items()}
+        try:
+            _fill_paused(stores["start_paused"], n_paused)
+            engines = {label: Engine(project, st) for label, st in stores.items()}
 
-                def start():
-                    engine.fire_due_reviews()
-                    assert engine.run("f", {"name": "x"}).status == "succeeded"
+            def start(label):
+                def once():
+                    t = time.perf_counter()
+                    engines[label].fire_due_reviews()
+                    assert engines[label].run("f", {"name": "x"}).status == "succeeded"
+                    return (time.perf_counter() - t) * 1000.0
+                return once
 
-                starts[label] = out[label] = _timed(start, trials)
-            finally:
-                store.close()
-                _drop(store_url)
-        out["paused_ratio"] = round(starts["start_paused"]["median_ms"] / starts["start_empty"]["median_ms"], 2)
+            for label in engines:
+                start(label)()  # warm
+            samples = interleaved({label: start(label) for label in engines}, trials * 3)  # same load for both
+            for label, xs in samples.items():
+                out[label] = {"median_ms": round(statistics.median(xs), 3), "min_ms": round(min(xs), 3),
+                              "max_ms": round(max(xs), 3), "trials": len(xs)}
+        finally:
+            for label, st in stores.items():
+                st.close()
+                _drop(urls[label])
+        out["paused_ratio"] = round(out["start_paused"]["median_ms"] / out["start_empty"]["median_ms"], 2)
     return out
 
 
