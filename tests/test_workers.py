@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.helpers import FLOWCTL_EXE, write_project
+from support.helpers import FLOWCTL_EXE, load_sql_dump, write_project
 from support.pg import pg_url  # noqa: F401 - fixture
 
 TOOLS = '''
@@ -607,26 +607,14 @@ V1_PROJECT = {
 
 
 def _load_v1(db_url):
-    text = V1_DUMP.read_text()
-    if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url[len("sqlite:///"):])
-        conn.executescript(text)
-        conn.close()
-        return
-    import psycopg
-
-    text = text.replace("CREATE TABLE flowctl_gate_log (\n\tid INTEGER NOT NULL,", "CREATE TABLE flowctl_gate_log (\n\tid SERIAL NOT NULL,")
-    with psycopg.connect("postgresql://" + db_url.split("://", 1)[1], autocommit=True) as conn:
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
-        for statement in [s for s in text.split(";\n") if s.strip()]:
-            conn.execute(statement)
+    load_sql_dump(V1_DUMP, db_url)
 
 
 def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url, monkeypatch):
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
@@ -640,7 +628,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "4"
+    assert version == "5"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
@@ -678,7 +666,7 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
     store = open_store(db_url)
     assert store.get_run(run_id)["cancel_requested"] is None and store.get_run(run_id)["status"] == "queued"
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "4"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "5"
     store.close()
 
 

@@ -72,3 +72,23 @@ def one(diags, code: str):
 def where(d) -> tuple:
     """``(file, line, column)`` of a diagnostic."""
     return (d.file, d.line, d.column)
+
+
+def load_sql_dump(path: Path, db_url: str) -> None:
+    """Load an SQLite ``.dump`` of a run store (``tests/data/store_v*.sql``) into ``db_url``: an
+    SQLite file, or an empty PostgreSQL database (the gate log's id becomes SERIAL there)."""
+    text = Path(path).read_text()
+    if db_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(db_url[len("sqlite:///"):])
+        conn.executescript(text)
+        conn.close()
+        return
+    import psycopg
+
+    text = text.replace("CREATE TABLE flowctl_gate_log (\n\tid INTEGER NOT NULL,", "CREATE TABLE flowctl_gate_log (\n\tid SERIAL NOT NULL,")
+    with psycopg.connect("postgresql://" + db_url.split("://", 1)[1], autocommit=True) as conn:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+        for statement in [s for s in text.split(";\n") if s.strip()]:
+            conn.execute(statement)

@@ -260,7 +260,7 @@ def fire_due_reviews(engine) -> list:
     this first, as do ``recover`` and workers)."""
     now = engine.clock.time()
     results = []
-    for row in engine.store.list_runs(status="paused", limit=0):
+    for row in engine.store.list_runs(status="paused", limit=0, due_by=now):  # only due ones: an index range
         pending = (row.get("cursor") or {}).get("pending") or {}
         if pending.get("deadline") is not None and pending["deadline"] <= now:
             try:

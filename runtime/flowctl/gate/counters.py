@@ -14,6 +14,10 @@ transaction. The transaction is serialised per function: on PostgreSQL by a tran
 advisory lock keyed by the function's contract ids, on SQLite by its ``BEGIN IMMEDIATE`` write
 lock (see ``store._sqlite_pragmas``). So two processes deciding at once on the same function
 see each other's calls: a ``rate: {max: 1}`` lets exactly one through.
+
+Each count is an index range, however long the gate log grows: ``(tool, at)`` for a rate over
+every call of the function, ``(tool, flow, at)`` and ``(tool, run_id, at)`` for a rate per flow or
+per run and for dedupe (schema version 5, :mod:`flowctl.store.tables`).
 """
 from __future__ import annotations
 

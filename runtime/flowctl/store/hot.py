@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 
 from flowctl.errors import StoreError
+from flowctl.diagnostics import first_line
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: More events than this in one commit (a task retried inline thousands of times) take the
@@ -143,8 +144,7 @@ class HotPath:
         except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
             if conn is not None:
                 _close(conn)  # it may be broken: the next commit makes a new one
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first}",
+            raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
                              hint="nothing of this step was written; resume the run when the store is back") from None
 
     def _commit_sqlite(self, conn, stmt, columns, params, event_rows) -> bool:

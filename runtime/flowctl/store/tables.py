@@ -16,8 +16,19 @@ checkpoint.
 Version 4: runs gain ``seal`` (:func:`flowctl.store.audit.run_seal`: sha256 of the row's status, error, identity (digest,
 flow, parent, input, params, output) and
 checkpoint bound to the head of its event chain, written by every commit in the same statement);
-the upgrade seals every run that has not ended as it stands, so it can go on. :func:`upgrade` adds
-what is missing to a version-1, 2 or 3 store in place.
+the upgrade seals every run that has not ended as it stands, so it can go on.
+
+Version 5 (issue 17: history does not slow the present): indexes only, no new column. Runs gain
+``(created_at, id)`` (all runs, and top-level runs: partial on ``parent_id IS NULL``), ``(status,
+created_at, id)``, ``(flow, created_at, id)`` and ``(parent_id, created_at, id)`` (replacing the
+single-column ``status``, ``flow`` and ``parent_id`` indexes), ``(status, available_at)`` (the
+due reviews ``flowctl run`` fires) and, on
+PostgreSQL, ``id COLLATE "C"`` (run-id prefix lookups as an index range whatever the database's
+collation); the gate log gains ``(tool, at)``, ``(tool, flow, at)`` and ``(tool, run_id, at)``
+(replacing ``at``): the rate and dedupe counts. The upgrade also gives a paused review written
+before version 2 its due time.
+
+:func:`upgrade` adds what is missing to a version-1 to 4 store in place.
 """
 from __future__ import annotations
 
@@ -36,11 +47,11 @@ definitions = sa.Table("flowctl_definitions", metadata,
 runs = sa.Table(
     "flowctl_runs", metadata,
     sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("flow", sa.String(200), nullable=False, index=True),
+    sa.Column("flow", sa.String(200), nullable=False),
     sa.Column("flow_version", sa.String(40)),
     sa.Column("digest", sa.String(64), nullable=False),
-    sa.Column("parent_id", sa.String(40), index=True),
-    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("parent_id", sa.String(40)),
+    sa.Column("status", sa.String(16), nullable=False),
     sa.Column("input", sa.Text),
     sa.Column("params", sa.Text),
     sa.Column("output", sa.Text),
@@ -74,6 +85,20 @@ RUN_INDEXES = (
              postgresql_where=runs.c.status == "running", sqlite_where=runs.c.status == "running"),
     sa.Index("ix_flowctl_runs_owner", runs.c.owner),
 )
+
+#: Version 5: listings newest first (``flowctl runs``, ``stats``), due reviews, id prefixes.
+HISTORY_INDEXES = (
+    sa.Index("ix_flowctl_runs_created", runs.c.created_at, runs.c.id),
+    sa.Index("ix_flowctl_runs_top_created", runs.c.created_at, runs.c.id,
+             postgresql_where=runs.c.parent_id.is_(None), sqlite_where=runs.c.parent_id.is_(None)),
+    sa.Index("ix_flowctl_runs_status_created", runs.c.status, runs.c.created_at, runs.c.id),
+    sa.Index("ix_flowctl_runs_flow_created", runs.c.flow, runs.c.created_at, runs.c.id),
+    sa.Index("ix_flowctl_runs_parent_created", runs.c.parent_id, runs.c.created_at, runs.c.id),
+    sa.Index("ix_flowctl_runs_status_due", runs.c.status, runs.c.available_at),
+    sa.Index("ix_flowctl_runs_id_c", runs.c.id.collate("C")).ddl_if(dialect="postgresql"),
+)
+#: Indexes of versions 1-4 that version 5 replaces (a prefix of a new one, or unused).
+DROPPED_INDEXES = ("ix_flowctl_runs_status", "ix_flowctl_runs_flow", "ix_flowctl_runs_parent_id", "ix_flowctl_gate_log_at")
 
 events = sa.Table(
     "flowctl_events", metadata,
@@ -119,11 +144,17 @@ reviews = sa.Table(
 gate_log = sa.Table(
     "flowctl_gate_log", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("at", sa.Float, nullable=False, index=True),
+    sa.Column("at", sa.Float, nullable=False),
     sa.Column("tool", sa.String(200), nullable=False),
     sa.Column("flow", sa.String(200), nullable=False),
     sa.Column("run_id", sa.String(40), nullable=False),
     sa.Column("digest", sa.String(64), nullable=False),
+)
+#: Version 5: the gate's counts (flowctl.gate.counters) per function, per flow or run, since a time.
+GATE_INDEXES = (
+    sa.Index("ix_flowctl_gate_log_tool_at", gate_log.c.tool, gate_log.c.at),
+    sa.Index("ix_flowctl_gate_log_tool_flow_at", gate_log.c.tool, gate_log.c.flow, gate_log.c.at),
+    sa.Index("ix_flowctl_gate_log_tool_run_at", gate_log.c.tool, gate_log.c.run_id, gate_log.c.at),
 )
 
 workers = sa.Table(
@@ -178,6 +209,12 @@ def upgrade(conn, from_version: int) -> None:
             index.create(conn, checkfirst=True)
     if from_version < 4:
         _seal_live_runs(conn)
+    if from_version < 5:
+        for name in DROPPED_INDEXES:
+            conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+        for index in HISTORY_INDEXES + GATE_INDEXES:
+            index.create(conn, checkfirst=True)
+        _due_paused_reviews(conn)
 
 
 def _seal_live_runs(conn) -> None:
@@ -202,3 +239,22 @@ def _seal_live_runs(conn) -> None:
         except ValueError:
             continue  # a corrupt row stays unsealed: resuming it is refused, audit verify names it
         conn.execute(r.update().where(r.c.id == run_id).values(seal=value))
+
+
+def _due_paused_reviews(conn) -> None:
+    """Give each paused review without a due time the one its checkpoint names (its unsent
+    reminder, else its deadline; see :func:`flowctl.store.records.review_due_at`): due reviews
+    are found through ``available_at`` from version 5 on. Not part of the run's seal."""
+    import json
+
+    from flowctl.store.records import review_due_at
+
+    r = runs
+    rows = conn.execute(sa.select(r.c.id, r.c.cursor).where(r.c.status == "paused", r.c.available_at.is_(None))).all()
+    for run_id, cursor in rows:
+        try:
+            due = review_due_at((json.loads(cursor) or {}).get("pending") or {}) if cursor else None
+        except (ValueError, AttributeError):
+            continue  # sealed or corrupt: found by a worker's claim or audit verify, as before
+        if due is not None:
+            conn.execute(r.update().where(r.c.id == run_id).values(available_at=due))

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import click
 
@@ -25,7 +24,7 @@ def run(status, flow, limit, root, db, fmt, all_=False) -> int:
     store = open_store(db, project.root, empty_ok=True)
     try:
         rows = store.list_runs(status=status, flow=flow, limit=limit, top_level=not all_)
-        now = store.now() if hasattr(store, "now") else time.time()  # leases run on the database clock
+        now = store.now()  # leases run on the database clock
     finally:
         store.close()
     if fmt == "json":

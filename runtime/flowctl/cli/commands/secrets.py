@@ -16,7 +16,7 @@ def run(action, root, db) -> int:
     project = open_project(root)
     store = open_store(db, project.root)
     try:
-        if not hasattr(store, "rekey"):
+        if not store.durable:
             click.echo("nothing to rotate: --db memory keeps nothing")
             return EXIT_OK
         counts = store.rekey()

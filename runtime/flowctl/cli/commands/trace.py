@@ -6,69 +6,10 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import _events_for_json, child_tree, fetch_run, one_line_path  # noqa: F401 - child_tree: trace.child_tree
+from flowctl.cli.commands._common import _events_for_json, child_tree, fetch_run, one_line_path
+from flowctl.store.history import steps_of
 
-
-def steps_of(events) -> list:
-    """Fold a run's events into steps: ``[{step, state, type, attempts, tool, duration_ms, outcome,
-    error, policy, to}]``, one per state entered."""
-    steps = []
-    current = None
-    for ev in events:
-        d, t = ev["data"] or {}, ev["type"]
-        if t == "state_entered":
-            current = {"step": d.get("step"), "state": ev["state"], "type": d.get("type"), "attempts": 1, "tool": None,
-                       "duration_ms": 0.0, "outcome": "", "error": None, "policy": None, "to": None,
-                       "started": ev["ts"], "ended": ev["ts"]}
-            steps.append(current)
-            continue
-        if current is None:
-            continue
-        current["ended"] = ev["ts"]
-        if t in ("tool_invoked",) and d.get("purpose") != "notify":
-            current["tool"] = d.get("tool")
-            current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
-        elif t == "tool_succeeded":
-            current["duration_ms"] += d.get("duration_ms") or 0
-            # a call recovered after a crash whose verify confirmed it but could not give its output
-            current["outcome"] = "ok (recovered, output unknown)" if d.get("output_unknown") else "ok"
-        elif t == "tool_failed":
-            current["duration_ms"] += d.get("duration_ms") or 0
-            current["outcome"] = "failed"
-            current["error"] = f"{d.get('error')}: {d.get('message')}"
-        elif t == "fanout_started":  # a parallel/map/subflow step lasts from its fan-out to its end
-            current["fanout_at"] = ev["ts"]
-        elif t == "fanout_finished" and current.get("fanout_at") is not None:
-            current["duration_ms"] = (ev["ts"] - current.pop("fanout_at")) * 1000.0
-        elif t == "policy_decided":
-            current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
-        elif t == "error_caught":
-            e = d.get("error") or {}
-            current["error"] = f"{e.get('type')}: {e.get('message')}"
-            current["outcome"] = f"caught ({d.get('layer')})"
-        elif t == "transition_taken":
-            current["to"] = d.get("to")
-            current["outcome"] = current["outcome"] or "ok"
-        elif t in ("run_succeeded",):
-            current["outcome"] = "succeeded"
-        elif t == "run_failed":
-            current["outcome"] = "failed"
-            e = d.get("error") or {}
-            current["error"] = current["error"] or f"{e.get('type')}: {e.get('message')}"
-        elif t == "run_paused":
-            current["outcome"] = d.get("status")
-        elif t == "review_decided":
-            current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
-        elif t == "review_timed_out":
-            current["outcome"] = "review timed out"
-        elif t == "fallback_used":
-            current["tool"] = d.get("tool")
-            current["outcome"] = "fallback"
-    for step in steps:  # a fan-out still under way: as long as it has lasted so far
-        began = step.pop("fanout_at", None)
-        if began is not None:
-            step["duration_ms"] = (step["ended"] - began) * 1000.0
-    return steps
+__all__ = ["steps_of", "child_tree", "console", "run"]
 
 
 def console():

@@ -29,6 +29,7 @@ def run(root, db, concurrency, queues, lease, poll, max_inline_wait, limits, max
     from flowctl.errors import UsageError
     import signal
 
+    from flowctl.store.protocol import QueueStore
     from flowctl.store.sql import open_store
     from flowctl.workers.worker import Worker, json_logger, text_logger
 
@@ -53,7 +54,7 @@ def run(root, db, concurrency, queues, lease, poll, max_inline_wait, limits, max
     project = open_project(root)
     store = open_store(db or os.environ.get("FLOWCTL_DB"), Path(project.root), create=True,
                        pool_size=concurrency * 2 + 4)  # a connection per run, the heartbeat, the claims
-    if not hasattr(store, "claim"):
+    if not isinstance(store, QueueStore):
         raise UsageError("flowctl worker needs a shared store: --db postgresql://… or sqlite:///path.db, not memory")
     if any(c.sensitive for versions_ in project.contracts.values() for c in versions_):
         try:  # runs with sensitive fields are sealed: a worker without the shared key could run none of them

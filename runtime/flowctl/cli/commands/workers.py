@@ -13,12 +13,13 @@ def run(root, db, show_all, fmt) -> int:
     from rich.table import Table
 
     from flowctl.errors import UsageError
+    from flowctl.store.protocol import QueueStore
     from flowctl.cli.commands.trace import console
 
     project = open_project(root)
     store = open_store(db, project.root)
     try:
-        if not hasattr(store, "list_workers"):
+        if not isinstance(store, QueueStore):
             raise UsageError("the memory store has no workers")
         workers = store.list_workers(live_only=not show_all)
         limits = store.limits()

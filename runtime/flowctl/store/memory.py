@@ -1,0 +1,215 @@
+"""The in-memory run store (``--db memory``; benchmarks, ``flowctl test``, throw-away runs).
+
+:class:`MemoryStore` implements :class:`flowctl.store.protocol.Store` in dicts: nothing survives
+the process, nothing is sealed (no keyring), and it is no
+:class:`~flowctl.store.protocol.QueueStore`: workers, claims and leases need a shared store.
+"""
+from __future__ import annotations
+
+import json
+import marshal
+import threading
+import time
+
+from flowctl.errors import RunConflict, RunNotFound, StoreError
+from flowctl.store.history import stat_events
+from flowctl.store.records import FINAL, review_due_at
+
+
+def _kept(events) -> list:
+    """Events as MemoryStore keeps them: flat dicts of strings and numbers, the data as its JSON
+    text, or (not encoded yet) as ``marshal`` bytes. A long run keeps hundreds of thousands of
+    events; nested dicts would be walked by every full collection of the cyclic garbage collector
+    (a third of an in-memory step at 100,000 steps), flat ones of atoms are not tracked at all."""
+    out = []
+    for e in events:
+        kept = {"seq": e["seq"], "ts": e["ts"], "type": e["type"], "state": e.get("state"), "attempt": e.get("attempt")}
+        if e.get("data_json") is not None:
+            kept["data_json"] = e["data_json"]
+        else:
+            try:
+                kept["blob"] = marshal.dumps(e.get("data"))
+            except ValueError:  # not plain data after all: encode it now
+                from flowctl.store.audit import encode_data
+
+                kept["data_json"] = encode_data(e.get("data"))
+        for key in ("prev_hash", "hash"):
+            if key in e:
+                kept[key] = e[key]
+        out.append(kept)
+    return out
+
+
+class MemoryStore:
+    """The store interface in process memory (nothing survives the process). Thread-safe.
+
+    Events are sealed on read: :meth:`commit` keeps the event dicts the engine hands over, and the
+    hash chain (with each event's JSON text) is computed the first time the run's events or row are
+    read (:func:`flowctl.store.audit.seal`), so a run that nobody reads pays for no encoding or hashing."""
+
+    url = "memory"
+    safe_url = "memory"
+    seals_on_read = True
+    #: nothing outlives the process (see :attr:`flowctl.store.protocol.Store.durable`)
+    durable = False
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._defs: dict = {}
+        self._runs: dict = {}
+        self._events: dict = {}
+        self._sealed: dict = {}  # run id -> how many of its events are sealed
+        self._steps: dict = {}
+        self._gate: list = []
+
+    def close(self) -> None:
+        pass
+
+    def keyring(self, *, create: bool = True):
+        return None  # nothing leaves the process: nothing to seal
+
+    def rekey(self) -> dict:
+        return {"resealed": 0, "current": 0}  # nothing is sealed in memory
+
+    def now(self) -> float:
+        """The store's clock: this process's, epoch seconds."""
+        return time.time()
+
+    def drop_secrets(self, run_id, expect_seq, fields):
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None or row["last_seq"] != expect_seq or row["status"] not in FINAL:
+                return False
+            row.update(fields)
+            return True
+
+    def save_definition(self, digest, files):
+        self._defs.setdefault(digest, dict(files))
+
+    def load_definition(self, digest):
+        try:
+            return dict(self._defs[digest])
+        except KeyError:
+            raise StoreError(f"definition {digest[:12]} is not in the store") from None
+
+    def create_run(self, run, events, steps=(), *, lease=None):
+        run = {k: v for k, v in run.items() if k != "cursor_json"}
+        with self._lock:
+            self._runs[run["id"]] = dict(run)
+            self._events[run["id"]] = _kept(events)  # run_id is added on read
+            self._sealed[run["id"]] = 0
+            self._steps[run["id"]] = {}
+            self._put_steps(run["id"], steps)
+
+    def commit(self, run_id, expect_seq, run, events=(), steps=(), *, fence=None, lease=None, unleased=False):
+        if "cursor_json" in run:  # a runner's encoded checkpoint: this store keeps the dict
+            run = {k: v for k, v in run.items() if k != "cursor_json"}
+        with self._lock:
+            current = self._runs[run_id]
+            if current["last_seq"] != expect_seq:
+                raise RunConflict(f"run {run_id} was advanced by another process; this one stops")
+            current.update(run)
+            self._events[run_id].extend(_kept(events))
+            self._put_steps(run_id, steps)
+
+    def _seal(self, run_id) -> None:
+        """Hash the events committed since the last read (under the lock)."""
+        events = self._events.get(run_id)
+        done = self._sealed.get(run_id, 0)
+        if events is None or done == len(events):
+            return
+        from flowctl.store.audit import seal
+
+        tail = events[done:]
+        for e in tail:
+            if "blob" in e:
+                e["data"] = marshal.loads(e.pop("blob"))
+        prev = events[done - 1]["hash"] if done else ""
+        self._runs[run_id]["last_hash"] = seal(tail, prev)
+        for e in tail:
+            e.pop("data", None)  # read back from data_json, as SqlStore does
+        self._sealed[run_id] = len(events)
+
+    def _put_steps(self, run_id, steps):
+        table = self._steps[run_id]
+        for s in steps:
+            key = (s["step_no"], s["attempt"])
+            table.setdefault(key, {"run_id": run_id}).update(s)
+
+    def get_run(self, run_id, *, exact=False):
+        with self._lock:  # fan-out threads add runs while others look them up
+            found = self._runs.get(run_id)
+            if found is None:
+                matches = ([r for k, r in self._runs.items() if k.startswith(run_id)]
+                           if len(run_id) >= 4 and not exact else [])
+                if len(matches) != 1:
+                    raise RunNotFound(f"no run '{run_id}' in memory")
+                found = matches[0]
+            self._seal(found["id"])
+            return json.loads(json.dumps(found))
+
+    def list_runs(self, status=None, flow=None, limit=50, parent_id=None, top_level=False, *, due_by=None):
+        with self._lock:
+            rows = [r for r in self._runs.values() if (not status or r["status"] == status)
+                    and (not flow or r["flow"] == flow) and (not parent_id or r.get("parent_id") == parent_id)
+                    and not (top_level and r.get("parent_id")) and (due_by is None or _due(r, due_by))]
+            rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
+            for r in rows[:limit or None]:
+                self._seal(r["id"])
+            return [dict(r) for r in rows[:limit or None]]
+
+    def stats_rows(self, limit=1000, since=None, flow=None, top_level=True):
+        """See :meth:`flowctl.store.protocol.Store.stats_rows`."""
+        runs = [r for r in self.list_runs(flow=flow, limit=limit, top_level=top_level)
+                if since is None or r["created_at"] >= since]
+        return [{"id": r["id"], "status": r["status"], "steps": r["steps"], "created_at": r["created_at"]}
+                for r in runs], stat_events(self, runs)
+
+    def events(self, run_id):
+        with self._lock:
+            self._seal(run_id)
+            # data as stored: parsed from its JSON text, like SqlStore (a snapshot, not the engine's dict)
+            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in self._events.get(run_id, ())]
+
+    def steps(self, run_id):
+        return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
+
+    def request_cancel(self, run_id, request):
+        return False  # no worker leases in memory: the caller cancels the run itself
+
+    def cancel_requests(self, run_ids):
+        return {}
+
+    def nudge(self, run_id):
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is not None and row["status"] in ("waiting", "running"):
+                row["available_at"] = time.time()
+
+    def gate_record(self, entry):
+        with self._lock:
+            self._gate.append(dict(entry))
+
+    def gate_count(self, column, value, tool, since):
+        return sum(1 for g in self._gate if g[column] == value and g["tool"] == tool and g["at"] >= since)
+
+    def gate_seen(self, run_id, tool, digest, since):
+        return any(g["run_id"] == run_id and g["tool"] == tool and g["digest"] == digest and g["at"] >= since
+                   for g in self._gate)
+
+    gate_hook = None
+
+    def gate_admit(self, tools, limits, entry=None):
+        from flowctl.gate.counters import admit_memory
+
+        with self._lock:
+            return admit_memory(self, tools, limits, entry)
+
+
+def _due(row: dict, by: float) -> bool:
+    """The row's due time (``available_at``, or for a paused review the time its cursor gives) is
+    ``<= by``."""
+    at = row.get("available_at")
+    if at is None and row.get("status") == "paused":
+        at = review_due_at((row.get("cursor") or {}).get("pending") or {})
+    return at is not None and at <= by

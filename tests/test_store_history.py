@@ -1,0 +1,216 @@
+"""The store's protocols and history queries: the memory and SQL stores answer alike (id prefixes,
+due runs, ``flowctl stats``), ``flowctl run`` reads only the paused reviews that are due, and the
+commands that need a shared store say so for ``--db memory``."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from click.testing import CliRunner
+
+from support.helpers import write_project
+from support.pg import pg_url  # noqa: F401 - fixture
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request, tmp_path):
+    from flowctl.store.sql import open_store
+
+    if request.param == "memory":
+        url = "memory"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/flowctl.db"
+    else:
+        url = request.getfixturevalue("pg_url")
+    found = open_store(url)
+    yield found
+    found.close()
+
+
+def _run(run_id, *, status="succeeded", created=1000.0, parent=None, flow="f", cursor=None, available_at=None, steps=2):
+    return {"id": run_id, "flow": flow, "flow_version": "1", "digest": "d" * 64, "parent_id": parent, "status": status,
+            "input": {}, "params": {}, "output": None, "error": None, "cursor": cursor or {"state": "a"},
+            "created_at": created, "updated_at": created, "available_at": available_at, "owner": "t:1",
+            "last_seq": 0, "last_hash": "", "steps": steps}
+
+
+def _events(*specs) -> list:
+    """Events from ``(type, data)`` pairs, numbered from 1."""
+    return [{"seq": i, "ts": 1000.0 + i, "type": t, "state": "a", "attempt": 1, "data": d, "prev_hash": "", "hash": ""}
+            for i, (t, d) in enumerate(specs, start=1)]
+
+
+# ------------------------------------------------------------------------------------- protocols
+def test_each_store_kind_offers_its_protocol_with_the_same_parameters():
+    from flowctl.store.core import SqlStore
+    from flowctl.store.memory import MemoryStore
+    from flowctl.store.protocol import QueueStore, Store
+
+    assert isinstance(MemoryStore(), Store) and not isinstance(MemoryStore(), QueueStore)
+    assert not MemoryStore.durable and SqlStore.durable
+
+    def names(fn):
+        return [p.name for p in inspect.signature(fn).parameters.values()]
+
+    for proto, kinds in ((Store, (MemoryStore, SqlStore)), (QueueStore, (SqlStore,))):
+        for name, fn in vars(proto).items():
+            if name.startswith("_") or not callable(fn):
+                continue
+            for kind in kinds:
+                assert names(getattr(kind, name)) == names(fn), (kind.__name__, name)
+    for name in ("claim", "renew", "acquire", "release", "list_workers", "set_limit"):
+        assert hasattr(SqlStore, name) and not hasattr(MemoryStore, name)
+
+
+# ------------------------------------------------------------------------------------- lookups
+def test_a_run_id_prefix_is_taken_literally_and_must_name_one_run(store):
+    from flowctl.errors import RunNotFound
+
+    for i, run_id in enumerate(("run_a1", "runXa1", "run-b2", "run-b3", "runz")):
+        store.create_run(_run(run_id, created=1000.0 + i), [])
+    assert store.get_run("run_")["id"] == "run_a1"  # '_' is no wildcard
+    assert store.get_run("runX")["id"] == "runXa1"
+    assert store.get_run("run-b2")["id"] == "run-b2"
+    with pytest.raises(RunNotFound, match="matches several runs|no run"):
+        store.get_run("run-b")
+    with pytest.raises(RunNotFound):
+        store.get_run("run%")  # '%' is no wildcard either (and no run id character)
+    with pytest.raises(RunNotFound):
+        store.get_run("runy")
+    with pytest.raises(RunNotFound):
+        store.get_run("run_", exact=True)
+
+
+def test_listings_are_newest_first_and_due_by_keeps_only_what_is_due(store):
+    review = {"state": "rev", "pending": {"kind": "review", "deadline": 5000.0, "remind_at": 3000.0}}
+    later = {"state": "rev", "pending": {"kind": "review", "deadline": 9000.0}}
+    store.create_run(_run("p-soon", status="paused", created=1.0, cursor=review, available_at=3000.0), [])
+    store.create_run(_run("p-late", status="paused", created=2.0, cursor=later, available_at=9000.0), [])
+    store.create_run(_run("p-never", status="paused", created=3.0, cursor={"state": "x"}), [])
+    store.create_run(_run("w-soon", status="waiting", created=4.0, available_at=100.0), [])
+    store.create_run(_run("child", created=5.0, parent="w-soon"), [])
+    assert [r["id"] for r in store.list_runs(limit=0)] == ["child", "w-soon", "p-never", "p-late", "p-soon"]
+    assert [r["id"] for r in store.list_runs(limit=2, top_level=True)] == ["w-soon", "p-never"]
+    assert [r["id"] for r in store.list_runs(parent_id="w-soon")] == ["child"]
+    assert [r["id"] for r in store.list_runs(status="paused", limit=0, due_by=2999.0)] == []
+    assert [r["id"] for r in store.list_runs(status="paused", limit=0, due_by=3000.0)] == ["p-soon"]
+    assert [r["id"] for r in store.list_runs(status="paused", limit=0, due_by=10_000.0)] == ["p-late", "p-soon"]
+    assert [r["id"] for r in store.list_runs(limit=0, due_by=200.0)] == ["w-soon"]
+
+
+# ------------------------------------------------------------------------------------- stats
+HISTORY = [
+    ("r1", "succeeded", None, _events(("state_entered", {"step": 1}), ("tool_failed", {"tool": "a@1", "duration_ms": 4}),
+                                      ("retry_scheduled", {"delay": 1}), ("tool_succeeded", {"tool": "a@1", "duration_ms": 2.5}),
+                                      ("tool_succeeded", {"tool": "b@1", "duration_ms": 7}))),
+    ("r2", "failed", None, _events(("tool_failed", {"tool": "b@1"}), ("compensation_failed", {"tool": "undo@1"}),
+                                   ("tool_succeeded", {"duration_ms": 3}), ("run_failed", {}))),
+    ("r3", "succeeded", "r1", _events(("tool_succeeded", {"tool": "c@1", "duration_ms": 1}))),
+    ("r4", "running", None, _events(("tool_failed", {"tool": "a@1", "duration_ms": 9}), ("retry_scheduled", {}),
+                                    ("retry_scheduled", {}))),
+]
+
+
+def _record_history(store):
+    for i, (run_id, status, parent, events) in enumerate(HISTORY):
+        store.create_run(_run(run_id, status=status, created=1000.0 + i, parent=parent, flow="g" if run_id == "r4" else "f",
+                              steps=i + 1), events)
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({}, {"runs": 3, "by_status": {"running": 1, "failed": 1, "succeeded": 1}, "success_rate": 0.5, "mean_steps": 7 / 3,
+          "compensation_failures": 1,
+          "tools": {"a@1": {"calls": 3, "failures": 2, "retries": 3, "failure_rate": 2 / 3, "retry_rate": 1.0},
+                    "b@1": {"calls": 2, "failures": 1, "retries": 0, "failure_rate": 0.5, "retry_rate": 0.0}}}),
+    ({"children": True, "limit": 2}, {"runs": 2, "by_status": {"running": 1, "succeeded": 1}}),
+    ({"flow": "f", "since": 1001.0}, {"runs": 1, "by_status": {"failed": 1}, "success_rate": 0.0}),
+])
+def test_stats_counts_the_same_in_every_store(store, kwargs, expected):
+    from flowctl.store.history import stats
+
+    _record_history(store)
+    found = stats(store, **kwargs)
+    for key, value in expected.items():
+        assert found[key] == pytest.approx(value) if isinstance(value, float) else found[key] == value, key
+    if not kwargs:  # durations of the counted tool calls: 4, 2.5, 7, 0 (none given), 9
+        assert found["step_ms"]["p50"] == pytest.approx(4.0)
+
+
+def test_stats_survives_an_event_whose_data_is_not_json(tmp_path):
+    from flowctl.store.history import stats
+    from flowctl.store.sql import open_store
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db")
+    try:
+        _record_history(store)
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE flowctl_events SET data = '{not json' WHERE run_id = 'r1' AND seq = 2")
+        found = stats(store)
+        assert found["tools"]["a@1"]["calls"] == 2 and found["runs"] == 3  # the corrupt event counts as no call
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------------------------- due reviews
+REVIEW_PROJECT = {
+    "contracts/echo.v1.0.0.yaml": "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\n",
+    "tools/tk.py": "def echo(input, call):\n    return {'echo': input}\n",
+    "states/a.yaml": "id: a\ntype: task\ntool: echo@1.0.0\ninput: {}\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "states/rev.yaml": "id: rev\ntype: review\ndecisions: [approve]\ntimeout: 1h\non_timeout: {goto: done}\n",
+    "transitions/r.yaml": "flow: r\nversion: 1\nstart: a\ntransitions:\n  - {from: a, to: rev}\n  - {from: rev, to: done}\n",
+}
+
+
+def test_starting_a_run_reads_only_the_paused_reviews_that_are_due(tmp_path):
+    import flowctl
+    from flowctl.engine.clock import FakeClock
+    from flowctl.engine.engine import Engine
+    from flowctl.store.sql import open_store
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db")
+    clock = FakeClock()
+    engine = Engine(flowctl.load_project(write_project(tmp_path / "p", REVIEW_PROJECT)), store, clock=clock)
+    early = engine.run("r", {})
+    clock.advance(1800)
+    waiting = [engine.run("r", {}) for _ in range(20)]  # due half an hour after the first
+    assert {r.status for r in waiting + [early]} == {"paused"}
+    clock.advance(1801)  # the first review's hour is up, the others' is not
+    read = []
+    original = store.list_runs
+
+    def counting(*args, **kwargs):
+        rows = original(*args, **kwargs)
+        read.extend(r["id"] for r in rows)
+        return rows
+
+    store.list_runs = counting
+    fired = engine.fire_due_reviews()
+    assert [r.run_id for r in fired] == [early.run_id] and fired[0].status == "succeeded"
+    assert read == [early.run_id]  # the 20 paused runs that are not due were not loaded
+    assert {store.get_run(r.run_id)["status"] for r in waiting} == {"paused"}
+    store.close()
+
+
+# ------------------------------------------------------------------------------------- commands
+@pytest.mark.parametrize("args, code, says", [
+    (["secrets", "rotate"], 0, "nothing to rotate: --db memory keeps nothing"),
+    (["workers"], 2, "the memory store has no workers"),
+    (["worker", "--max-runs", "1"], 2, "flowctl worker needs a shared store"),
+])
+def test_commands_that_need_a_shared_store_say_so_for_the_memory_store(tmp_path, args, code, says):
+    from flowctl.cli.main import main
+
+    root = write_project(tmp_path / "p", REVIEW_PROJECT)
+    result = CliRunner().invoke(main, args + ["--db", "memory", "--root", str(root)])
+    assert result.exit_code == code, result.output
+    assert says in result.output
+
+
+def test_runs_lists_the_memory_store_with_its_own_clock(tmp_path):
+    from flowctl.cli.main import main
+
+    root = write_project(tmp_path / "p", REVIEW_PROJECT)
+    result = CliRunner().invoke(main, ["runs", "--db", "memory", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "no runs" in result.output
