@@ -18,7 +18,7 @@ from flowctl.engine.tools import ToolCall, call_with_timeout
 
 
 def compensate(runner, reason: str) -> None:
-    stack = runner.cursor["saga"]
+    stack = runner.cursor.saga
     while stack:
         entry = stack[-1]
         contract = _contract(runner.project, entry["tool"])
@@ -31,14 +31,19 @@ def compensate(runner, reason: str) -> None:
         except Exception as exc:  # noqa: BLE001 - residue, recorded below
             failure = CompensationFailed(f"compensating {entry['tool']} of '{entry['state']}' failed: "
                                          f"{type(exc).__name__}: {exc}")
-            residue = {"state": entry["state"], "tool": entry["tool"], "error": str(failure),
-                       "idempotency_key": entry["idempotency_key"]}
-            runner.cursor["residue"].append(residue)
-            runner.emit("compensation_failed", entry["state"], code=failure.code, **residue)
+            record_residue(runner, entry["state"], entry["tool"], str(failure), entry["idempotency_key"])
         else:
             runner.emit("compensation_succeeded", entry["state"], tool=entry["tool"])
         stack.pop()
         runner.commit()
+
+
+def record_residue(ctx, state_id: str, tool: str, error: str, key: str, attempt: int | None = None) -> None:
+    """A compensation failed for good: keep ``{state, tool, error, idempotency_key}`` in the run's
+    ``residue`` (and ``RunResult.residue``) and record a ``compensation_failed`` event."""
+    residue = {"state": state_id, "tool": tool, "error": error, "idempotency_key": key}
+    ctx.cursor.residue.append(residue)
+    ctx.emit("compensation_failed", state_id, attempt, code=CompensationFailed.code, **residue)
 
 
 def undo_once(runner, contract, entry, call) -> None:

@@ -43,13 +43,8 @@ import threading
 import time
 from pathlib import Path
 
-from flowctl.errors import RunConflict, RunNotFound, StoreError
+from flowctl.errors import LeaseLost, RunConflict, RunNotFound, StoreError  # LeaseLost: re-exported
 from flowctl.store.keyring import PREFIX as _SEALED, Sealed
-
-
-class LeaseLost(RunConflict):
-    """A worker's fencing token is no longer the run's (its lease expired or another worker
-    claimed the run): the commit wrote nothing and the worker must stop driving the run."""
 
 SCHEMA_VERSION = 4
 STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "cancelled")
