@@ -274,7 +274,7 @@ def _verify(runner, contract, tool_input, output, call):
         return False
     if isinstance(answer, (bool, dict)):
         return answer
-    runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error="SchemaMismatch",
+    runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=SchemaMismatch.__name__,
                 message=f"verify returned {type(answer).__name__}; it must return a bool (or the output dict)")
     return False
 
