@@ -6,7 +6,6 @@ gate review) or raises :class:`~flowctl.errors.PolicyDenied`.
 from __future__ import annotations
 
 from flowctl.engine.clock import iso
-from flowctl.engine.context import PARKED
 from flowctl.engine.tokens import new_token
 from flowctl.errors import PolicyDenied
 from flowctl.gate.policy import function_aliases, input_digest

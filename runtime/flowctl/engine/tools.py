@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from flowctl.errors import ToolCrashed, ToolError, ToolTimeout, UsageError  # ToolCrashed: re-exported
+from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
 
 DEFAULT_TIMEOUT = 30.0
 
