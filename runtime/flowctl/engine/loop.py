@@ -103,7 +103,7 @@ class Runner(RunContext):
         if limits.timeout is not None and self.clock.time() - self.row["created_at"] > limits.timeout:
             raise RunTimeout(f"run exceeded limits.timeout ({limits.timeout:g}s)")
         c.step += 1
-        c.visits = dict(c.visits, **{state.id: visits})
+        c.visits = {**c.visits, state.id: visits}  # a new dict: an earlier scope keeps its own
         c.path.append(state.id)
         if len(c.path) > PATH_KEPT:  # long loops: the checkpoint keeps the recent path only
             c.path_dropped = (c.path_dropped or 0) + len(c.path) - PATH_KEPT
