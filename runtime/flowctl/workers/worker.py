@@ -19,7 +19,7 @@ renewal fails is lost: the worker stops driving it.
 **Fencing.** Every write of a run this worker holds — checkpoint, events, status — goes through
 :class:`LeasedStore`, which adds the worker's token: the store's update requires ``fence = token
 AND lease_until >= now``. A worker that was paused or cut off past its lease therefore writes
-nothing (zero rows; :class:`~flowctl.store.sql.LeaseLost`) and drops the run; the worker that claimed
+nothing (zero rows; :class:`~flowctl.errors.LeaseLost`) and drops the run; the worker that claimed
 it next continues from the last checkpoint, verifying a side effect that was in flight before it
 repeats it with the same idempotency key. Child runs (parallel/map/subflow) created or continued
 by a worker are leased and fenced the same way, so any worker can take them over.
