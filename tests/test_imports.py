@@ -94,12 +94,6 @@ def test_flowctl_validate_stays_the_function_after_the_engine_ran(tmp_path):
 
 # ------------------------------------------------------------------------------ the module graph
 PACKAGE = Path(__file__).resolve().parents[1] / "runtime" / "flowctl"
-#: the circle the engine branch removes (issue 16, item 4: fan-out asks an injected launcher instead
-#: of importing the worker); until it lands, the only circle allowed
-ENGINE_CIRCLE = frozenset({"flowctl.engine.engine", "flowctl.engine.runner", "flowctl.engine.sensitive",
-                           "flowctl.engine.states.fanout", "flowctl.engine.states.task", "flowctl.workers.worker"})
-#: modules other branches are splitting below the limit (issue 16)
-BEING_SPLIT = ("engine/runner.py", "workers/worker.py")
 MAX_LINES = 600
 
 
@@ -207,17 +201,7 @@ def test_the_graph_reader_sees_imports_inside_functions_and_relative_ones(tmp_pa
     assert circles({"a": {"b": 1}, "b": {}}) == []
 
 
-def test_no_import_circle_but_the_engine_one():
-    graph = import_graph()
-    assert "flowctl.check.checks" in graph and graph["flowctl.check.checks"]  # the reader found modules
-    other = [c for c in circles(graph) if not set(c) <= ENGINE_CIRCLE]
-    assert not other, "import circles: " + " | ".join(describe(graph, c) for c in other)
-
-
-@pytest.mark.xfail(strict=True, reason="the engine circle flowctl.engine.engine <-> engine.runner <-> "
-                   "engine.sensitive <-> engine.states.task <-> engine.states.fanout <-> workers.worker "
-                   "(imports inside functions) is removed by the engine branch; this flips when it lands")
-def test_no_import_circle_at_all():
+def test_no_import_circle():
     graph = import_graph()
     found = circles(graph)
     assert not found, "import circles: " + " | ".join(describe(graph, c) for c in found)
@@ -247,19 +231,12 @@ def _hand_written(path: Path) -> bool:
 
 
 def _sizes():
-    found = {str(p.relative_to(PACKAGE)): p for p in sorted(PACKAGE.rglob("*.py")) if _hand_written(p)}
-    params = []
-    for rel in sorted(set(found) | set(BEING_SPLIT)):
-        marks = [pytest.mark.xfail(strict=True, reason=f"{rel} is being split below {MAX_LINES} lines by another "
-                                   "branch (issue 16); this flips when it lands")] if rel in BEING_SPLIT else []
-        params.append(pytest.param(rel, marks=marks, id=rel))
-    return params
+    return sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _hand_written(p))
 
 
 @pytest.mark.parametrize("rel", _sizes())
 def test_no_hand_written_module_exceeds_the_limit(rel):
-    path = PACKAGE / rel
-    lines = len(path.read_text(encoding="utf-8").splitlines()) if path.exists() else 0  # a split one may be gone
+    lines = len((PACKAGE / rel).read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{rel} has {lines} lines (at most {MAX_LINES}): split it by concept"
 
 

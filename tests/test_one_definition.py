@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowctl.definition.kinds import no_flow, unknown_flow_hint
-from flowctl.diagnostics import first_line
+from flowctl.errors import first_line
 from flowctl.errors import UsageError
 from flowctl.expr import compile as expr_compile
 from flowctl.expr.compile import truthy

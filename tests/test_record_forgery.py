@@ -260,8 +260,7 @@ def test_step_records_whose_values_the_log_redacted_still_verify(tmp_path):
 
 def test_child_output_forgery_a_parent_never_takes_a_forged_childs_outcome(tmp_path):
     # the parent reads a finished child's row for its response: that row must be what the child sealed
-    from flowctl.engine.states import fanout
-    from flowctl.engine import runner as runner_mod
+    from flowctl.engine import fanout
 
     files = dict(FLOW, **{"states/sub.yaml": "id: sub\ntype: subflow\nflow: f\n",
                           "transitions/parent.yaml": "flow: parent\nstart: sub\ntransitions:\n  - {from: sub, to: done}\n"})
@@ -275,4 +274,4 @@ def test_child_output_forgery_a_parent_never_takes_a_forged_childs_outcome(tmp_p
     fresh = Harness(h.root, store=sqlite_store(tmp_path))
     row = fresh.store.get_run(child.run_id)
     with pytest.raises(RecordTampered):
-        fanout._trusted_result(runner_mod, fresh.engine, row)
+        fanout.trusted_result(fresh.engine, row)

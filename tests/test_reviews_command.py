@@ -3,8 +3,11 @@ state without a ``notify`` tool shows its token to nobody when a worker pauses t
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-from test_workers import _engine, _fan_project, _with_workers, _worker
+sys.path.insert(0, str(Path(__file__).resolve().parent / "workers"))  # the worker tests' helpers (tests/workers/)
+from test_workers import _engine, _fan_project, _with_workers, _worker  # noqa: E402
 
 
 def test_a_review_a_worker_paused_without_notify_is_listed_with_how_to_get_a_token(tmp_path, monkeypatch, run_flowctl):

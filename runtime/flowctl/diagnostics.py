@@ -113,10 +113,3 @@ class Diagnostic:
 
 def sort_key(d: Diagnostic):
     return (d.file, d.line, d.column, d.code)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of ``str(exc)``, stripped — what an error message quotes of an exception from
-    a driver, a schema library or tool code; the exception's class name when its text is empty."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

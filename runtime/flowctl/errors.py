@@ -10,11 +10,13 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
     │   ├── RunNotFound   RUN_NOT_FOUND   no run with that id or prefix (CLI exit 2)
     │   ├── SecretKeyError SECRET_KEY     no usable key to encrypt or open a run's secrets (CLI exit 2)
     │   ├── RunConflict   RUN_CONFLICT    another process advanced the run; this one stopped (exit 1)
+    │   │   └── LeaseLost LEASE_LOST      a worker's fencing token is no longer the run's: it wrote nothing
     │   └── RecordTampered RECORD_TAMPERED  a snapshot or run row differs from its hash: not continued
     └── StepError         STEP_ERROR  raised while a run executes; handlers match these by name
         ├── ToolError             TOOL_ERROR           raised by tool code; ``error_type`` names it
         │   ├── ToolUnavailable   TOOL_UNAVAILABLE     transient: the system behind the tool is down
-        │   └── ToolThrottled     TOOL_THROTTLED       transient: the system asked us to slow down
+        │   ├── ToolThrottled     TOOL_THROTTLED       transient: the system asked us to slow down
+        │   └── ToolCrashed       TOOL_CRASHED         tool code raised a BaseException (SystemExit …)
         ├── ToolTimeout           TOOL_TIMEOUT         the tool exceeded its timeout
         ├── SchemaMismatch        SCHEMA_MISMATCH      input or output violates a schema
         ├── PolicyDenied          POLICY_DENIED        the policy gate refused a side effect
@@ -27,7 +29,11 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
         ├── CompensationFailed    COMPENSATION_FAILED  an undo raised; kept as residue, never swallowed
         ├── BranchFailed          BRANCH_FAILED        a child run of parallel/map/subflow failed
         ├── PayloadTooLarge       PAYLOAD_TOO_LARGE    a payload exceeds the store's size limit
+        ├── Cancelled             CANCELLED            the run was cancelled (a user, or a failed sibling)
         └── FlowFailed            (code from the fail state)  a ``fail`` state or a ``fail:`` handler
+
+A run's stored ``error`` is always made by :func:`run_error` (from an error class and a message)
+or :func:`error_record` (from a raised exception): ``{type, code, message, state[, attempt]}``.
 
 Exceptions raised by tool code that are not ``StepError`` (``ConnectionError``, ``KeyError`` …)
 are wrapped by the engine; flows match them by their class name or any base class name, as
@@ -72,6 +78,13 @@ class SecretKeyError(StoreError):
 
 class RunConflict(StoreError):
     code = "RUN_CONFLICT"
+
+
+class LeaseLost(RunConflict):
+    """A worker's fencing token is no longer the run's (its lease expired or another worker
+    claimed the run): the commit wrote nothing and the worker must stop driving the run."""
+
+    code = "LEASE_LOST"
 
 
 class RecordTampered(StoreError):
@@ -125,6 +138,14 @@ class ToolThrottled(ToolError):
     code = "TOOL_THROTTLED"
 
 
+class ToolCrashed(ToolError):
+    """Tool code raised something that is not an ``Exception`` (``SystemExit``, ``GeneratorExit``, a
+    ``BaseException`` subclass): the run must not die with it. Handlers match the original class
+    name, ``ToolCrashed`` and ``ToolError``."""
+
+    code = "TOOL_CRASHED"
+
+
 class ToolTimeout(StepError):
     code = "TOOL_TIMEOUT"
 
@@ -173,6 +194,13 @@ class PayloadTooLarge(StepError):
     code = "PAYLOAD_TOO_LARGE"
 
 
+class Cancelled(StepError):
+    """The run was cancelled (``flowctl cancel``, or a sibling branch failed). Never raised: it names
+    the stored error of a cancelled run (:func:`run_error`)."""
+
+    code = "CANCELLED"
+
+
 class FlowFailed(StepError):
     """A ``fail`` state or a ``fail:`` handler ended the run; ``error`` is the declared name."""
 
@@ -204,3 +232,45 @@ def error_names(exc: BaseException) -> list[str]:
         if cls.__name__ not in names:
             names.append(cls.__name__)
     return names
+
+
+def handler_names(exc: BaseException) -> list[str]:
+    """Names a retry rule or an ``on_error`` handler can match for ``exc``: those the engine tagged
+    it with (``flowctl_names``: a tool's exception also matches ``ToolError``), else
+    :func:`error_names`."""
+    return list(getattr(exc, "flowctl_names", None) or error_names(exc))
+
+
+def run_error(kind: type | str, message: str, state: str | None, attempt: int | None = None) -> dict:
+    """A run's stored error ``{type, code, message, state[, attempt]}`` for an error ``kind``: a
+    :class:`StepError` class (type its name, code its ``code``) or a declared error name (a ``fail``
+    state's or handler's ``error``: both type and code)."""
+    if isinstance(kind, str):
+        name = code = kind
+    else:
+        name, code = kind.__name__, kind.code
+    err = {"type": name, "code": code, "message": message, "state": state}
+    if attempt is not None:
+        err["attempt"] = attempt
+    return err
+
+
+def error_record(exc: BaseException, state: str | None, attempt: int | None) -> dict:
+    """The stored error of ``exc`` raised in ``state``: ``{type, code, message, state, attempt}``
+    (``attempt`` left out when None). ``type`` is its first handler name; ``code`` its own code for a
+    flowctl step error, else (tool exceptions, tool errors, fail states) that same name."""
+    names = handler_names(exc)
+    type_name = names[0] if names else type(exc).__name__
+    code = getattr(exc, "code", None)
+    if not isinstance(exc, StepError) or code in (None, ToolError.code, FlowFailed.code):
+        code = type_name
+    err = {"type": type_name, "code": code, "message": str(exc) or type_name, "state": state}
+    if attempt is not None:
+        err["attempt"] = attempt
+    return err
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its class name when it has none (for one-line logs)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

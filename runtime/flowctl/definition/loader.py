@@ -17,7 +17,7 @@ from flowctl.definition import versions
 from flowctl.diagnostics import ERROR, Diagnostic
 from flowctl.definition.durations import parse_duration
 from flowctl.errors import ProjectError
-from flowctl.definition.model import (STATE_FIELDS, Check, Contract, Flow, Handler, Limits, Policy, Project, Retry,
+from flowctl.definition.model import (STATE_FIELDS, STATE_MODELS, Check, Contract, Flow, Handler, Limits, Policy, Project, Retry,
                     State, Transition)
 from flowctl.definition.yamlio import Document, read_document
 
@@ -289,9 +289,13 @@ def _handlers(doc, data, path):
 
 def _state(doc: Document) -> State:
     d = doc.data
-    return State(doc, (), d["id"], d["type"], d.get("description", ""), d.get("tool"), d.get("input"),
+    model, fields = STATE_MODELS.get(d["type"], (State, {}))  # the typed model of its type (model.py)
+    typed = {attr: d[key] for attr, key in fields.items() if d.get(key) is not None}
+    if isinstance(typed.get("decisions"), list) or isinstance(typed.get("branches"), list):
+        typed.update({k: tuple(typed[k]) for k in ("decisions", "branches") if isinstance(typed.get(k), list)})
+    return model(doc, (), d["id"], d["type"], d.get("description", ""), d.get("tool"), d.get("input"),
                  d.get("input_schema"), _timeout(d.get("timeout")), _retries(doc, d.get("retry"), ("retry",)),
-                 _handlers(doc, d.get("on_error"), ("on_error",)), d)
+                 _handlers(doc, d.get("on_error"), ("on_error",)), d, **typed)
 
 
 def _flow(doc: Document) -> Flow:

@@ -105,6 +105,116 @@ class State(Located):
         return self.raw.get(key, default)
 
 
+# One typed model per state type (the loader picks it by ``type``): the engine reads these fields,
+# never ``raw``. Values are as written (durations as text, expressions as ``{"expr": …}``) unless
+# the field says otherwise; ``get`` still answers for tools that read the file's fields by name.
+@dataclass(frozen=True)
+class TaskState(State):
+    """``type: task``: one tool call (``tool``, ``input``, ``timeout``, ``retry``)."""
+
+
+@dataclass(frozen=True)
+class ChoiceState(State):
+    """``type: choice``: only its transitions decide."""
+
+
+@dataclass(frozen=True)
+class PassState(State):
+    """``type: pass``: ``set`` (a mapping of context paths to expressions), applied on entry."""
+
+    set: Mapping | None = None
+
+
+@dataclass(frozen=True)
+class ReviewState(State):
+    """``type: review``. ``review_timeout``: the ``timeout`` as written (a duration text, or
+    ``{"expr": …}`` giving seconds); ``remind_after``: a duration text; ``on_timeout``:
+    ``{goto: STATE}`` or ``{fail: NAME}`` (None: fail ``ReviewTimeout``)."""
+
+    show: Mapping | None = None
+    decisions: tuple = ()
+    notify: str | None = None
+    review_timeout: Any = None
+    remind_after: str | None = None
+    on_timeout: Mapping | None = None
+
+
+@dataclass(frozen=True)
+class WaitState(State):
+    """``type: wait``: ``duration`` (text such as ``5s``) or ``until`` (an expression giving an ISO-8601 time)."""
+
+    duration: Any = None
+    until: str | None = None
+
+
+@dataclass(frozen=True)
+class FanoutState(State):
+    """What parallel, map and subflow share: limits on the child runs they start."""
+
+    max_concurrency: int | None = None
+    tolerated_failures: Mapping | None = None
+    max_depth: int | None = None
+
+
+@dataclass(frozen=True)
+class ParallelState(FanoutState):
+    """``type: parallel``: one child run per flow id in ``branches``, each on the same input."""
+
+    branches: tuple = ()
+
+
+@dataclass(frozen=True)
+class MapState(FanoutState):
+    """``type: map``: one child run of ``flow`` per item of ``items`` (an expression), or per
+    ``batch: {max_items: N}`` items; ``item_input`` maps each item (None: the item itself)."""
+
+    items: str | None = None
+    flow: str | None = None
+    item_input: Any = None
+    batch: Mapping | None = None
+    max_items: int | None = None
+
+
+@dataclass(frozen=True)
+class SubflowState(FanoutState):
+    """``type: subflow``: one child run of ``flow``."""
+
+    flow: str | None = None
+
+
+@dataclass(frozen=True)
+class SucceedState(State):
+    """``type: succeed``: the run ends succeeded with the flow's ``output``."""
+
+
+@dataclass(frozen=True)
+class FailState(State):
+    """``type: fail``: ``error`` and ``cause`` (literals or ``{"expr": …}``); ``compensate``: undo first."""
+
+    error: Any = None
+    cause: Any = None
+    compensate: bool = False
+
+
+#: the model class of each state type and the fields it reads from the file (``{attribute: key}``)
+STATE_MODELS: Mapping[str, tuple] = MappingProxyType({
+    "task": (TaskState, {}),
+    "choice": (ChoiceState, {}),
+    "pass": (PassState, {"set": "set"}),
+    "review": (ReviewState, {"show": "show", "decisions": "decisions", "notify": "notify",
+                             "review_timeout": "timeout", "remind_after": "remind_after", "on_timeout": "on_timeout"}),
+    "wait": (WaitState, {"duration": "duration", "until": "until"}),
+    "parallel": (ParallelState, {"branches": "branches", "max_concurrency": "max_concurrency",
+                                 "tolerated_failures": "tolerated_failures", "max_depth": "max_depth"}),
+    "map": (MapState, {"items": "items", "flow": "flow", "item_input": "item_input", "batch": "batch",
+                       "max_concurrency": "max_concurrency", "max_items": "max_items",
+                       "tolerated_failures": "tolerated_failures", "max_depth": "max_depth"}),
+    "subflow": (SubflowState, {"flow": "flow", "max_depth": "max_depth"}),
+    "succeed": (SucceedState, {}),
+    "fail": (FailState, {"error": "error", "cause": "cause", "compensate": "compensate"}),
+})
+
+
 @dataclass(frozen=True)
 class Transition(Located):
     """A business transition (layer 3). Per state, the first match in file order wins."""

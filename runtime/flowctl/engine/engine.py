@@ -17,61 +17,34 @@ Runs are durable: a run that is waiting (a timer or a retry delay longer than
 :meth:`Engine.resume`; :meth:`Engine.recover` continues every such run that is due. A resumed run
 uses the definition snapshot it started with.
 
-The per-run machinery lives in :mod:`flowctl.engine.runner`; this module is the public face.
+The per-run machinery: :mod:`flowctl.engine.lifecycle` (start, resume, recover), the step loop
+:mod:`flowctl.engine.loop`, the state handlers :mod:`flowctl.engine.states`, cancel
+:mod:`flowctl.engine.cancel`; this module is the public face.
 """
 from __future__ import annotations
 
 import os
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowctl.check.checks import flow_graph, validate
+from flowctl.definition.kinds import did_you_mean
+from flowctl.definition.loader import load_files
+from flowctl.definition.model import files_digest
+from flowctl.diagnostics import ERROR
+from flowctl.engine import cancel as cancelling
+from flowctl.engine import lifecycle
 from flowctl.engine.clock import SystemClock
-from flowctl.errors import ProjectError, RecordTampered, RunNotFound, StoreError, UsageError
+from flowctl.engine.flowfiles import flow_files, missing_parts, started_flows, tool_refs
+from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
+from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
+from flowctl.engine.tools import resolve
+from flowctl.errors import LeaseLost, ProjectError, RecordTampered, RunConflict, RunNotFound, StoreError, UsageError
 from flowctl.store.sql import FINAL
 
-EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 1, "paused": 3, "waiting": 3, "running": 3}
-
-
-@dataclass
-class RunResult:
-    """How a run stands after ``run``/``resume``.
-
-    ``status``: succeeded | failed | cancelled | paused | waiting. ``output``: the flow's
-    ``output`` (succeeded). ``error``: ``{type, code, message, state}`` (failed). ``path``: state
-    ids entered, in order: the last 32 of a longer run (``steps`` counts them all; ``flowctl
-    trace`` shows all).
-    ``residue``: compensations that failed, ``[{state, tool, error}]``.
-    ``review``: when paused, ``{state, token, decisions, show, deadline}`` (the token is only
-    here, never stored). ``available_at``: when waiting, epoch seconds it is due.
-    """
-
-    run_id: str
-    flow: str
-    status: str
-    output: Any = None
-    error: dict | None = None
-    path: list = field(default_factory=list)
-    residue: list = field(default_factory=list)
-    review: dict | None = None
-    available_at: float | None = None
-    steps: int = 0
-    #: ``cancel`` of a run a live worker holds: the request is recorded; that worker cancels it
-    cancel_requested: bool = False
-    #: when waiting on its child runs: ``[{run_id, flow, status, review, available_at, children}]``
-    #: of those not finished (``review`` as above, its token where this process issued it)
-    children: list = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """0 succeeded, 1 failed or cancelled, 3 paused or waiting."""
-        return EXIT_CODES.get(self.status, 1)
-
-
-def new_run_id(clock) -> str:
-    """Time-ordered id: 12 hex digits of milliseconds then 12 random hex digits."""
-    return f"{int(clock.time() * 1000):012x}{uuid.uuid4().hex[:12]}"
+#: old names (``flowctl.engine.engine._child_flows``) for callers outside the engine
+_child_flows = started_flows
+_missing_parts = missing_parts
 
 
 class Engine:
@@ -99,11 +72,22 @@ class Engine:
         #: ``fn(runner) -> flowctl.expr.expressions.Recorder``: where uuid()/now() values come from
         #: (replay passes recorded ones); None draws fresh values.
         self.recorder_factory = None
-        #: parallel/map/subflow children become queued runs any worker may claim, instead of threads
-        #: of this process (set by :class:`flowctl.workers.worker.Worker`; see :mod:`flowctl.engine.states.fanout`)
-        self.distribute_children = False
+        #: who runs the child runs of parallel/map/subflow states (:mod:`flowctl.engine.launchers`):
+        #: threads of this process, or (a worker's) queued runs any worker may claim
+        self.launcher = ThreadLauncher()
+        #: who continues a fan-out already queued for workers, whichever process resumes its parent
+        self.queue_launcher = QueueLauncher()
         self._projects: dict = {}
         self._checked: set = set()
+
+    @property
+    def distribute_children(self) -> bool:
+        """Whether fan-out children become queued runs for workers (the launcher queues them)."""
+        return self.launcher.queued
+
+    @distribute_children.setter
+    def distribute_children(self, value: bool) -> None:
+        self.launcher = self.queue_launcher if value else ThreadLauncher()
 
     # ----------------------------------------------------------------------------- public API
     def run(self, flow_id: str, input: Any = None, *, params: dict | None = None, run_id: str | None = None) -> RunResult:
@@ -112,41 +96,31 @@ class Engine:
         Raises :class:`UsageError` for an unknown flow, invalid input (checked against the flow's
         ``input_schema``), or a flow whose definition files have errors.
         """
-        from flowctl.engine import runner
-
         flow = self._flow(flow_id)
         self._check_flow(flow)
-        return runner.start(self, self.project, flow, {} if input is None else input, params or {}, run_id)
+        return lifecycle.start(self, self.project, flow, {} if input is None else input, params or {}, run_id)
 
     def resume(self, run_id: str, *, token: str | None = None, decision: str | None = None,
                data: Any = None, by: str | None = None) -> RunResult:
         """Continue a run: decide its pending review (``token``, ``decision``, ``data``, ``by``), or
         continue a due wait, or take over a run whose process died. A finished run is returned
         as it stands. Raises :class:`RunNotFound`, :class:`UsageError` (refused review)."""
-        from flowctl.engine import runner
-
         row = self.store.get_run(run_id)
-        return runner.resume(self, row, token=token, decision=decision, data=data, by=by)
+        return lifecycle.resume(self, row, token=token, decision=decision, data=data, by=by)
 
     def recover(self) -> list:
         """Continue every run that is due: orphaned ``running`` runs (owner process gone),
         ``waiting`` runs whose time has come, and paused reviews whose timeout passed."""
-        from flowctl.engine import runner
-
-        return runner.recover(self)
+        return lifecycle.recover(self)
 
     def fire_due_reviews(self) -> list:
         """Fire review timeouts and reminders that came due while no process was running."""
-        from flowctl.engine import runner
-
-        return runner.fire_due_reviews(self)
+        return lifecycle.fire_due_reviews(self)
 
     def reissue_token(self, run_id: str, *, by: str | None = None) -> str:
         """A new one-time token for a run paused for review (the old one stops working); for when
         the printed or notified token was lost. Raises :class:`UsageError` if no review is pending."""
-        from flowctl.engine import runner
-
-        return runner.reissue_token(self, self.store.get_run(run_id), by=by)
+        return lifecycle.reissue_token(self, self.store.get_run(run_id), by=by)
 
     def cancel(self, run_id: str, *, compensate: bool = True, by: str | None = None) -> RunResult:
         """Stop a run that has not finished; undo its completed side effects unless told not to.
@@ -154,14 +128,10 @@ class Engine:
         The cancel owns the run by one conditional commit before it undoes anything; when another
         command committed first it looks again (up to 3 times). Raises :class:`UsageError` when the
         run has ended or a live process executes it, :class:`RunConflict` when others kept winning."""
-        from flowctl.engine import runner
-        from flowctl.errors import RunConflict
-        from flowctl.store.sql import LeaseLost
-
         for attempt in range(3):
             row = self.store.get_run(run_id)
             try:
-                return runner.cancel(self, row, compensate=compensate, by=by)
+                return cancelling.cancel(self, row, compensate=compensate, by=by)
             except RunConflict as exc:  # another command owned the run first (nothing was undone): look again
                 if isinstance(exc, LeaseLost) or attempt == 2:
                     raise
@@ -174,15 +144,11 @@ class Engine:
             found = self.tool_resolver(contract, kind)
             if found is not None:
                 return found
-        from flowctl.engine.tools import resolve
-
         return resolve(getattr(contract, kind), tools_folder, self.project.tool_packages)
 
     def _flow(self, flow_id: str):
         flow = self.project.flows.get(flow_id)
         if flow is None:
-            from flowctl.definition.kinds import did_you_mean
-
             if ("flow", flow_id) in self.project.broken:
                 raise UsageError(f"flow '{flow_id}' has errors and cannot run", hint="run: flowctl validate")
             known = ", ".join(sorted(self.project.flows)) or "none"
@@ -193,11 +159,8 @@ class Engine:
         """Refuse a flow whose own files (flow, its states, their contracts, policies) have errors."""
         if not self.check or flow.id in self._checked:
             return
-        from flowctl.diagnostics import ERROR
-        from flowctl.check.checks import validate
-
         files = flow_files(self.project, flow)
-        missing = _missing_parts(self.project, flow)
+        missing = missing_parts(self.project, flow)
         errors = [d for d in validate(self.project) if d.severity == ERROR
                   and (d.file in files or Path(d.file).stem.split(".")[0] in missing)]
         if missing and not errors:
@@ -209,19 +172,17 @@ class Engine:
                                hint="run: flowctl validate")
         self._resolve_tools(flow)
         self._checked.add(flow.id)
-        for child in _child_flows(self.project, flow):  # the flows its parallel/map/subflow states start
+        for child in started_flows(self.project, flow):  # the flows its parallel/map/subflow states start
             self._check_flow(self.project.flows[child])
 
     def _resolve_tools(self, flow) -> None:
         """Import every tool function the flow's states name (entrypoint, verify, compensate of each
         tool, fallback and notify) before a run is created: a module that does not import, or code
         the project may not run, is a :class:`UsageError` (exit 2) with nothing started or stored."""
-        from flowctl.check.checks import flow_graph
-
         folder = str(self.project.orchestration / "tools")
         for sid in sorted(flow_graph(self.project, flow)):
             state = self.project.states.get(sid)
-            refs = [state.tool, state.get("notify")] + [h.fallback for h in state.on_error] if state else []
+            refs = tool_refs(state) if state else []
             for ref in refs:
                 contract = self.project.resolve_tool(ref) if isinstance(ref, str) and ref else None
                 for kind in ("entrypoint", "verify", "compensate"):
@@ -236,9 +197,6 @@ class Engine:
             return self.project
         found = self._projects.get(digest)
         if found is None:
-            from flowctl.definition.loader import load_files
-            from flowctl.definition.model import files_digest
-
             files = self.store.load_definition(digest)
             if files_digest(files) != digest:  # the snapshot was edited in the store
                 raise RecordTampered(f"the definition snapshot {digest[:12]} in the store does not hash to its "
@@ -248,57 +206,4 @@ class Engine:
         return found
 
 
-def _missing_parts(project, flow) -> list:
-    """States and tools the flow names that the project does not have (undefined, or their file did
-    not load): running it would fail on the first one reached."""
-    from flowctl.check.checks import flow_graph
-
-    missing = [f for f in _child_flows(project, flow, known_only=False) if f not in project.flows]
-    for sid in sorted(flow_graph(project, flow)):
-        state = project.states.get(sid)
-        if state is None:
-            missing.append(sid)
-            continue
-        for ref in [state.tool, state.get("notify")] + [h.fallback for h in state.on_error]:
-            if isinstance(ref, str) and ref and project.resolve_tool(ref) is None:
-                missing.append(ref.split("@")[0])
-    return missing
-
-
-def _child_flows(project, flow, known_only: bool = True) -> list:
-    """Ids of the flows started by the parallel, map and subflow states of ``flow``."""
-    from flowctl.check.checks import child_flows, flow_graph
-
-    found = []
-    for sid in sorted(flow_graph(project, flow)):
-        state = project.states.get(sid)
-        for fid in child_flows(state) if state is not None else ():
-            if isinstance(fid, str) and fid not in found and (fid in project.flows or not known_only):
-                found.append(fid)
-    return found
-
-
-def flow_files(project, flow) -> set:
-    """Relative paths of every file a flow depends on."""
-    from flowctl.check.checks import flow_graph
-
-    files = {flow.file}
-    tools = set()
-    for sid in flow_graph(project, flow):
-        state = project.states.get(sid)
-        if state is None:
-            continue
-        files.add(state.file)
-        for ref in [state.tool, state.get("notify")] + [h.fallback for h in state.on_error]:
-            if ref:
-                contract = project.resolve_tool(ref)
-                if contract is not None:
-                    files.add(contract.file)
-                    tools.add(contract.id)
-    for policy in project.policies.values():
-        if tools & set(policy.applies_to):
-            files.add(policy.file)
-    return files
-
-
-__all__ = ["Engine", "RunResult", "RunNotFound", "StoreError", "FINAL"]
+__all__ = ["Engine", "RunResult", "RunNotFound", "StoreError", "FINAL", "EXIT_CODES", "new_run_id", "flow_files"]

@@ -20,7 +20,7 @@ from flowctl.store.audit import redact
 from flowctl.engine.tools import DEFAULT_TIMEOUT, call_with_timeout
 
 
-def take_snapshot(runner, contract, tool_input, call, phase: str) -> None:
+def take_snapshot(ctx, contract, tool_input, call, phase: str) -> None:
     """Call ``contract.snapshot`` (if any) and record an ``effect_snapshot`` event for ``phase``
     (``"before"`` or ``"after"``) on ``call.state`` / ``call.attempt``. Never raises for the
     snapshot function's own failures (they are recorded)."""
@@ -28,7 +28,7 @@ def take_snapshot(runner, contract, tool_input, call, phase: str) -> None:
         return
     data = {"tool": contract.ref, "phase": phase}
     try:
-        fn = runner.engine.tool_function(contract, "snapshot", runner.tools_folder)
+        fn = ctx.engine.tool_function(contract, "snapshot", ctx.tools_folder)
         taken = call_with_timeout(fn, (copy.deepcopy(tool_input), call), contract.timeout or DEFAULT_TIMEOUT,
                                   f"snapshot of {contract.ref}")
     except Exception as exc:  # noqa: BLE001 - recorded: the capture is missing, the call goes on
@@ -38,4 +38,4 @@ def take_snapshot(runner, contract, tool_input, call, phase: str) -> None:
             data["snapshot"] = redact(taken, contract.sensitive)
         else:
             data.update(error="SchemaMismatch", message=f"snapshot returned {type(taken).__name__}; it must return a dict")
-    runner.emit("effect_snapshot", call.state, call.attempt, **data)
+    ctx.emit("effect_snapshot", call.state, call.attempt, **data)

@@ -17,33 +17,38 @@ from flowctl.errors import CompensationFailed
 from flowctl.engine.tools import ToolCall, call_with_timeout
 
 
-def compensate(runner, reason: str) -> None:
-    stack = runner.cursor["saga"]
+def compensate(ctx, reason: str) -> None:
+    stack = ctx.cursor.saga
     while stack:
         entry = stack[-1]
-        contract = _contract(runner.project, entry["tool"])
-        call = ToolCall(entry.get("run_id", runner.id), entry["step"], entry["state"], 1, entry["idempotency_key"], None,
+        contract = _contract(ctx.project, entry["tool"])
+        call = ToolCall(entry.get("run_id", ctx.id), entry["step"], entry["state"], 1, entry["idempotency_key"], None,
                         entry["tool"])
-        runner.emit("compensation_started", entry["state"], tool=entry["tool"], reason=reason,
+        ctx.emit("compensation_started", entry["state"], tool=entry["tool"], reason=reason,
                     idempotency_key=entry["idempotency_key"])
         try:
-            undo_once(runner, contract, entry, call)
+            undo_once(ctx, contract, entry, call)
         except Exception as exc:  # noqa: BLE001 - residue, recorded below
             failure = CompensationFailed(f"compensating {entry['tool']} of '{entry['state']}' failed: "
                                          f"{type(exc).__name__}: {exc}")
-            residue = {"state": entry["state"], "tool": entry["tool"], "error": str(failure),
-                       "idempotency_key": entry["idempotency_key"]}
-            runner.cursor["residue"].append(residue)
-            runner.emit("compensation_failed", entry["state"], code=failure.code, **residue)
+            record_residue(ctx, entry["state"], entry["tool"], str(failure), entry["idempotency_key"])
         else:
-            runner.emit("compensation_succeeded", entry["state"], tool=entry["tool"])
+            ctx.emit("compensation_succeeded", entry["state"], tool=entry["tool"])
         stack.pop()
-        runner.commit()
+        ctx.commit()
 
 
-def undo_once(runner, contract, entry, call) -> None:
+def record_residue(ctx, state_id: str, tool: str, error: str, key: str, attempt: int | None = None) -> None:
+    """A compensation failed for good: keep ``{state, tool, error, idempotency_key}`` in the run's
+    ``residue`` (and ``RunResult.residue``) and record a ``compensation_failed`` event."""
+    residue = {"state": state_id, "tool": tool, "error": error, "idempotency_key": key}
+    ctx.cursor.residue.append(residue)
+    ctx.emit("compensation_failed", state_id, attempt, code=CompensationFailed.code, **residue)
+
+
+def undo_once(ctx, contract, entry, call) -> None:
     """Call ``compensate`` with its retry policy; raise the last error if every attempt fails."""
-    fn = runner.engine.tool_function(contract, "compensate", runner.tools_folder)
+    fn = ctx.engine.tool_function(contract, "compensate", ctx.tools_folder)
     policy = contract.compensate_retry or {}
     attempts = int(policy.get("max_attempts", 1))
     delay = parse_duration(policy.get("interval", "1s"))
@@ -59,8 +64,8 @@ def undo_once(runner, contract, entry, call) -> None:
             if attempt == attempts:
                 raise
             wait = min(delay, cap) if cap else delay
-            runner.emit("compensation_retry", entry["state"], attempt, tool=contract.ref, delay_s=wait)
-            runner.clock.sleep(wait)
+            ctx.emit("compensation_retry", entry["state"], attempt, tool=contract.ref, delay_s=wait)
+            ctx.clock.sleep(wait)
             delay *= backoff
 
 

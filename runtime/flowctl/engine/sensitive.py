@@ -33,8 +33,11 @@ import json
 import math
 import re
 
-from flowctl.store.audit import REDACTED, encode_data
+from flowctl.engine.flowfiles import flow_files, started_flows
+from flowctl.errors import FlowctlError
+from flowctl.store.audit import REDACTED, encode_data, row_identity, run_seal
 from flowctl.store.keyring import Sealed
+from flowctl.store.sql import FINAL
 
 #: Values at least this long are also redacted inside longer text; shorter ones only when whole.
 MIN_INSIDE = 4
@@ -258,7 +261,7 @@ def for_run(runner, inherited=None):
     """The :class:`Secrets` of ``runner``'s run, or None when it is not sensitive. ``inherited``:
     the parent's ``{fields, values}`` (a child run starting). Raises
     :class:`~flowctl.errors.SecretKeyError` when the store needs a key it cannot have."""
-    kept = runner.cursor.get("secrets")
+    kept = runner.cursor.secrets
     if not runner.sensitive and not kept and not inherited:
         return None
     keyring = getattr(runner.store, "keyring", None)
@@ -283,34 +286,33 @@ def _seal(s: Secrets, run_id: str, column: str, value):
 def new_row(runner, row: dict) -> dict:
     """The first row of a sensitive run as the store keeps it: input, params and cursor sealed."""
     s = runner.secrets
-    runner.cursor["secrets"] = s.kept()
+    runner.cursor.secrets = s.kept()
     s.changed = False
-    out = dict(row)
+    out = dict(row, cursor=runner.cursor.to_json())
     for column in ("input", "params", "cursor"):
-        out[column] = _seal(s, row["id"], column, row.get(column))
+        out[column] = _seal(s, row["id"], column, out.get(column))
     return out
 
 
 def protect(runner, run: dict, steps: list, status) -> tuple:
     """``(run, steps)`` of one commit as the store keeps them (see the module docstring)."""
-    from flowctl.store.sql import FINAL
-
     s = runner.secrets
     if s.changed:
-        runner.cursor["secrets"] = s.kept()
+        runner.cursor.secrets = s.kept()
         s.changed = False
+    cursor = runner.cursor.to_json()
     steps = [s.step(row) for row in steps]
     out = dict(run)
     if out.get("error") is not None:
         out["error"] = s.scrub(out["error"])
     if status in FINAL and not _parent_live(runner):  # the run ended: no plaintext is needed any more
-        out["cursor"] = s.scrub({k: v for k, v in runner.cursor.items() if k != "secrets"})
+        out["cursor"] = s.scrub({k: v for k, v in cursor.items() if k != "secrets"})
         out["input"] = s.scrub(runner.row.get("input"))
         out["params"] = s.scrub(runner.row.get("params"))
         if "output" in out:
             out["output"] = s.scrub(out["output"])
         return out, steps
-    out["cursor"] = _seal(s, runner.id, "cursor", runner.cursor)
+    out["cursor"] = _seal(s, runner.id, "cursor", cursor)
     if "output" in out:  # a child run: its parent reads the output, then drops it (drop_children)
         out["output"] = _seal(s, runner.id, "output", out["output"])
     return out, steps
@@ -318,9 +320,6 @@ def protect(runner, run: dict, steps: list, status) -> tuple:
 
 def _parent_live(runner) -> bool:
     """A child run whose parent has not ended: the parent still reads its output and saga."""
-    from flowctl.errors import FlowctlError
-    from flowctl.store.sql import FINAL
-
     parent_id = runner.row.get("parent_id")
     if not parent_id:
         return False
@@ -332,8 +331,6 @@ def _parent_live(runner) -> bool:
 
 def drop_children(runner) -> None:
     """``runner``'s run ended: its finished child runs, kept sealed for it, are redacted for good."""
-    from flowctl.store.sql import FINAL
-
     store = runner.store
     for child in store.list_runs(parent_id=runner.id, limit=0):
         kept = (child.get("cursor") or {}).get("secrets")
@@ -344,8 +341,6 @@ def drop_children(runner) -> None:
         fields = {"input": s.scrub(child.get("input")), "params": s.scrub(child.get("params")),
                   "cursor": cursor, "output": s.scrub(child.get("output"))}
         if child.get("seal"):  # the redacted checkpoint is what the row holds now: sealed again (audit.run_seal)
-            from flowctl.store.audit import row_identity, run_seal
-
             fields["seal"] = run_seal(child["id"], child["last_seq"], child["last_hash"], child["status"],
                                       child.get("error"), encode_data(cursor), row_identity(dict(child, **fields)))
         store.drop_secrets(child["id"], child["last_seq"], fields)
@@ -357,11 +352,9 @@ def flow_fields(project, flow) -> frozenset:
     key = ("sensitive", flow.id)
     found = project._resolved.get(key)
     if found is None:
-        from flowctl.engine.engine import _child_flows, flow_files
-
         reach, todo = {flow.id}, [flow]
         while todo:
-            for child in _child_flows(project, todo.pop()):
+            for child in started_flows(project, todo.pop()):
                 if child not in reach:
                     reach.add(child)
                     todo.append(project.flows[child])

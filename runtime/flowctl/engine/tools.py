@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from flowctl.errors import ToolError, ToolTimeout, UsageError
+from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -169,14 +169,6 @@ def _executor() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="flowctl-tool")
         return _pool
-
-
-class ToolCrashed(ToolError):
-    """Tool code raised something that is not an ``Exception`` (``SystemExit``, ``GeneratorExit``, a
-    ``BaseException`` subclass): the run must not die with it. Handlers match the original class
-    name, ``ToolCrashed`` and ``ToolError``."""
-
-    code = "TOOL_CRASHED"
 
 
 MIN_TIMEOUT = 0.001  # seconds; shorter timeouts are raised to this

@@ -41,7 +41,7 @@ import json
 from flowctl.errors import RunConflict, RunNotFound, StoreError
 from flowctl.store.history import HistoryMethods
 from flowctl.store.queue import QueueMethods
-from flowctl.diagnostics import first_line
+from flowctl.errors import first_line
 from flowctl.store.records import (FINAL, JSON_RUN, JSON_STEP, SEALED_PREFIX, LeaseLost, check_run_id, dump_run_field,
                                    dumps, event_dict, event_row, loads, prefix_bounds, review_due, run_dict)
 from flowctl.store.url import safe_url

@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 
 from flowctl.errors import StoreError
-from flowctl.diagnostics import first_line
+from flowctl.errors import first_line
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: More events than this in one commit (a task retried inline thousands of times) take the

@@ -7,13 +7,8 @@ from __future__ import annotations
 
 import json
 
-from flowctl.errors import RunConflict, RunNotFound, StoreError
+from flowctl.errors import LeaseLost, RunConflict, RunNotFound, StoreError  # noqa: F401 - LeaseLost: records.LeaseLost
 from flowctl.store.keyring import PREFIX as SEALED_PREFIX, Sealed
-
-
-class LeaseLost(RunConflict):
-    """A worker's fencing token is no longer the run's (its lease expired or another worker
-    claimed the run): the commit wrote nothing and the worker must stop driving the run."""
 
 
 #: A run's ``status``; the last three are final.

@@ -19,7 +19,7 @@ renewal fails is lost: the worker stops driving it.
 **Fencing.** Every write of a run this worker holds — checkpoint, events, status — goes through
 :class:`LeasedStore`, which adds the worker's token: the store's update requires ``fence = token
 AND lease_until >= now``. A worker that was paused or cut off past its lease therefore writes
-nothing (zero rows; :class:`~flowctl.store.sql.LeaseLost`) and drops the run; the worker that claimed
+nothing (zero rows; :class:`~flowctl.errors.LeaseLost`) and drops the run; the worker that claimed
 it next continues from the last checkpoint, verifying a side effect that was in flight before it
 repeats it with the same idempotency key. Child runs (parallel/map/subflow) created or continued
 by a worker are leased and fenced the same way, so any worker can take them over.
@@ -45,19 +45,25 @@ cap; on SQLite ``BEGIN IMMEDIATE`` already serialises claims.
 """
 from __future__ import annotations
 
-import copy
-import json
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from flowctl.errors import RunConflict, StoreError, UsageError
-from flowctl.store.sql import FINAL, LeaseLost
+from flowctl.engine import cancel as cancelling
+from flowctl.engine import lifecycle
+from flowctl.engine.engine import Engine
+from flowctl.engine.launchers import QueueLauncher
+from flowctl.errors import LeaseLost, RunConflict, UsageError, first_line
+from flowctl.store.protocol import QueueStore
+from flowctl.store.records import FINAL, review_due_at
+from flowctl.store.url import safe_url
+from flowctl.workers.leased import LeasedStore
+from flowctl.workers.logs import json_logger, text_logger
+from flowctl.workers.submit import enqueue
 
 DEFAULT_LEASE = 30.0
 DEFAULT_POLL = 2.0
@@ -65,130 +71,6 @@ DEFAULT_POLL = 2.0
 DEFAULT_CANCEL_POLL = 1.0
 
 
-class _Enqueued(BaseException):
-    def __init__(self, run_id):
-        super().__init__(run_id)
-        self.run_id = run_id
-
-
-# ------------------------------------------------------------------------------------------ submit
-class _EnqueueStore:
-    """The store as :func:`flowctl.engine.runner.start` sees it while a run is submitted: the new run is
-    written ``queued`` (not running, no owner) and start stops right there."""
-
-    def __init__(self, store, queue, priority, delay):
-        self._store, self._queue, self._priority, self._delay = store, queue, priority, delay
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-    def create_run(self, run, events, steps=(), **_):
-        row = dict(run, status="queued", owner=None, queue=self._queue, priority=self._priority, available_at=None)
-        if "seal" in row:  # sealed as it is written: queued
-            from flowctl.store.audit import encode_data, row_identity, run_seal
-
-            text = row.get("cursor_json")  # None for an encrypted checkpoint: sealed by its plaintext
-            if text is None:
-                text = encode_data(getattr(row["cursor"], "plain", row["cursor"]))
-            row["seal"] = run_seal(row["id"], row["last_seq"], row["last_hash"], "queued", None, text, row_identity(row))
-        if self._delay:
-            row["available_at"] = self._store.now_expr + float(self._delay)
-        self._store.create_run(row, events, steps)
-        raise _Enqueued(run["id"])
-
-
-def enqueue(engine, flow_id: str, run_input=None, *, params: dict | None = None, queue: str = "default",
-            priority: int = 0, delay: float | None = None, run_id: str | None = None) -> str:
-    """Submit a run of ``flow_id`` for workers and return its id. The input and params are checked
-    and the definition snapshot saved exactly as :meth:`Engine.run` does; ``delay`` seconds
-    postpone it. Raises :class:`UsageError` (unknown flow, bad input), :class:`StoreError`."""
-    from flowctl.engine import runner
-
-    if not hasattr(engine.store, "claim"):
-        raise UsageError("workers need a shared store: --db postgresql://… or sqlite:///path.db, not memory")
-    if not queue or len(queue) > 100:
-        raise UsageError("--queue must be 1 to 100 characters")
-    flow = engine._flow(flow_id)
-    engine._check_flow(flow)
-    shadow = copy.copy(engine)
-    shadow.store = _EnqueueStore(engine.store, queue, int(priority), delay)
-    shadow.listener = None
-    try:
-        runner.start(shadow, engine.project, flow, {} if run_input is None else run_input, params or {}, run_id)
-    except _Enqueued as done:
-        return done.run_id
-    raise StoreError("the run was driven instead of queued (flowctl bug)")
-
-
-def enqueue_child(engine, project, flow, child_input, run_id: str, parent: dict, *, queue: str = "default",
-                  priority: int = 0) -> None:
-    """Queue the child run ``run_id`` of ``parent`` (``{id, state, index, depth}``) for any worker:
-    written ``queued`` with its first events, as :func:`flowctl.engine.runner.start` would start it.
-    Raises :class:`UsageError` when the child flow refuses ``child_input``."""
-    from flowctl.engine import runner
-
-    shadow = copy.copy(engine)
-    shadow.store = _EnqueueStore(engine.store, queue or "default", int(priority or 0), None)
-    shadow.listener = None
-    try:
-        runner.start(shadow, project, flow, child_input, {}, run_id, parent=parent)
-    except _Enqueued:
-        return
-    raise StoreError("the child run was driven instead of queued (flowctl bug)")
-
-
-# ------------------------------------------------------------------------------------------ fencing
-class LeasedStore:
-    """The store as a worker's runners see it. Reads pass through. Writes of a run this worker holds
-    carry its fencing token; a run that a runner makes ``running`` without a claim (a child run it
-    creates, a child or parent it continues in process) is leased first (:meth:`SqlStore.acquire`
-    / ``create_run(lease=…)``), so every run a worker writes is leased, heartbeated and fenced."""
-
-    def __init__(self, store, worker):
-        self._store = store
-        self._worker = worker
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-    def create_run(self, run, events, steps=(), **kw):
-        w = self._worker
-        if run.get("status") != "running":
-            return self._store.create_run(run, events, steps, **kw)
-        fence = self._store.create_run(dict(run, owner=w.id), events, steps, lease=w.lease)
-        w.hold(run["id"], fence, parent=run.get("parent_id"))
-        w.touched(run["id"])
-        return fence
-
-    def commit(self, run_id, expect_seq, run, events=(), steps=(), **_):
-        w = self._worker
-        fence = w.fence_of(run_id)
-        stale = w.lost_fence(run_id)
-        if stale is not None:
-            # The heartbeat already found the lease gone. The write still goes to the database with
-            # the old token, which refuses it (zero rows): the database, not this process, decides.
-            fence = stale
-        elif fence is None and run.get("status") == "running":
-            fence, parent = self._store.acquire(run_id, expect_seq, w.id, w.lease)
-            w.hold(run_id, fence, parent=parent)
-        if fence is None:  # e.g. cancelling a paused child: no lease involved
-            self._store.commit(run_id, expect_seq, run, events, steps)
-            return
-        try:
-            self._store.commit(run_id, expect_seq, run, events, steps, fence=fence, lease=w.lease)
-        except LeaseLost as exc:
-            w.stats["stale_commits_refused"] += 1
-            w.log("stale_commit_refused", {"run": run_id, "fence": fence, "why": str(exc)})
-            w.mark_lost(run_id, fence, "commit refused")
-            raise
-        if stale is not None:  # the token was still good after all (the heartbeat erred): hold it again
-            w.hold(run_id, fence)
-        w.touched(run_id)
-        if run.get("status") not in (None, "running"):
-            w.drop(run_id)  # parked or ended: the store released the lease with this commit
-
-
-# ------------------------------------------------------------------------------------------ worker
 class Worker:
     """Claims and drives runs of ``store`` with ``concurrency`` threads until :meth:`stop`.
 
@@ -203,9 +85,7 @@ class Worker:
                  poll: float = DEFAULT_POLL, max_inline_wait: float = 1.0, max_runs: int | None = None,
                  worker_id: str | None = None, log=None, heartbeat: float | None = None, listen: bool = True,
                  cancel_poll: float | None = None):
-        from flowctl.engine.engine import Engine
-
-        if not hasattr(store, "claim"):
+        if not isinstance(store, QueueStore):
             raise UsageError("flowctl worker needs a shared store: --db postgresql://… or sqlite:///path.db")
         if concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
@@ -224,7 +104,7 @@ class Worker:
         self.log = log or (lambda event, fields: None)
         self.engine = Engine(project, LeasedStore(store, self), max_inline_wait=max_inline_wait, owner=self.id,
                              check=False)
-        self.engine.distribute_children = True  # fan-out children are queued for every worker to claim
+        self.engine.launcher = QueueLauncher()  # fan-out children are queued for every worker to claim
         self.engine.halt = self.halt  # checked by the runner between steps (never inside a store write)
         self.stopping = threading.Event()
         self.wake = threading.Event()
@@ -307,7 +187,7 @@ class Worker:
                 signal.signal(sig, self._on_signal)
         store.register_worker(self.id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
                               concurrency=self.concurrency, lease=self.lease)
-        self.log("worker_started", {"worker": self.id, "store": _safe(store.url), "queues": self.queues or "*",
+        self.log("worker_started", {"worker": self.id, "store": safe_url(store.url), "queues": self.queues or "*",
                                     "concurrency": self.concurrency, "lease_s": self.lease})
         beat = threading.Thread(target=self._heartbeat_loop, name="flowctl-heartbeat", daemon=True)
         beat.start()
@@ -351,7 +231,7 @@ class Worker:
                     claims = self.store.claim(self.id, free, self.lease, self.queues)
                 except Exception as exc:  # noqa: BLE001 - database unreachable: keep trying, slowly
                     self.stats["claim_errors"] += 1
-                    self.log("claim_failed", {"error": _first_line(exc)})
+                    self.log("claim_failed", {"error": first_line(exc)})
                     self._idle(self.poll)
                     continue
             for claim in claims:
@@ -387,8 +267,6 @@ class Worker:
 
     # ------------------------------------------------------------------ one claimed run
     def _drive(self, claim) -> None:
-        from flowctl.engine import runner
-
         run_id, fence, prev = claim["id"], claim["fence"], claim["prev_status"]
         self._local.root = run_id
         self.log("claimed", {"run": run_id, "fence": fence, "from": prev})
@@ -408,7 +286,7 @@ class Worker:
             elif prev == "paused" and self._remind(row, fence):
                 outcome = "reminded"
             else:
-                result = runner.resume(self.engine, row)
+                result = lifecycle.resume(self.engine, row)
                 outcome = result.status
                 if outcome == "running" and run_id in self.cancel_wanted:  # halted at a checkpoint to cancel
                     outcome = self._cancel(self.store.get_run(run_id))
@@ -427,7 +305,7 @@ class Worker:
         except UsageError as exc:  # e.g. a review that is not due yet by this host's clock
             outcome, detail, delay = "deferred", str(exc), 1.0
         except Exception as exc:  # noqa: BLE001 - a definition that no longer loads, a store error …
-            outcome, detail, delay = "error", f"{type(exc).__name__}: {_first_line(exc)}", 10.0
+            outcome, detail, delay = "error", f"{type(exc).__name__}: {first_line(exc)}", 10.0
         finally:
             self._local.root = None
             with self._lock:
@@ -436,50 +314,41 @@ class Worker:
 
     def _cancel(self, row) -> str:
         """Cancel a run this worker holds as its ``cancel_requested`` says (compensating by default)."""
-        from flowctl.engine import runner
-
         request = row.get("cancel_requested") or {}
         self.log("cancelling", {"run": row["id"], "by": request.get("by")})
         with self._lock:
             self.cancel_wanted.pop(row["id"], None)
-        result = runner.cancel(self.engine, row, compensate=request.get("compensate", True),
+        result = cancelling.cancel(self.engine, row, compensate=request.get("compensate", True),
                                by=request.get("by"), holder=True)
         return result.status
 
     def _note_unseen_cancel(self, run_id) -> None:
         """``run_id`` ended (succeeded or failed) with a cancel request still pending: append a
         ``cancel_request_unseen`` event to its log and clear the request, so it does not look honoured."""
-        from flowctl.engine import runner
-
         request = self.store.cancel_requests([run_id]).get(run_id)
         if not request:
             return
         try:
             row = self.store.get_run(run_id, exact=True)
-            project = self.engine.project_for(row["digest"])
-            r = runner.Runner(self.engine, project, project.flows[row["flow"]], row)
+            r = lifecycle.context_of(self.engine, row)
             r.emit("cancel_request_unseen", None, None, by=request.get("by"), requested_at=request.get("at"),
                    outcome=row["status"], note=f"the run {row['status']} before worker {self.id} saw the cancel request; "
                                                "nothing was cancelled or undone")
             r.commit(cancel_requested=None)
             self.log("cancel_request_unseen", {"run": run_id, "by": request.get("by"), "outcome": row["status"]})
         except Exception as exc:  # noqa: BLE001 - the run's outcome stands; the request stays recorded
-            self.log("cancel_note_failed", {"run": run_id, "error": _first_line(exc)})
+            self.log("cancel_note_failed", {"run": run_id, "error": first_line(exc)})
 
     def _remind(self, row, fence) -> bool:
         """A paused review whose reminder (not its deadline) came due: notify again with a new token
         and park it again, due at its deadline. False when it is the deadline that came."""
-        from flowctl.engine import runner
-        from flowctl.store.sql import review_due_at
-
         pending = (row.get("cursor") or {}).get("pending") or {}
         now = self.engine.clock.time()
         if pending.get("deadline") is not None and pending["deadline"] <= now:
             return False
-        if not (pending.get("remind_at") and pending["remind_at"] <= now and not pending.get("reminded")) \
-                or not hasattr(runner, "remind"):
+        if not (pending.get("remind_at") and pending["remind_at"] <= now and not pending.get("reminded")):
             return False
-        runner.remind(self.engine, row)  # committed under this worker's token
+        lifecycle.remind(self.engine, row)  # committed under this worker's token
         pending = dict(pending, reminded=True)
         self.store.release(row["id"], fence, status="paused", available_at=review_due_at(pending))
         self.drop(row["id"])
@@ -503,7 +372,7 @@ class Worker:
             try:
                 self.store.release(rid, fence, status=status, delay=wait)
             except Exception as exc:  # noqa: BLE001 - the lease then just expires
-                self.log("release_failed", {"run": rid, "error": _first_line(exc)})
+                self.log("release_failed", {"run": rid, "error": first_line(exc)})
         self.stats[outcome] += 1
         if outcome in FINAL or outcome in ("waiting", "paused", "reminded"):
             self.stats["done"] += 1
@@ -553,7 +422,7 @@ class Worker:
                                             runs_done=self.stats["done"])
             except Exception as exc:  # noqa: BLE001 - leases may lapse; the commits then refuse
                 self.stats["heartbeat_errors"] += 1
-                self.log("heartbeat_failed", {"error": _first_line(exc)})
+                self.log("heartbeat_failed", {"error": first_line(exc)})
 
     def poll_cancels(self) -> dict:
         """One look for cancel requests of the runs this worker holds (``{run id: request}``); those
@@ -566,7 +435,7 @@ class Worker:
             wanted = self.store.cancel_requests(held)
         except Exception as exc:  # noqa: BLE001 - the next poll (or the heartbeat) tries again
             self.stats["cancel_poll_errors"] += 1
-            self.log("cancel_poll_failed", {"error": _first_line(exc)})
+            self.log("cancel_poll_failed", {"error": first_line(exc)})
             return {}
         if wanted:
             with self._lock:
@@ -594,47 +463,9 @@ class Worker:
                                 self.wake.set()
             except Exception as exc:  # noqa: BLE001 - polling covers the gap
                 self._listening = False
-                self.log("listen_failed", {"error": _first_line(exc), "retry_s": backoff})
+                self.log("listen_failed", {"error": first_line(exc), "retry_s": backoff})
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
-
-
-def text_logger(stream=None, quiet=False):
-    """Log lines for people: ``12:00:01 claimed 01a2… fence 3 (from queued)``."""
-    stream = stream or sys.stdout
-
-    def log(event, fields):
-        if quiet and event not in ("worker_started", "worker_stopped", "lease_lost", "error", "claim_failed"):
-            return
-        stamp = time.strftime("%H:%M:%S")
-        rest = " ".join(f"{k}={v}" for k, v in fields.items())
-        print(f"{stamp} {event} {rest}", file=stream, flush=True)
-
-    return log
-
-
-def json_logger(stream=None):
-    """One JSON object per line: ``{"at": …, "event": …, …fields}``."""
-    stream = stream or sys.stdout
-    lock = threading.Lock()
-
-    def log(event, fields):
-        line = json.dumps({"at": round(time.time(), 3), "event": event, "pid": os.getpid(), **fields}, default=str)
-        with lock:
-            print(line, file=stream, flush=True)
-
-    return log
-
-
-def _first_line(exc) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _safe(url: str) -> str:
-    from flowctl.store.sql import _safe as safe
-
-    return safe(url)
 
 
 __all__ = ["Worker", "LeasedStore", "enqueue", "text_logger", "json_logger", "DEFAULT_LEASE", "DEFAULT_POLL",

@@ -1,514 +1,56 @@
-"""Task states: one tool call with its retries (layer 1), the gate, verify and crash recovery.
+"""``type: task``: one tool call (:func:`flowctl.engine.calls.call_tool`) with its retries (layer 1).
 
-:func:`run_task` returns the tool's parsed output (the new ``response``) or raises the error that
-the next layers handle. Retry (as ASL Retry): the first rule whose ``errors`` match decides;
-``max_attempts`` counts every call of the state, the first included, so ``max_attempts: 3`` is
-exactly three calls. The delay before attempt *n+1* is ``min(interval * backoff**(n-1),
-max_delay)`` seconds, drawn uniformly from ``[0, delay]`` with ``jitter: full``. A delay longer
-than the engine's ``max_inline_wait`` parks the run (status ``waiting``).
-
-Crash safety: before a side-effecting tool is invoked, the step's ``started`` record and the
-events so far are committed, and the checkpoint notes the call as ``inflight``. A run resumed with
-a call in flight asks the contract's ``verify(input, None, call)`` whether the effect happened: a
-dict answer is taken as the tool's output, ``True`` as "happened, output unknown" (``{}``), and a
-false answer re-invokes the tool with the **same** idempotency key. Without ``verify`` the tool is
-re-invoked with the same key (at-least-once; the key makes it safe).
+Retry (as ASL Retry): the first rule whose ``errors`` match decides; ``max_attempts`` counts every
+call of the state, the first included, so ``max_attempts: 3`` is exactly three calls. The delay
+before attempt *n+1* is ``min(interval * backoff**(n-1), max_delay)`` seconds, drawn uniformly
+from ``[0, delay]`` with ``jitter: full``. A delay longer than the engine's ``max_inline_wait``
+parks the run (status ``waiting``, ``pending: {kind: retry}``). An error no rule retries is
+raised to the next layers (the state's and the flow's ``on_error``).
 """
 from __future__ import annotations
 
-import copy
-import json
 import random
-import time
 
-from flowctl.store.audit import redact
-from flowctl.engine.clock import iso
-from flowctl.errors import BoundaryViolation, PolicyDenied, SchemaMismatch, ToolError, ToolTimeout, error_names
-from flowctl.engine.evidence import take_snapshot
-from flowctl.expr.expressions import compile_expr
-from flowctl.definition.runtime_schemas import check_instance
-from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
-from flowctl.gate.policy import function_aliases, input_digest
-from flowctl.expr.scope import compile_mapping
-from flowctl.engine.tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
+from flowctl.engine.calls import call_tool, recover_inflight
+from flowctl.errors import handler_names
 
 
-def run_task(runner, state):
-    contract = runner.project.resolve_tool(state.tool)
-    c = runner.cursor
-    if c.get("inflight"):
-        recovered = recover_inflight(runner, state, contract)
+def run(ctx, state):
+    """The tool's parsed output (the new ``response``), or ``PARKED`` (a long retry delay, a gate review)."""
+    contract = ctx.project.resolve_tool(state.tool)
+    c = ctx.cursor
+    if c.inflight:
+        recovered = recover_inflight(ctx, state, contract)
         if recovered is not None:
             return recovered
     while True:
-        attempt = c["attempt"]
+        attempt = c.attempt
         try:
-            return call_tool(runner, state, contract, attempt)
-        except Exception as exc:  # noqa: BLE001
-            rule = _retry_rule(state, exc)
+            return call_tool(ctx, state, contract, attempt)
+        except Exception as exc:  # noqa: BLE001 - retried, or raised to the handler layers
+            rule = retry_rule(state, exc)
             if rule is None or attempt >= rule.max_attempts:
                 raise
             delay = min(rule.interval * rule.backoff ** (attempt - 1), rule.max_delay or float("inf"))
             if rule.jitter == "full":
                 delay = random.uniform(0, delay)
-            c["attempt"] = attempt + 1
-            c["state_info"] = dict(c["state_info"] or {}, attempt=attempt + 1)
-            runner.emit("retry_scheduled", state.id, attempt, error=_names(exc)[0], message=str(exc),
-                        delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
-            if delay > runner.engine.max_inline_wait:
-                runner.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
-                            runner.clock.time() + delay)
-            runner.clock.sleep(delay)
+            c.attempt = attempt + 1
+            c.state_info = dict(c.state_info or {}, attempt=attempt + 1)
+            ctx.emit("retry_scheduled", state.id, attempt, error=handler_names(exc)[0], message=str(exc),
+                     delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
+            if delay > ctx.engine.max_inline_wait:
+                return ctx.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
+                                ctx.clock.time() + delay)
+            ctx.clock.sleep(delay)
 
 
-def run_fallback(runner, state, ref):
-    """Invoke ``ref`` (a fallback tool) with the state's input; its output becomes ``response``."""
-    contract = runner.project.resolve_tool(ref)
-    runner.emit("fallback_used", state.id, runner.cursor["attempt"], tool=contract.ref)
-    return call_tool(runner, state, contract, runner.cursor["attempt"], fallback=True)
-
-
-def notify(runner, state, ref, payload):
-    """Call a review's ``notify`` tool with ``{token, run_id, show, decisions, deadline}`` through the
-    same path as a task's tool: the contract's input schema, the gate, the ``started`` record, verify
-    and the saga. The token is never stored: it is redacted from every event, step row and the
-    checkpoint. Its idempotency key is ``RUN:STATE:VISIT:notify:TOKEN-HASH-PREFIX`` (one per token
-    issued, so a reminder or a re-notify after a crash is a new call)."""
-    import dataclasses
-
-    from flowctl.engine.runner import _hash_token
-
-    found = runner.project.resolve_tool(ref)
-    contract = dataclasses.replace(found, sensitive=tuple(found.sensitive) + ("token",))
-    visit = runner.cursor["visits"].get(state.id, 1)
-    key = f"{runner.id}:{state.id}:{visit}:notify:{_hash_token(payload['token'])[:12]}"
-    return call_tool(runner, state, contract, 1, tool_input=payload, stored_input=redact(payload, ("token",)),
-                     purpose="notify", key=key,  # a reminder's payload says reminder: true
-                     timeout=found.timeout or DEFAULT_TIMEOUT)
-
-
-def recover_notify(runner, state) -> None:
-    """A review's notify call was started and its outcome never recorded (the process died): ask its
-    verify whether it happened (then it joins the saga), and forget it; the review then issues a new
-    token and notifies again (the old token was never stored, so it cannot be honoured)."""
-    c = runner.cursor
-    inflight = c["inflight"]
-    contract = runner.project.resolve_tool(inflight["tool"])
-    call = ToolCall(runner.id, inflight["step"], state.id, inflight["attempt"], inflight["idempotency_key"],
-                    None, inflight["tool"])
-    answer = _verify(runner, contract, inflight["input"], None, call) if contract and contract.verify else False
-    runner.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"],
-                idempotency_key=inflight["idempotency_key"], happened=bool(answer), action="notify again with a new token")
-    if answer and contract is not None:
-        _complete(runner, state, contract, inflight["attempt"], inflight["input"],
-                  answer if isinstance(answer, dict) else {}, None, call, 0.0, recovered=True)
-    c["inflight"] = None
-
-
-def _names(exc) -> list:
-    return getattr(exc, "flowctl_names", None) or error_names(exc)
-
-
-def _retry_rule(state, exc):
-    from flowctl.engine.runner import Park
-
-    if isinstance(exc, Park):  # the run paused (a gate review) or parked: not an error to retry, even for "*"
-        return None
-    names = _names(exc)
+def retry_rule(state, exc):
+    """The first of the state's ``retry`` rules that matches ``exc`` by name (or ``*``), or None."""
+    names = handler_names(exc)
     for rule in state.retry:
         if "*" in rule.errors or any(n in rule.errors for n in names):
             return rule
     return None
 
 
-def _timeout(runner, state, contract) -> float:
-    t = state.timeout
-    if isinstance(t, dict):
-        value = compile_expr(t["expr"], state.where("timeout")).evaluate(runner.scope())
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            from flowctl.errors import ExpressionError
-
-            raise ExpressionError(f"timeout of '{state.id}' evaluated to {value!r}, not a positive number of seconds")
-        return float(value)
-    return t or contract.timeout or DEFAULT_TIMEOUT
-
-
-def _key(runner, state, contract, tool_input) -> str:
-    if contract.idempotency_key:
-        scope = dict(runner.scope(), input=tool_input, run_input=runner.row["input"])
-        value = compile_expr(contract.idempotency_key, contract.where("idempotency_key")).evaluate(scope)
-        if value not in (None, ""):
-            return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    visit = runner.cursor["visits"].get(state.id, 1)
-    return f"{runner.id}:{state.id}:{visit}"
-
-
-def _input_builder(project, state):
-    """``state.input`` compiled once (cached on the project): a function ``scope -> tool input``."""
-    key = ("input", state.id)
-    found = project._resolved.get(key)
-    if found is None:
-        found = project._resolved[key] = (compile_mapping(state.input, state.where("input"))
-                                          if state.input is not None else (lambda scope: {}))
-    return found
-
-
-def _gate(runner, state, contract, attempt, tool_input, fn, *, purpose=None, fallback=False) -> None:
-    """The policy gate for one call (raises PolicyDenied, or parks for a gate-triggered review).
-
-    The gate follows the function (:meth:`Gate.guards`), by entrypoint and by the resolved object
-    ``fn`` (:func:`function_aliases`): a read-only contract on a function another contract declares
-    side-effecting is gated too, and every policy of every contract on it applies. Only a repeat of the call the gate allowed in this
-    step (same tool, same input digest: a technical retry) is exempt from ``rate`` and ``dedupe``;
-    a retry after a *denied* call, with another input, or a fallback is a new call and counted as one.
-    A gate review's approval covers only the call it showed (:func:`_approved`)."""
-    also = tuple(i for i in function_aliases(runner.engine, runner.project, fn, runner.tools_folder) if i != contract.id)
-    if not runner.gate.guards(contract, also):  # read-only everywhere: allowed without a word (policy.py rule 1)
-        return
-    c = runner.cursor
-    digest = input_digest(tool_input)
-    granted = [c["step"], contract.id, digest] + (["fallback"] if fallback else [])  # a fallback is a new call
-    repeat = c.get("gate_granted") == granted
-    decision = runner.gate.decide(contract, tool_input, run_id=runner.id, flow=runner.flow.id, retry=repeat, digest=digest,
-                                  run_input=runner.row["input"], params=runner.row.get("params") or {},
-                                  context=c["context"], also=also, approved=_approved(runner, state, contract, digest))
-    runner.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
-    if decision.outcome == "deny":
-        raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
-    if decision.outcome == "review":
-        if purpose is not None:  # a review's notify (or reminder) cannot pause for another review: no
-            raise PolicyDenied(f"{contract.id} denied by {decision.policy} ({decision.rule}): {decision.reason}; "
-                               "a review's notify tool cannot wait for a gate review")
-        _policy_review(runner, state, contract, decision, tool_input, digest)
-    c["gate_granted"] = granted
-
-
-def call_tool(runner, state, contract, attempt: int, *, fallback: bool = False, tool_input=None,
-              stored_input=None, purpose: str | None = None, key: str | None = None, timeout: float | None = None):
-    """One call of ``contract`` from ``state``: input schema(s), gate, ``started`` record, invoke,
-    output schema, verify, saga. ``tool_input`` given (a review's notify payload) replaces the
-    state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
-    without its token); ``purpose`` is recorded on the tool_invoked event (``notify``)."""
-    c = runner.cursor
-    built = tool_input is None  # a notify payload is given, not built from the state's input mapping
-    if built:
-        tool_input = _input_builder(runner.project, state)(runner.scope())
-    if runner.secrets is not None:  # before anything records it (schema and policy messages quote it)
-        runner.secrets.learn(tool_input)
-    if built and not fallback and state.input_schema:
-        problem = check_instance(state.input_schema, tool_input)
-        if problem:
-            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
-    if contract.input_schema:
-        problem = check_instance(contract.input_schema, tool_input)
-        if problem:
-            raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
-    fn = runner.tool_fns.get((contract.ref, contract.entrypoint))
-    if fn is None:  # resolved once per run, before the gate (it follows the function) and any record
-        fn = runner.tool_fns[(contract.ref, contract.entrypoint)] = runner.engine.tool_function(
-            contract, "entrypoint", runner.tools_folder)
-    _gate(runner, state, contract, attempt, tool_input, fn, purpose=purpose, fallback=fallback)
-    key = key or _key(runner, state, contract, tool_input)
-    timeout = timeout or _timeout(runner, state, contract)
-    deadline = runner.clock.time() + timeout
-    call = ToolCall(runner.id, c["step"], state.id, attempt, key, deadline, contract.ref)
-    # a run with secrets redacts every record it stores by name and value (flowctl.engine.sensitive)
-    # (a notify payload's token is sensitive by name only, so it is always redacted by name here)
-    shown_input = tool_input if runner.secrets is not None and purpose is None else redact(tool_input, contract.sensitive)
-    if contract.snapshot and contract.side_effecting:  # committed with the started record, before the effect
-        take_snapshot(runner, contract, tool_input, call, "before")
-    given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
-    extra = {"purpose": purpose} if purpose else {}
-    # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
-    runner.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
-                else (shown_input, key), tool=contract.ref, input=shown_input,
-                idempotency_key=key, timeout_s=timeout, **extra)
-    if contract.side_effecting:
-        c["inflight"] = {"step": c["step"], "attempt": attempt, "state": state.id, "tool": contract.ref,
-                         "input": tool_input if stored_input is None else stored_input, "idempotency_key": key}
-        runner.step_rows.append(_step_row(c, attempt, state, contract, key, "started", shown_input, None, runner.clock.time()))
-        runner.commit()
-    if given is None:
-        given = copy.deepcopy(tool_input)
-    started = time.perf_counter()
-    try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
-        raw = call_with_timeout(fn, (given, call), timeout, f"tool {contract.ref} in '{state.id}'")
-        output, raw_text, owned = _parse_output(raw, contract)
-    except Exception as exc:  # noqa: BLE001
-        _tag_tool_error(exc)
-        took = (time.perf_counter() - started) * 1000
-        runner.emit("tool_failed", state.id, attempt, tool=contract.ref, error=_names(exc)[0], message=str(exc),
-                    duration_ms=round(took, 3))
-        if contract.side_effecting:
-            c["inflight"] = None
-            runner.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
-                                              runner.clock.time()))
-            if contract.compensate_on_failure:
-                _undo_partial(runner, state, contract, tool_input, call)
-        raise
-    took = (time.perf_counter() - started) * 1000
-    return _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
-                     stored_input=stored_input)
-
-
-def _complete(runner, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
-              owned=False, stored_input=None):
-    c = runner.cursor
-    if runner.secrets is not None:
-        runner.secrets.learn(output)
-    problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
-    if contract.side_effecting and problem is None and contract.verify and not recovered:
-        ok = _verify(runner, contract, tool_input, output, call)
-        if not ok:  # the output the tool gave is evidence too: kept with the verdict
-            runner.emit("verify_failed", state.id, attempt, tool=contract.ref, verified=False,
-                        output=redact(output, contract.sensitive))
-            take_snapshot(runner, contract, tool_input, call, "after")
-            runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "failed",
-                                              redact(tool_input, contract.sensitive), redact(output, contract.sensitive),
-                                              None, runner.clock.time()))
-            _undo_partial(runner, state, contract, tool_input, call, output=output, checked=True)
-            c["inflight"] = None
-            raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
-                                    "(see the verify_failed event); it was compensated")
-        runner.emit("verify_passed", state.id, attempt, tool=contract.ref, verified=True)
-    if contract.snapshot and contract.side_effecting:  # after verify (a failed verify took it above)
-        take_snapshot(runner, contract, tool_input, call, "after")
-    lean = runner.secrets is not None and stored_input is None  # by name and value when stored; a notify by name here
-    shown = output if lean else redact(output, contract.sensitive)
-    if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
-        c["inflight"] = None
-        runner.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
-                                          tool_input if lean else redact(tool_input, contract.sensitive),
-                                          shown, None, runner.clock.time()))
-        if contract.compensate and contract.compensate != "none":
-            c["saga"].append({"run_id": runner.id, "state": state.id, "step": c["step"], "tool": contract.ref,
-                              "input": tool_input if stored_input is None else stored_input,
-                              "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()})
-    data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
-    if recovered:  # verify confirmed the effect after a crash but gave no output: the response is {}
-        data["output_unknown"] = True
-    if raw_text is not None:
-        data["raw"] = raw_text if not contract.sensitive else None
-    # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
-    runner.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, **data)
-    if problem:
-        raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' does not match its output_schema {problem}")
-    return output
-
-
-def recover_inflight(runner, state, contract):
-    """A side-effecting call was started and its outcome never recorded (the process died)."""
-    c = runner.cursor
-    inflight = c["inflight"]
-    contract = runner.project.resolve_tool(inflight["tool"]) or contract
-    call = ToolCall(runner.id, inflight["step"], state.id, inflight["attempt"], inflight["idempotency_key"],
-                    None, inflight["tool"])
-    answer = _verify(runner, contract, inflight["input"], None, call) if contract.verify else False
-    runner.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"],
-                idempotency_key=inflight["idempotency_key"], happened=bool(answer),
-                action="recorded" if answer else "re-invoke with the same idempotency key")
-    if not answer:
-        c["inflight"] = None
-        c["attempt"] = inflight["attempt"]
-        return None  # the key is derived from the same input and visit: it is the same key
-    if isinstance(answer, dict):
-        return _complete(runner, state, contract, inflight["attempt"], inflight["input"], answer, None, call, 0.0)
-    # verify said it happened but cannot give the output: the step is done, its response is {}
-    # (return the output dict from verify to keep it); the output_schema cannot apply to nothing,
-    # so tool_succeeded says output_unknown and trace shows the step as recovered.
-    return _complete(runner, state, contract, inflight["attempt"], inflight["input"], {}, None, call, 0.0,
-                     recovered=True)
-
-
-def undo_inflight(runner) -> None:
-    """Cancelling a run whose process died mid-call: if verify says the call happened, undo it."""
-    c = runner.cursor
-    inflight = c["inflight"]
-    contract = runner.project.resolve_tool(inflight["tool"])
-    if contract is None or not contract.verify:
-        return
-    state = runner.project.states[inflight["state"]]
-    call = ToolCall(runner.id, inflight["step"], inflight["state"], inflight["attempt"], inflight["idempotency_key"],
-                    None, inflight["tool"])
-    answer = _verify(runner, contract, inflight["input"], None, call)
-    runner.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"], happened=bool(answer),
-                action="compensate" if answer else "nothing to undo")
-    if answer:
-        _undo_partial(runner, state, contract, inflight["input"], call, output=answer if isinstance(answer, dict) else None,
-                      checked=True)
-    c["inflight"] = None
-
-
-def _verify(runner, contract, tool_input, output, call):
-    """verify's answer: ``True``/``False``, or a dict (the tool's output, after a crash). Anything
-    else, or an exception, counts as "cannot tell" and so as not happened (recorded as such)."""
-    fn = runner.engine.tool_function(contract, "verify", runner.tools_folder)
-    try:
-        answer = call_with_timeout(fn, (copy.deepcopy(tool_input), copy.deepcopy(output), call),
-                                   contract.timeout or DEFAULT_TIMEOUT, f"verify of {contract.ref}")
-    except Exception as exc:  # noqa: BLE001 - a verify that cannot answer is a "no"
-        runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=type(exc).__name__,
-                    message=f"verify raised, so the effect counts as not happened: {exc}")
-        return False
-    if isinstance(answer, (bool, dict)):
-        return answer
-    runner.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error="SchemaMismatch",
-                message=f"verify returned {type(answer).__name__}; it must return a bool (or the output dict)")
-    return False
-
-
-def _undo_partial(runner, state, contract, tool_input, call, *, output=None, checked=False) -> None:
-    """Compensate one call now: after verify failed, or (``compensate_on_failure``) after invoke raised."""
-    from flowctl.engine import saga
-
-    if not contract.compensate or contract.compensate == "none":
-        return
-    if not checked:
-        if not contract.verify or not _verify(runner, contract, tool_input, output, call):
-            return
-    entry = {"state": state.id, "step": runner.cursor["step"], "tool": contract.ref, "input": tool_input,
-             "output": output, "idempotency_key": call.idempotency_key, "at": runner.clock.time()}
-    runner.emit("compensation_started", state.id, call.attempt, tool=contract.ref, reason="boundary")
-    try:
-        saga.undo_once(runner, contract, entry, call)
-    except Exception as exc:  # noqa: BLE001
-        residue = {"state": state.id, "tool": contract.ref, "error": f"{type(exc).__name__}: {exc}",
-                   "idempotency_key": call.idempotency_key}
-        runner.cursor["residue"].append(residue)
-        runner.emit("compensation_failed", state.id, call.attempt, code="COMPENSATION_FAILED", **residue)
-    else:
-        runner.emit("compensation_succeeded", state.id, call.attempt, tool=contract.ref)
-
-
-def _call_shown(contract, digest, policy, rule) -> dict:
-    """What a gate review is about: one call (contract, input digest) held back by one policy rule."""
-    return {"tool": contract.ref, "digest": digest, "policy": policy, "rule": rule}
-
-
-def _same_call(shown, call) -> bool:
-    """Whether a review was about ``call`` (contract, input digest, policy and rule)."""
-    return isinstance(shown, dict) and all(shown.get(k) == call[k] for k in ("tool", "digest", "policy", "rule"))
-
-
-def _approved(runner, state, contract, digest) -> list:
-    """``[(policy, rule)]`` of the gate reviews a reviewer approved for exactly this call (same state
-    and step, same contract, same input digest), else empty: an approval never carries over to a
-    fallback tool, a retry with another input, or another policy's review."""
-    review = runner.cursor.get("review") or {}
-    call = review.get("call") or {}
-    if (review.get("policy") and review.get("decision") == "approve" and review.get("state") == state.id
-            and review.get("step") == runner.cursor["step"] and call.get("tool") == contract.ref
-            and call.get("digest") == digest):
-        return [(call.get("policy"), call.get("rule"))] + [tuple(a) for a in call.get("approved") or ()]
-    return []
-
-
-def _policy_review(runner, state, contract, decision, tool_input, digest) -> None:
-    """``review_when`` held: pause before the tool (an implicit review) unless this very call was
-    rejected (denied), or its review timed out (denied). An approved call never gets here (the gate
-    allows it, :func:`_approved`); any other call is shown to a reviewer as a new one.
-
-    The reviewer is shown the tool, the tool input (redacted per the contract's ``sensitive``), the
-    policy, the rule and why it fired. The review has a deadline (the policy's ``review_timeout``,
-    default 24 h): undecided by then, the call is denied (``PolicyDenied``, rule review_timeout)."""
-    from flowctl.errors import PolicyDenied as Denied
-
-    c = runner.cursor
-    review = c.get("review") or {}
-    call = dict(_call_shown(contract, digest, decision.policy, decision.rule),
-                approved=[list(a) for a in _approved(runner, state, contract, digest)])  # this call's other reviews
-    if review.get("policy") and review.get("state") == state.id and review.get("step") == c["step"] \
-            and _same_call(review.get("call"), call) and review.get("decision") != "approve":
-        raise Denied(f"{contract.id} was rejected in review ({decision.policy}: {decision.reason})")
-    pending = c.get("pending") or {}
-    if pending.get("policy") and pending.get("state") == state.id and pending.get("step") == c["step"] \
-            and (pending.get("call") is None or _same_call(pending.get("call"), call)) \
-            and not pending.get("decided") and runner.review_expired():  # (no call: asked before calls were recorded)
-        c["pending"] = None
-        runner.emit("review_timed_out", state.id, c["attempt"], policy=decision.policy, rule="review_timeout")
-        raise Denied(f"{contract.id} denied by {decision.policy} (review_timeout): the review was not decided by "
-                     f"{iso(pending['deadline'])} (default deny)")
-    import secrets
-
-    from flowctl.engine.runner import _hash_token
-
-    token = secrets.token_urlsafe(24)
-    runner.issued_token = token
-    policy = runner.project.policies.get(decision.policy)
-    deadline = runner.clock.time() + runner.gate.review_timeout(decision.policy)
-    show = {"tool": contract.ref, "input": redact(tool_input, contract.sensitive), "policy": decision.policy,
-            "rule": decision.rule, "when": policy.review_when if policy is not None else None,
-            "reason": decision.reason}
-    pending = {"kind": "review", "state": state.id, "token_hash": _hash_token(token), "decisions": ["approve", "reject"],
-               "show": show, "deadline": deadline, "policy": True, "step": c["step"], "call": call}
-    runner.emit("review_requested", state.id, show=show, decisions=pending["decisions"], policy=decision.policy,
-                deadline=iso(deadline))
-    runner.park("paused", pending, None)
-
-
-def _parse_output(raw, contract):
-    """``(output, raw JSON text or None, owned)``. ``owned`` (see :meth:`Runner.emit`): ``True`` for a
-    fresh output known to be small, else a tuple of the values to measure. The output is always a
-    fresh object: a copy of what the tool returned, or parsed from the text it returned."""
-    if isinstance(raw, (bytes, bytearray)):
-        raw = raw.decode("utf-8")
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw, parse_constant=_no_constant)
-            if "\\u" in raw or not raw.isascii():  # a lone surrogate (escaped or not): UTF-8 cannot hold it
-                _STRICT.encode(parsed).encode("utf-8")
-            return parsed, raw, (parsed, raw)  # fresh, size unknown: measured by the event
-        except ValueError as exc:
-            raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
-    if raw is None:
-        return {}, None, True
-    flat = flat_copy(raw)
-    if flat is not None:  # JSON by construction, small, and a copy the tool cannot change later
-        return flat, None, True
-    if not isinstance(raw, (dict, list, int, float, bool)):
-        raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
-    try:
-        text = _STRICT.encode(raw)  # JSON only: no NaN, no objects JSON cannot hold
-        text.encode("utf-8")  # ... and no text UTF-8 cannot hold (lone surrogates)
-    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-        raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
-    # a copy: the tool may keep the object it returned and change it later (the run must not see that)
-    parsed = json.loads(text)
-    return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,)
-
-
-_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=True)
-
-
-def _no_constant(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def _tag_tool_error(exc) -> None:
-    """Give a tool's exception the names handlers match: its own, its bases, and ToolError."""
-    if getattr(exc, "flowctl_names", None):
-        return
-    names = error_names(exc)
-    if not isinstance(exc, ToolTimeout) and "ToolError" not in names and not _is_engine_error(exc):
-        names.append("ToolError")
-    try:
-        exc.flowctl_names = names
-    except AttributeError:
-        pass
-
-
-def _is_engine_error(exc) -> bool:
-    return isinstance(exc, (SchemaMismatch, PolicyDenied, BoundaryViolation))
-
-
-def _step_row(c, attempt, state, contract, key, status, tool_input, output, started_at=None, finished_at=None):
-    row = {"step_no": c["step"], "attempt": attempt, "state": state.id, "tool": contract.ref, "idempotency_key": key,
-           "status": status, "input": tool_input, "output": output}
-    if started_at is not None:
-        row["started_at"] = started_at
-    if finished_at is not None:
-        row["finished_at"] = finished_at
-    return row
-
-
-__all__ = ["run_task", "run_fallback", "notify", "ToolError"]
+__all__ = ["run", "retry_rule"]

@@ -597,7 +597,7 @@ def test_workers_runs_resume_and_recover_see_a_held_run(tmp_path, project, db_ur
 
 
 # ------------------------------------------------------------------------------------------ upgrade
-V1_DUMP = Path(__file__).parent / "data" / "store_v1.sql"
+V1_DUMP = Path(__file__).resolve().parents[1] / "data" / "store_v1.sql"
 V1_RUNS = {"01a22a5c115d33678038eb17": "succeeded", "01a22a5c173b3d8cc896f8b8": "waiting"}
 V1_PROJECT = {
     "contracts/echo.v1.0.0.yaml": "id: echo\nversion: 1.0.0\nentrypoint: tk:echo\n",

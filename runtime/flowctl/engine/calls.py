@@ -1,0 +1,366 @@
+"""One tool call of a state, start to finish: input schemas, the gate, the ``started`` record,
+invoke, output schema, verify, the saga; and recovering a call whose outcome was never recorded.
+
+Crash safety: before a side-effecting tool is invoked, the step's ``started`` record and the
+events so far are committed, and the checkpoint notes the call as ``inflight``. A run resumed with
+a call in flight asks the contract's ``verify(input, None, call)`` whether the effect happened: a
+dict answer is taken as the tool's output, ``True`` as "happened, output unknown" (``{}``), and a
+false answer re-invokes the tool with the **same** idempotency key. Without ``verify`` the tool is
+re-invoked with the same key (at-least-once; the key makes it safe).
+
+Used by the task state (:mod:`flowctl.engine.states.task`), a review's ``notify`` and a handler's
+``fallback``. :func:`call_tool` returns the tool's parsed output, or
+:data:`~flowctl.engine.context.PARKED` when the gate paused the run for a review.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+
+from flowctl.definition.runtime_schemas import check_instance
+from flowctl.engine import saga
+from flowctl.engine.context import PARKED
+from flowctl.engine.evidence import take_snapshot
+from flowctl.engine.gatecall import gate
+from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
+from flowctl.engine.tokens import hash_token
+from flowctl.engine.tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
+from flowctl.errors import BoundaryViolation, ExpressionError, PolicyDenied, SchemaMismatch, ToolTimeout, error_names, handler_names
+from flowctl.expr.expressions import compile_expr
+from flowctl.expr.scope import compile_mapping
+from flowctl.store.audit import redact
+
+
+def run_fallback(ctx, state, ref):
+    """Invoke ``ref`` (a fallback tool) with the state's input; its output becomes ``response``
+    (or ``PARKED``: the fallback waits for its own gate review)."""
+    contract = ctx.project.resolve_tool(ref)
+    ctx.emit("fallback_used", state.id, ctx.cursor.attempt, tool=contract.ref)
+    return call_tool(ctx, state, contract, ctx.cursor.attempt, fallback=True)
+
+
+def notify(ctx, state, ref, payload):
+    """Call a review's ``notify`` tool with ``{token, run_id, show, decisions, deadline}`` through the
+    same path as a task's tool: the contract's input schema, the gate, the ``started`` record, verify
+    and the saga. The token is never stored: it is redacted from every event, step row and the
+    checkpoint. Its idempotency key is ``RUN:STATE:VISIT:notify:TOKEN-HASH-PREFIX`` (one per token
+    issued, so a reminder or a re-notify after a crash is a new call)."""
+    found = ctx.project.resolve_tool(ref)
+    contract = dataclasses.replace(found, sensitive=tuple(found.sensitive) + ("token",))
+    visit = ctx.cursor.visits.get(state.id, 1)
+    key = f"{ctx.id}:{state.id}:{visit}:notify:{hash_token(payload['token'])[:12]}"
+    return call_tool(ctx, state, contract, 1, tool_input=payload, stored_input=redact(payload, ("token",)),
+                     purpose="notify", key=key,  # a reminder's payload says reminder: true
+                     timeout=found.timeout or DEFAULT_TIMEOUT)
+
+
+def recover_notify(ctx, state) -> None:
+    """A review's notify call was started and its outcome never recorded (the process died): ask its
+    verify whether it happened (then it joins the saga), and forget it; the review then issues a new
+    token and notifies again (the old token was never stored, so it cannot be honoured)."""
+    c = ctx.cursor
+    inflight = c.inflight
+    contract = ctx.project.resolve_tool(inflight["tool"])
+    call = ToolCall(ctx.id, inflight["step"], state.id, inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    answer = _verify(ctx, contract, inflight["input"], None, call) if contract and contract.verify else False
+    ctx.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"],
+                idempotency_key=inflight["idempotency_key"], happened=bool(answer), action="notify again with a new token")
+    if answer and contract is not None:
+        _complete(ctx, state, contract, inflight["attempt"], inflight["input"],
+                  answer if isinstance(answer, dict) else {}, None, call, 0.0, recovered=True)
+    c.inflight = None
+
+
+def _timeout(ctx, state, contract) -> float:
+    t = state.timeout
+    if isinstance(t, dict):
+        value = compile_expr(t["expr"], state.where("timeout")).evaluate(ctx.scope())
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ExpressionError(f"timeout of '{state.id}' evaluated to {value!r}, not a positive number of seconds")
+        return float(value)
+    return t or contract.timeout or DEFAULT_TIMEOUT
+
+
+def _key(ctx, state, contract, tool_input) -> str:
+    if contract.idempotency_key:
+        scope = dict(ctx.scope(), input=tool_input, run_input=ctx.row["input"])
+        value = compile_expr(contract.idempotency_key, contract.where("idempotency_key")).evaluate(scope)
+        if value not in (None, ""):
+            return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    visit = ctx.cursor.visits.get(state.id, 1)
+    return f"{ctx.id}:{state.id}:{visit}"
+
+
+def _input_builder(project, state):
+    """``state.input`` compiled once (cached on the project): a function ``scope -> tool input``."""
+    key = ("input", state.id)
+    found = project._resolved.get(key)
+    if found is None:
+        found = project._resolved[key] = (compile_mapping(state.input, state.where("input"))
+                                          if state.input is not None else (lambda scope: {}))
+    return found
+
+
+def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, tool_input=None,
+              stored_input=None, purpose: str | None = None, key: str | None = None, timeout: float | None = None):
+    """One call of ``contract`` from ``state``: input schema(s), gate, ``started`` record, invoke,
+    output schema, verify, saga. ``tool_input`` given (a review's notify payload) replaces the
+    state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
+    without its token); ``purpose`` is recorded on the tool_invoked event (``notify``)."""
+    c = ctx.cursor
+    built = tool_input is None  # a notify payload is given, not built from the state's input mapping
+    if built:
+        tool_input = _input_builder(ctx.project, state)(ctx.scope())
+    if ctx.secrets is not None:  # before anything records it (schema and policy messages quote it)
+        ctx.secrets.learn(tool_input)
+    if built and not fallback and state.input_schema:
+        problem = check_instance(state.input_schema, tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
+    if contract.input_schema:
+        problem = check_instance(contract.input_schema, tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
+    fn = ctx.tool_fns.get((contract.ref, contract.entrypoint))
+    if fn is None:  # resolved once per run, before the gate (it follows the function) and any record
+        fn = ctx.tool_fns[(contract.ref, contract.entrypoint)] = ctx.engine.tool_function(
+            contract, "entrypoint", ctx.tools_folder)
+    if gate(ctx, state, contract, attempt, tool_input, fn, purpose=purpose, fallback=fallback) is PARKED:
+        return PARKED
+    key = key or _key(ctx, state, contract, tool_input)
+    timeout = timeout or _timeout(ctx, state, contract)
+    deadline = ctx.clock.time() + timeout
+    call = ToolCall(ctx.id, c.step, state.id, attempt, key, deadline, contract.ref)
+    # a run with secrets redacts every record it stores by name and value (flowctl.engine.sensitive)
+    # (a notify payload's token is sensitive by name only, so it is always redacted by name here)
+    shown_input = tool_input if ctx.secrets is not None and purpose is None else redact(tool_input, contract.sensitive)
+    if contract.snapshot and contract.side_effecting:  # committed with the started record, before the effect
+        take_snapshot(ctx, contract, tool_input, call, "before")
+    given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
+    extra = {"purpose": purpose} if purpose else {}
+    # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
+    ctx.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
+                else (shown_input, key), tool=contract.ref, input=shown_input,
+                idempotency_key=key, timeout_s=timeout, **extra)
+    if contract.side_effecting:
+        c.inflight = {"step": c.step, "attempt": attempt, "state": state.id, "tool": contract.ref,
+                         "input": tool_input if stored_input is None else stored_input, "idempotency_key": key}
+        ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "started", shown_input, None, ctx.clock.time()))
+        ctx.commit()
+    if given is None:
+        given = copy.deepcopy(tool_input)
+    started = time.perf_counter()
+    try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
+        raw = call_with_timeout(fn, (given, call), timeout, f"tool {contract.ref} in '{state.id}'")
+        output, raw_text, owned = _parse_output(raw, contract)
+    except Exception as exc:  # noqa: BLE001
+        _tag_tool_error(exc)
+        took = (time.perf_counter() - started) * 1000
+        ctx.emit("tool_failed", state.id, attempt, tool=contract.ref, error=handler_names(exc)[0], message=str(exc),
+                    duration_ms=round(took, 3))
+        if contract.side_effecting:
+            c.inflight = None
+            ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
+                                              ctx.clock.time()))
+            if contract.compensate_on_failure:
+                _undo_partial(ctx, state, contract, tool_input, call)
+        raise
+    took = (time.perf_counter() - started) * 1000
+    return _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
+                     stored_input=stored_input)
+
+
+def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
+              owned=False, stored_input=None):
+    c = ctx.cursor
+    if ctx.secrets is not None:
+        ctx.secrets.learn(output)
+    problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
+    if contract.side_effecting and problem is None and contract.verify and not recovered:
+        ok = _verify(ctx, contract, tool_input, output, call)
+        if not ok:  # the output the tool gave is evidence too: kept with the verdict
+            ctx.emit("verify_failed", state.id, attempt, tool=contract.ref, verified=False,
+                        output=redact(output, contract.sensitive))
+            take_snapshot(ctx, contract, tool_input, call, "after")
+            ctx.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "failed",
+                                              redact(tool_input, contract.sensitive), redact(output, contract.sensitive),
+                                              None, ctx.clock.time()))
+            _undo_partial(ctx, state, contract, tool_input, call, output=output, checked=True)
+            c.inflight = None
+            raise BoundaryViolation(f"verify of {contract.ref} did not confirm the effect of '{state.id}' "
+                                    "(see the verify_failed event); it was compensated")
+        ctx.emit("verify_passed", state.id, attempt, tool=contract.ref, verified=True)
+    if contract.snapshot and contract.side_effecting:  # after verify (a failed verify took it above)
+        take_snapshot(ctx, contract, tool_input, call, "after")
+    lean = ctx.secrets is not None and stored_input is None  # by name and value when stored; a notify by name here
+    shown = output if lean else redact(output, contract.sensitive)
+    if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
+        c.inflight = None
+        ctx.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",
+                                          tool_input if lean else redact(tool_input, contract.sensitive),
+                                          shown, None, ctx.clock.time()))
+        if contract.compensate and contract.compensate != "none":
+            c.saga.append({"run_id": ctx.id, "state": state.id, "step": c.step, "tool": contract.ref,
+                              "input": tool_input if stored_input is None else stored_input,
+                              "output": output, "idempotency_key": call.idempotency_key, "at": ctx.clock.time()})
+    data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
+    if recovered:  # verify confirmed the effect after a crash but gave no output: the response is {}
+        data["output_unknown"] = True
+    if raw_text is not None:
+        data["raw"] = raw_text if not contract.sensitive else None
+    # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
+    ctx.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, **data)
+    if problem:
+        raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' does not match its output_schema {problem}")
+    return output
+
+
+def recover_inflight(ctx, state, contract):
+    """A side-effecting call was started and its outcome never recorded (the process died)."""
+    c = ctx.cursor
+    inflight = c.inflight
+    contract = ctx.project.resolve_tool(inflight["tool"]) or contract
+    call = ToolCall(ctx.id, inflight["step"], state.id, inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    answer = _verify(ctx, contract, inflight["input"], None, call) if contract.verify else False
+    ctx.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"],
+                idempotency_key=inflight["idempotency_key"], happened=bool(answer),
+                action="recorded" if answer else "re-invoke with the same idempotency key")
+    if not answer:
+        c.inflight = None
+        c.attempt = inflight["attempt"]
+        return None  # the key is derived from the same input and visit: it is the same key
+    if isinstance(answer, dict):
+        return _complete(ctx, state, contract, inflight["attempt"], inflight["input"], answer, None, call, 0.0)
+    # verify said it happened but cannot give the output: the step is done, its response is {}
+    # (return the output dict from verify to keep it); the output_schema cannot apply to nothing,
+    # so tool_succeeded says output_unknown and trace shows the step as recovered.
+    return _complete(ctx, state, contract, inflight["attempt"], inflight["input"], {}, None, call, 0.0,
+                     recovered=True)
+
+
+def undo_inflight(ctx) -> None:
+    """Cancelling a run whose process died mid-call: if verify says the call happened, undo it."""
+    c = ctx.cursor
+    inflight = c.inflight
+    contract = ctx.project.resolve_tool(inflight["tool"])
+    if contract is None or not contract.verify:
+        return
+    state = ctx.project.states[inflight["state"]]
+    call = ToolCall(ctx.id, inflight["step"], inflight["state"], inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    answer = _verify(ctx, contract, inflight["input"], None, call)
+    ctx.emit("step_recovered", state.id, inflight["attempt"], tool=inflight["tool"], happened=bool(answer),
+                action="compensate" if answer else "nothing to undo")
+    if answer:
+        _undo_partial(ctx, state, contract, inflight["input"], call, output=answer if isinstance(answer, dict) else None,
+                      checked=True)
+    c.inflight = None
+
+
+def _verify(ctx, contract, tool_input, output, call):
+    """verify's answer: ``True``/``False``, or a dict (the tool's output, after a crash). Anything
+    else, or an exception, counts as "cannot tell" and so as not happened (recorded as such)."""
+    fn = ctx.engine.tool_function(contract, "verify", ctx.tools_folder)
+    try:
+        answer = call_with_timeout(fn, (copy.deepcopy(tool_input), copy.deepcopy(output), call),
+                                   contract.timeout or DEFAULT_TIMEOUT, f"verify of {contract.ref}")
+    except Exception as exc:  # noqa: BLE001 - a verify that cannot answer is a "no"
+        ctx.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=type(exc).__name__,
+                    message=f"verify raised, so the effect counts as not happened: {exc}")
+        return False
+    if isinstance(answer, (bool, dict)):
+        return answer
+    ctx.emit("verify_failed", call.state, call.attempt, tool=contract.ref, error=SchemaMismatch.__name__,
+                message=f"verify returned {type(answer).__name__}; it must return a bool (or the output dict)")
+    return False
+
+
+def _undo_partial(ctx, state, contract, tool_input, call, *, output=None, checked=False) -> None:
+    """Compensate one call now: after verify failed, or (``compensate_on_failure``) after invoke raised."""
+    if not contract.compensate or contract.compensate == "none":
+        return
+    if not checked:
+        if not contract.verify or not _verify(ctx, contract, tool_input, output, call):
+            return
+    entry = {"state": state.id, "step": ctx.cursor.step, "tool": contract.ref, "input": tool_input,
+             "output": output, "idempotency_key": call.idempotency_key, "at": ctx.clock.time()}
+    ctx.emit("compensation_started", state.id, call.attempt, tool=contract.ref, reason="boundary")
+    try:
+        saga.undo_once(ctx, contract, entry, call)
+    except Exception as exc:  # noqa: BLE001
+        saga.record_residue(ctx, state.id, contract.ref, f"{type(exc).__name__}: {exc}", call.idempotency_key,
+                            call.attempt)
+    else:
+        ctx.emit("compensation_succeeded", state.id, call.attempt, tool=contract.ref)
+
+
+def _parse_output(raw, contract):
+    """``(output, raw JSON text or None, owned)``. ``owned`` (see :meth:`RunContext.emit <flowctl.engine.context.RunContext.emit>`): ``True`` for a
+    fresh output known to be small, else a tuple of the values to measure. The output is always a
+    fresh object: a copy of what the tool returned, or parsed from the text it returned."""
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8")
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw, parse_constant=_no_constant)
+            if "\\u" in raw or not raw.isascii():  # a lone surrogate (escaped or not): UTF-8 cannot hold it
+                _STRICT.encode(parsed).encode("utf-8")
+            return parsed, raw, (parsed, raw)  # fresh, size unknown: measured by the event
+        except ValueError as exc:
+            raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
+    if raw is None:
+        return {}, None, True
+    flat = flat_copy(raw)
+    if flat is not None:  # JSON by construction, small, and a copy the tool cannot change later
+        return flat, None, True
+    if not isinstance(raw, (dict, list, int, float, bool)):
+        raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
+    try:
+        text = _STRICT.encode(raw)  # JSON only: no NaN, no objects JSON cannot hold
+        text.encode("utf-8")  # ... and no text UTF-8 cannot hold (lone surrogates)
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
+    # a copy: the tool may keep the object it returned and change it later (the run must not see that)
+    parsed = json.loads(text)
+    return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,)
+
+
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=True)
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _tag_tool_error(exc) -> None:
+    """Give a tool's exception the names handlers match: its own, its bases, and ToolError."""
+    if getattr(exc, "flowctl_names", None):
+        return
+    names = error_names(exc)
+    if not isinstance(exc, ToolTimeout) and "ToolError" not in names and not _is_engine_error(exc):
+        names.append("ToolError")
+    try:
+        exc.flowctl_names = names
+    except AttributeError:
+        pass
+
+
+def _is_engine_error(exc) -> bool:
+    return isinstance(exc, (SchemaMismatch, PolicyDenied, BoundaryViolation))
+
+
+def _step_row(c, attempt, state, contract, key, status, tool_input, output, started_at=None, finished_at=None):
+    row = {"step_no": c.step, "attempt": attempt, "state": state.id, "tool": contract.ref, "idempotency_key": key,
+           "status": status, "input": tool_input, "output": output}
+    if started_at is not None:
+        row["started_at"] = started_at
+    if finished_at is not None:
+        row["finished_at"] = finished_at
+    return row
+
+
+__all__ = ["call_tool", "run_fallback", "notify", "recover_notify", "recover_inflight", "undo_inflight"]

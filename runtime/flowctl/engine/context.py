@@ -1,0 +1,281 @@
+"""The one thing a state handler sees: :class:`RunContext` (one run's checkpoint, its audit
+events not yet committed, and the verbs ``emit``, ``commit``, ``park``, ``scope``, ``goto``).
+
+A handler (:mod:`flowctl.engine.states`) returns the state's response, :data:`DONE` (it moved
+the run itself: ``goto``, or the run ended) or :data:`PARKED` (``park`` committed it as waiting
+or paused: the step loop stops driving it). Nothing a handler does to steer the loop is raised.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+from flowctl.engine import sensitive
+from flowctl.engine.clock import iso
+from flowctl.engine.cursor import Cursor
+from flowctl.engine.payload import MAX_PAYLOAD, fits
+from flowctl.engine.result import RunResult, pending_review, waiting_children
+from flowctl.errors import PayloadTooLarge, RecordTampered
+from flowctl.gate.policy import Gate
+from flowctl.store.audit import encode_data, row_identity, run_seal, seal, seal_problem
+from flowctl.store.sql import FINAL
+
+
+class _Outcome:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: a handler moved the run itself (``goto``) or ended it: no transition is taken
+DONE = _Outcome("DONE")
+#: the run is committed as waiting or paused (:meth:`RunContext.park`): stop driving it
+PARKED = _Outcome("PARKED")
+
+_IDENTITY_KEYS = ("digest", "flow", "parent_id", "input", "params", "output")
+
+
+class RunContext:
+    """One run as this process drives it. ``row``: the run row as last committed; ``cursor``: its
+    :class:`~flowctl.engine.cursor.Cursor`; ``project``/``flow``: the definition it is pinned to.
+    ``stop`` (a ``threading.Event``): a sibling branch failed, stop between steps. ``inherited``:
+    a parent's secrets (a child run starting). Raises :class:`RecordTampered` for a forged row."""
+
+    def __init__(self, engine, project, flow, row, stop=None, inherited=None):
+        self.engine = engine
+        self.store = engine.store
+        self.clock = engine.clock
+        self.project = project
+        self.flow = flow
+        self.row = row
+        self.id = row["id"]
+        self.cursor = Cursor.from_json(row["cursor"])
+        self.stop = stop
+        self.last_seq = row["last_seq"]
+        self.last_hash = row["last_hash"]
+        self.events: list = []
+        self.step_rows: list = []
+        self.tool_fns: dict = {}  # (contract ref, entrypoint) -> its entrypoint callable
+        self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
+        #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
+        self.lazy = getattr(engine.store, "seals_on_read", False)
+        self._identity = None
+        #: the review token this process issued (shown once in the result, never stored)
+        self.issued_token: str | None = None
+        #: ``{run id: RunResult}`` of children this process drove that paused or wait (their tokens)
+        self.child_results: dict = {}
+        refuse_forged(engine, row)
+        self.gate = Gate(project, engine.store, engine.clock)
+        self.sensitive = sensitive.flow_fields(project, flow)
+        #: names and values redacted from what is stored, the row sealed while live (None: no secrets)
+        self.secrets = sensitive.for_run(self, inherited)
+        self.tools_folder = str(project.orchestration / "tools")
+        self.run_info = {"id": self.id, "flow": flow.id, "flow_version": flow.version,
+                         "started_at": iso(row["created_at"]), "parent": row.get("parent_id"),
+                         "depth": self.cursor.depth}
+
+    # ------------------------------------------------------------------ events and commits
+    def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, *, strict: bool = False,
+             owned=False, **data) -> dict:
+        """Record an audit event (committed with the next checkpoint). Data over the payload limit
+        raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note.
+
+        The event's JSON text (``data_json``) is made here, once; its hash when it is committed
+        (:func:`flowctl.store.audit.seal`). ``owned``: the caller guarantees nothing changes ``data`` later,
+        so a store that seals on read (MemoryStore) may keep the dict and encode it then; ``True``
+        when every value is small by construction, else a tuple of the values that are not (tool
+        input, output ...), which must pass :func:`flowctl.engine.payload.fits` to skip encoding."""
+        seq = self.last_seq + len(self.events) + 1
+        if self.secrets is not None:  # run data only: engine fields such as "to" (the next state) stay readable
+            self.secrets.event(data)
+        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
+        if not (owned is not False and self.lazy and (owned is True or fits(owned))):
+            data_json = encode_data(data)
+            if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
+                size = len(data_json.encode())
+                if strict:
+                    raise PayloadTooLarge(f"{type_} payload is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
+                ev["data"] = {"truncated": True, "bytes": size}
+                data_json = encode_data(ev["data"])
+            ev["data_json"] = data_json
+        self.events.append(ev)
+        if self.engine.listener is not None:  # its own copy: a listener cannot change the record
+            self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(ev["data"])))
+        return ev
+
+    def take_events(self) -> list:
+        out, self.events = self.events, []
+        return out
+
+    def commit(self, status: str | None = None, **fields) -> None:
+        """Write the checkpoint, the buffered events and step rows in one store commit (one
+        transaction); ``status`` and ``fields`` (output, error, available_at …) update the run row.
+        Raises :class:`~flowctl.errors.RunConflict` (or ``LeaseLost``) when another writer won."""
+        run = {"cursor": self.cursor.to_json(), "updated_at": self.clock.time(), "steps": self.cursor.step}
+        if status:
+            run["status"] = status
+        run.update(fields)
+        events = self.take_events()
+        if events:
+            run["last_seq"] = events[-1]["seq"]
+            if not self.lazy:
+                run["last_hash"] = seal(events, self.last_hash)
+        steps, self.step_rows = self.step_rows, []
+        stored = run
+        if self.secrets is not None:
+            if "error" not in run and self.row.get("error") is not None:
+                run["error"] = self.row["error"]  # written again, scrubbed: the seal covers the stored text
+            stored, steps = sensitive.protect(self, run, steps, status)
+        if not self.lazy:  # the row as this commit leaves it, sealed in the same statement (audit.run_seal)
+            seal_row(self.id, stored, run.get("last_seq", self.last_seq), run.get("last_hash", self.last_hash),
+                     run.get("status", self.row["status"]), stored.get("error", self.row.get("error")),
+                     self.identity(stored))
+        if self.unleased:
+            self.store.commit(self.id, self.last_seq, stored, events, steps, unleased=True)
+        else:  # the first commit of this writer clears a lease that expired (the run is taken over)
+            self.store.commit(self.id, self.last_seq, stored, events, steps)
+            self.unleased = True
+        if events:
+            self.last_seq = run["last_seq"]
+            self.last_hash = run.get("last_hash", self.last_hash)
+        run.pop("cursor_json", None)
+        run.pop("seal", None)
+        self.row.update(run)
+        if self.secrets is not None and status in FINAL:
+            sensitive.drop_children(self)
+
+    def identity(self, stored: dict) -> str:
+        """:func:`flowctl.store.audit.row_identity` of the row as this commit leaves it (``stored`` over
+        the row); computed again only when one of its values is another object than last time."""
+        view = {k: stored[k] if k in stored else self.row.get(k) for k in _IDENTITY_KEYS}
+        key = tuple(id(v) for v in view.values())
+        cached = self._identity
+        if cached is None or cached[0] != key:
+            cached = self._identity = (key, row_identity(view), view)  # the view keeps the ids valid
+        return cached[1]
+
+    def check_size(self, value, what: str) -> None:
+        """Raise :class:`PayloadTooLarge` when ``value`` encodes to more than ``MAX_PAYLOAD`` bytes."""
+        if fits(value):
+            return
+        text = encode_data(value)
+        if len(text) <= MAX_PAYLOAD // 4:
+            return
+        size = len(text.encode())
+        if size > MAX_PAYLOAD:
+            raise PayloadTooLarge(f"{what} is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
+
+    # ------------------------------------------------------------------ scope and moves
+    def scope(self) -> dict:
+        """What expressions see: ``{input, params, context, response, error, review, visits, state,
+        run, item, index}``."""
+        c = self.cursor
+        return {"input": self.row["input"], "params": self.row.get("params") or {}, "context": c.context,
+                "response": c.response, "error": c.error, "review": c.review, "visits": c.visits,
+                "state": c.state_info, "run": self.run_info, "item": None, "index": None}
+
+    def goto(self, target: str):
+        """Move to state ``target`` (entered on the next step) and commit; returns :data:`DONE`."""
+        c = self.cursor
+        c.state = target
+        c.entered = False
+        c.attempt = 1
+        c.pending = None
+        self.commit()
+        return DONE
+
+    def park(self, status: str, pending: dict, available_at: float | None, *, keep_due: bool = False):
+        """Commit the run as ``status`` (waiting, paused) due at ``available_at`` (epoch seconds) and
+        return :data:`PARKED`. ``keep_due``: leave the stored due time as it is instead: a parent
+        waiting on queued children stays due if a child ended (``SqlStore._wake_parent``) since."""
+        self.cursor.pending = pending
+        self.emit("run_paused", self.cursor.state, self.cursor.attempt, status=status,
+                  pending={k: v for k, v in pending.items() if k != "token_hash"}, available_at=available_at)
+        if keep_due:
+            self.commit(status=status)
+        else:
+            self.commit(status=status, available_at=available_at)
+        return PARKED
+
+    def finish_failed(self, err: dict):
+        """End the run as failed with ``err`` (compensation, if any, is done); returns :data:`DONE`."""
+        c = self.cursor
+        c.done = True
+        self.emit("run_failed", err.get("state"), error=err, residue=c.residue)
+        self.commit(status="failed", error=err)
+        return DONE
+
+    def review_expired(self) -> bool:
+        """Whether a review is pending and its deadline has passed."""
+        pending = self.cursor.pending or {}
+        deadline = pending.get("deadline")
+        return pending.get("kind") == "review" and deadline is not None and self.clock.time() >= deadline
+
+    def result(self) -> RunResult:
+        """The run as it stands now (the review token this process issued included)."""
+        c = self.cursor
+        review = None
+        pending = c.pending or {}
+        if self.row["status"] == "paused" and pending.get("kind") == "review":
+            review = pending_review(pending, self.issued_token)
+        out = RunResult(self.id, self.flow.id, self.row["status"], self.row.get("output"), self.row.get("error"),
+                        list(c.path), list(c.residue), review, self.row.get("available_at"), c.step)
+        if self.row["status"] == "waiting" and pending.get("kind") == "children":
+            out.children = waiting_children(self.store, self.child_results, pending)
+        return out
+
+
+def refuse_forged(engine, row) -> None:
+    """Raise :class:`RecordTampered` unless ``row`` is what its last commit sealed (resume, recover,
+    a worker's claim, cancel, remind: never continue a forged row)."""
+    forged = None if getattr(engine.store, "seals_on_read", False) else seal_problem(row)
+    if forged:
+        raise RecordTampered(f"run {row['id']}: {forged}; it is not continued",
+                             hint=f"flowctl audit verify {row['id']} says what differs; restore the store from a backup")
+
+
+def trusted_project(engine, row):
+    """The definition ``row`` is pinned to, once the row is trusted (a swapped digest would
+    otherwise choose the definition before :class:`RunContext` could refuse the row)."""
+    refuse_forged(engine, row)
+    return engine.project_for(row["digest"])
+
+
+def live_owner(owner, me):
+    """The owner string if that process is alive on this host (and is not this process); an owner
+    on another host counts as alive (this process cannot tell)."""
+    if not owner or owner == me:
+        return None
+    host, _, pid = owner.rpartition(":")
+    if host != os.uname().nodename:
+        return owner
+    if not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return owner
+    return owner
+
+
+def seal_row(run_id, stored: dict, last_seq, last_hash, status, error, identity: str) -> None:
+    """Seal ``stored`` (a run row as the store will write it) for :func:`flowctl.store.audit.seal_problem`:
+    ``stored["seal"]`` over its checkpoint text and ``identity`` (:func:`flowctl.store.audit.row_identity`),
+    and ``stored["cursor_json"]``, that very text for the store to write, when the checkpoint is kept
+    in plaintext. An encrypted checkpoint (a run with secrets, :mod:`flowctl.engine.sensitive`) is written
+    as its ciphertext and sealed by its plaintext, which is what a reader gets back."""
+    cursor = stored["cursor"]
+    plain = getattr(cursor, "plain", cursor)
+    text = encode_data(plain)
+    if plain is cursor:
+        stored["cursor_json"] = text
+    stored["seal"] = run_seal(run_id, last_seq, last_hash, status, error, text, identity)
+
+
+__all__ = ["RunContext", "DONE", "PARKED", "refuse_forged", "trusted_project", "live_owner", "seal_row"]

@@ -1,0 +1,61 @@
+"""What a flow depends on: the files, the flows its parallel/map/subflow states start, the parts
+it names that the project lacks (used to refuse a broken flow before a run and to find a run's
+sensitive fields)."""
+from __future__ import annotations
+
+from flowctl.check.checks import child_flows, flow_graph
+
+
+def tool_refs(state) -> list:
+    """The tool references a state names: its ``tool``, a review's ``notify``, its handlers' fallbacks."""
+    return [state.tool, getattr(state, "notify", None)] + [h.fallback for h in state.on_error]
+
+
+def missing_parts(project, flow) -> list:
+    """States and tools the flow names that the project does not have (undefined, or their file did
+    not load): running it would fail on the first one reached."""
+    missing = [f for f in started_flows(project, flow, known_only=False) if f not in project.flows]
+    for sid in sorted(flow_graph(project, flow)):
+        state = project.states.get(sid)
+        if state is None:
+            missing.append(sid)
+            continue
+        for ref in tool_refs(state):
+            if isinstance(ref, str) and ref and project.resolve_tool(ref) is None:
+                missing.append(ref.split("@")[0])
+    return missing
+
+
+def started_flows(project, flow, known_only: bool = True) -> list:
+    """Ids of the flows started by the parallel, map and subflow states of ``flow``."""
+    found = []
+    for sid in sorted(flow_graph(project, flow)):
+        state = project.states.get(sid)
+        for fid in child_flows(state) if state is not None else ():
+            if isinstance(fid, str) and fid not in found and (fid in project.flows or not known_only):
+                found.append(fid)
+    return found
+
+
+def flow_files(project, flow) -> set:
+    """Relative paths of every file a flow depends on."""
+    files = {flow.file}
+    tools = set()
+    for sid in flow_graph(project, flow):
+        state = project.states.get(sid)
+        if state is None:
+            continue
+        files.add(state.file)
+        for ref in tool_refs(state):
+            if ref:
+                contract = project.resolve_tool(ref)
+                if contract is not None:
+                    files.add(contract.file)
+                    tools.add(contract.id)
+    for policy in project.policies.values():
+        if tools & set(policy.applies_to):
+            files.add(policy.file)
+    return files
+
+
+__all__ = ["flow_files", "missing_parts", "started_flows", "tool_refs"]

@@ -1,0 +1,73 @@
+"""Taking a business transition (layer 3): the first one leaving the state whose ``when`` holds
+(JMESPath truthiness, :func:`flowctl.expr.scope.truthy`), in file order; its ``set`` applied."""
+from __future__ import annotations
+
+from flowctl.engine.payload import FIT_STRING
+from flowctl.errors import NoTransitionMatched
+from flowctl.expr.expressions import RECORDER, compile_expr
+from flowctl.expr.scope import compile_set, truthy
+
+
+class Move:
+    """A business transition ready to run: its ``when`` and ``set`` compiled once."""
+
+    __slots__ = ("to", "when", "evaluate", "apply_set", "line", "short")
+
+    def __init__(self, t):
+        self.to, self.when, self.line = t.to, t.when, t.line()
+        self.short = len(t.when or "") <= FIT_STRING
+        self.evaluate = compile_expr(t.when, t.where("when")).evaluate if t.when is not None else None
+        self.apply_set = compile_set(t.set, t.where("set"))
+
+
+def moves(project, flow, state_id) -> tuple:
+    """The transitions leaving ``state_id`` in file order (first match wins), compiled; cached on
+    the project (per flow and state)."""
+    key = ("moves", flow.id, state_id)
+    found = project._resolved.get(key)
+    if found is None:
+        found = project._resolved[key] = tuple(Move(t) for t in flow.transitions_from(state_id))
+    return found
+
+
+def advance(ctx, state, response) -> None:
+    """``response`` becomes the scope's; take the first transition that holds (a
+    ``transition_taken`` event with every condition evaluated) and commit. Raises
+    :class:`NoTransitionMatched`, or what a ``when`` or ``set`` raises."""
+    c = ctx.cursor
+    c.response = response
+    scope = ctx.scope()
+    chosen = None
+    evaluated = []
+    small = True  # every result a boolean or null and every condition short: the event is small
+    for move in moves(ctx.project, ctx.flow, state.id):
+        if move.when is None:
+            chosen = move
+            evaluated.append({"when": None, "result": True})
+            break
+        value = move.evaluate(scope)
+        evaluated.append({"when": move.when, "result": value})  # null stays null in the trace
+        if small and not (move.short and (value is True or value is False or value is None)):
+            small = False
+        if truthy(value):
+            chosen = move
+            break
+    if chosen is None:
+        raise NoTransitionMatched(f"no transition from '{state.id}' matched",
+                                  hint="; ".join(f"{e['when']} -> {e['result']!r}" for e in evaluated))
+    if chosen.apply_set is not None:
+        c.context = chosen.apply_set(c.context, scope, ctx.check_size)
+    c.error = None  # the state completed: the caught error leaves the scope
+    data = {"to": chosen.to, "conditions": evaluated, "line": chosen.line}
+    recorder = RECORDER.get()
+    if recorder is not None and recorder.recorded:
+        data["recorded"] = list(recorder.recorded)
+        recorder.recorded.clear()
+        small = False
+    ctx.emit("transition_taken", state.id, c.attempt, owned=True if small and len(evaluated) <= 16
+             else (evaluated, data.get("recorded")),
+             **data)
+    ctx.goto(chosen.to)
+
+
+__all__ = ["advance", "moves", "Move"]
