@@ -163,3 +163,10 @@ def test_contracts_refuse_a_project_with_validate_errors_naming_the_first(tmp_pa
     assert code == 2, out
     assert "definition errors" in out and "[FC704]" in out and "contracts/" in out
     assert "PASS" not in out and "invoke" not in out  # nothing ran
+
+
+def test_a_case_of_a_flow_whose_state_file_does_not_load_is_refused_at_that_file(tmp_path):
+    root = project(tmp_path, cases={"pays.yaml": PASSES}, **{"states/done.yaml": "id: done\ntype: succeed\n  bad: [\n"})
+    code, out = flowctl("test", "--root", str(root))
+    assert code == 2, out
+    assert "flow 'f' has definition errors: orchestration/states/done.yaml:3:6: cannot parse" in out

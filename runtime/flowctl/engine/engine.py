@@ -24,18 +24,16 @@ The per-run machinery: :mod:`flowctl.engine.lifecycle` (start, resume, recover),
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from flowctl.check.checks import flow_graph, validate
 from flowctl.definition.kinds import did_you_mean
 from flowctl.definition.loader import load_files
 from flowctl.definition.model import files_digest
-from flowctl.diagnostics import ERROR
 from flowctl.engine import cancel as cancelling
 from flowctl.engine import lifecycle
 from flowctl.engine.clock import SystemClock
-from flowctl.engine.flowfiles import flow_files, missing_parts, started_flows, tool_refs
+from flowctl.engine.flowfiles import flow_files, missing_parts, refuse_broken, started_flows, tool_refs
 from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
 from flowctl.engine.tools import resolve
@@ -159,17 +157,7 @@ class Engine:
         """Refuse a flow whose own files (flow, its states, their contracts, policies) have errors."""
         if not self.check or flow.id in self._checked:
             return
-        files = flow_files(self.project, flow)
-        missing = missing_parts(self.project, flow)
-        errors = [d for d in validate(self.project) if d.severity == ERROR
-                  and (d.file in files or Path(d.file).stem.split(".")[0] in missing)]
-        if missing and not errors:
-            raise ProjectError(f"flow '{flow.id}' uses {missing[0]!r}, which is not defined", hint="run: flowctl validate")
-        if errors:
-            first = errors[0]
-            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            raise ProjectError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
-                               hint="run: flowctl validate")
+        refuse_broken(self.project, flow, validate(self.project))
         self._resolve_tools(flow)
         self._checked.add(flow.id)
         for child in started_flows(self.project, flow):  # the flows its parallel/map/subflow states start

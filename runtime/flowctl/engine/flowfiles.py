@@ -3,7 +3,11 @@ it names that the project lacks (used to refuse a broken flow before a run and t
 sensitive fields)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from flowctl.check.checks import child_flows, flow_graph
+from flowctl.diagnostics import ERROR
+from flowctl.errors import ProjectError
 
 
 def tool_refs(state) -> list:
@@ -58,4 +62,21 @@ def flow_files(project, flow) -> set:
     return files
 
 
-__all__ = ["flow_files", "missing_parts", "started_flows", "tool_refs"]
+def refuse_broken(project, flow, diagnostics) -> None:
+    """Raise :class:`ProjectError` (exit 2) when ``flow`` cannot run as defined: an error among
+    ``diagnostics`` (what ``validate(project)`` found) in a file the flow depends on, or in the file
+    of a state, tool or flow it names that did not load; or a part it names that is not defined."""
+    files = flow_files(project, flow)
+    missing = missing_parts(project, flow)
+    errors = [d for d in diagnostics if d.severity == ERROR
+              and (d.file in files or Path(d.file).stem.split(".")[0] in missing)]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ProjectError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
+                           hint="run: flowctl validate")
+    if missing:
+        raise ProjectError(f"flow '{flow.id}' uses {missing[0]!r}, which is not defined", hint="run: flowctl validate")
+
+
+__all__ = ["flow_files", "missing_parts", "refuse_broken", "started_flows", "tool_refs"]

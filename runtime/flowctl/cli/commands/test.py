@@ -162,24 +162,15 @@ def _cases(project, flows, files, min_coverage, suggest, junit, color) -> int:
 
 def _check_definitions(project, flow_ids) -> None:
     """Refuse (exit 2) flows whose definition files have errors, as ``flowctl run`` does."""
-    from flowctl.diagnostics import ERROR
-    from flowctl.engine.engine import flow_files
     from flowctl.check.checks import validate
+    from flowctl.engine.flowfiles import refuse_broken
 
     diags = None
     for fid in flow_ids:
         flow = project.flows.get(fid)
-        if flow is None:
-            continue
-        if diags is None:
-            diags = [d for d in validate(project) if d.severity == ERROR]
-        files = flow_files(project, flow)
-        errors = [d for d in diags if d.file in files]
-        if errors:
-            first = errors[0]
-            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            raise ProjectError(f"flow '{fid}' has definition errors: {first.location}: {first.message}{more}",
-                               hint="run: flowctl validate")
+        if flow is not None:
+            diags = validate(project) if diags is None else diags
+            refuse_broken(project, flow, diags)
 
 
 def _check_project(project) -> None:
