@@ -46,3 +46,20 @@ def test_a_recovered_call_without_its_output_is_marked_output_unknown(tmp_path):
     assert succeeded == [{"tool": "charge@1.0.0", "output": {}, "duration_ms": 0.0, "output_unknown": True}]
     steps = steps_of(h.store.events("r1"))
     assert [s["outcome"] for s in steps if s["state"] == "pay"] == ["ok (recovered, output unknown)"]
+
+
+def test_an_unknown_output_the_output_schema_needs_fails_the_step_naming_the_cause(tmp_path):
+    # the contract promises charge_id; a verify that answers only true cannot give it, so the step
+    # fails here (SchemaMismatch, with the fix), not a later state on a field that was never there,
+    # and the confirmed charge is compensated as the default error layer says
+    files = dict(FILES)
+    files["contracts/charge.v1.0.0.yaml"] = FILES["contracts/charge.v1.0.0.yaml"] + (
+        "output_schema:\n  type: object\n  required: [charge_id]\n  properties:\n    charge_id: {type: string}\n")
+    h = Harness(build(tmp_path, files, TOOLS))
+    with pytest.raises(KeyboardInterrupt):
+        h.run(run_id="r1")
+    done = h.engine.resume("r1")
+    assert done.status == "failed" and done.error["type"] == "SchemaMismatch"
+    assert "unknown after a crash" in done.error["message"] and "return the output dict from verify" in done.error["message"]
+    assert "'pay'" in done.error["message"]
+    assert h.ledger() == ["charge", "undo"]  # invoked once, then undone by the saga

@@ -178,7 +178,7 @@ def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call,
     c = ctx.cursor
     if ctx.secrets is not None:
         ctx.secrets.learn(output)
-    problem = check_instance(contract.output_schema, output) if contract.output_schema and not recovered else None
+    problem = check_instance(contract.output_schema, output) if contract.output_schema else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
         ok = _verify(ctx, contract, tool_input, output, call)
         if not ok:  # the output the tool gave is evidence too: kept with the verdict
@@ -213,6 +213,10 @@ def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call,
         data["raw"] = raw_text if not contract.sensitive else None
     # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
     ctx.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, **data)
+    if problem and recovered:  # the effect is in the saga; what the flow reads next is missing
+        raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' is unknown after a crash: verify confirmed the "
+                             f"effect but returned true, not the output, and the output_schema needs it {problem}; "
+                             "return the output dict from verify to keep it")
     if problem:
         raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' does not match its output_schema {problem}")
     return output
@@ -235,9 +239,10 @@ def recover_inflight(ctx, state, contract):
         return None  # the key is derived from the same input and visit: it is the same key
     if isinstance(answer, dict):
         return _complete(ctx, state, contract, inflight["attempt"], inflight["input"], answer, None, call, 0.0)
-    # verify said it happened but cannot give the output: the step is done, its response is {}
-    # (return the output dict from verify to keep it); the output_schema cannot apply to nothing,
-    # so tool_succeeded says output_unknown and trace shows the step as recovered.
+    # verify said it happened but cannot give the output: the effect is recorded (and joins the saga)
+    # with the response {}, tool_succeeded says output_unknown, and trace shows the step as recovered.
+    # If the output_schema rejects {}, the step fails with SchemaMismatch here, naming the cause,
+    # rather than a later state failing on a field that was never there.
     return _complete(ctx, state, contract, inflight["attempt"], inflight["input"], {}, None, call, 0.0,
                      recovered=True)
 
