@@ -6,6 +6,7 @@ that never ran report "nothing yet"; ``--db memory`` never suggests a resume tha
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -99,3 +100,18 @@ def test_a_store_that_cannot_be_opened_is_named_as_written_without_its_password(
     code, out = _flowctl(tmp_path, "runs", "--db", "postgresql://ops:hunter2@127.0.0.1:1/x")
     assert code == 2 and "cannot open store postgresql://ops@127.0.0.1:1/x" in out, out
     assert "hunter2" not in out and "+psycopg" not in out and "Traceback" not in out
+
+
+def test_trace_of_a_run_cancelled_without_compensation_says_who_and_what_it_kept(tmp_path):
+    write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "run", "f")
+    assert code == 3, out
+    run_id = out.split("run ", 1)[1].split()[0]
+    code, out = _flowctl(tmp_path, "cancel", run_id, "--no-compensate", "--by", "carol")
+    assert code == 0, out
+    code, out = _flowctl(tmp_path, "trace", run_id)
+    assert code == 0, out
+    assert "cancelled by carol" in out
+    assert "kept (not compensated): charge@1.0.0 of 'pay' (step 1); the run ended cancelled without undoing it" in out
+    code, out = _flowctl(tmp_path, "trace", run_id, "--format", "json")
+    assert json.loads(out)["run"]["kept"] == [{"tool": "charge@1.0.0", "state": "pay", "step": 1}]

@@ -204,6 +204,9 @@ def steps_of(events) -> list:
             current["outcome"] = "failed"
             e = d.get("error") or {}
             current["error"] = current["error"] or f"{e.get('type')}: {e.get('message')}"
+        elif t == "run_cancelled":
+            why = f" by {d['by']}" if d.get("by") else f" ({d['reason']})" if d.get("reason") else ""
+            current["outcome"] = "cancelled" + why
         elif t == "run_paused":
             current["outcome"] = d.get("status")
         elif t == "review_decided":

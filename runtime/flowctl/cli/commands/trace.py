@@ -9,7 +9,7 @@ from flowctl.cli.commands import EXIT_OK
 from flowctl.cli.commands._common import _events_for_json, child_tree, fetch_run, one_line_path
 from flowctl.store.history import steps_of
 
-__all__ = ["steps_of", "child_tree", "console", "run"]
+__all__ = ["steps_of", "child_tree", "console", "kept_effects", "run"]
 
 
 def console():
@@ -33,7 +33,7 @@ def run(run_id, root, db, fmt) -> int:
         _events_for_json(events)
         run_info = {k: row.get(k) for k in ("id", "flow", "flow_version", "digest", "status", "output", "error",
                                             "created_at", "updated_at")}
-        run_info.update(started=iso(row["created_at"]), updated=iso(row["updated_at"]))
+        run_info.update(started=iso(row["created_at"]), updated=iso(row["updated_at"]), kept=kept_effects(row))
         click.echo(json.dumps({"run": run_info, "path": path, "steps": steps, "events": events},
                               indent=2, ensure_ascii=False, default=str))
         return EXIT_OK
@@ -58,4 +58,18 @@ def run(run_id, root, db, fmt) -> int:
     comp = [e for e in events if e["type"].startswith("compensation_")]
     for e in comp:
         click.echo(f"{iso(e['ts'])} {e['type']}: {e['data'].get('tool')} of '{e['state']}'")
+    for entry in kept_effects(row):
+        click.echo(f"kept (not compensated): {entry['tool']} of '{entry['state']}' (step {entry['step']}); "
+                   f"the run ended {row['status']} without undoing it")
     return EXIT_OK
+
+
+def kept_effects(row) -> list:
+    """The completed side effects a failed or cancelled run still holds: the saga entries no
+    compensation undid (a ``fail`` state or handler without ``compensate: true``, or ``cancel
+    --no-compensate``), ``[{tool, state, step}]`` oldest first; ``[]`` for other runs."""
+    cursor = row.get("cursor")
+    if row.get("status") not in ("failed", "cancelled") or not isinstance(cursor, dict):
+        return []
+    return [{"tool": e.get("tool"), "state": e.get("state"), "step": e.get("step")}
+            for e in cursor.get("saga") or () if isinstance(e, dict)]
