@@ -233,7 +233,8 @@ def run(transitions: int = 1200, trials: int = 3, pg: bool = True, pg_url: str =
 
     import flowctl
 
-    out: dict = {"transitions": transitions, "trials": trials}
+    out: dict = {"transitions": transitions, "trials": trials,
+                 "group": {"runs": CONCURRENT, "transitions": GROUP_TRANSITIONS}}
     pg_reason = pg_available(pg_url) if pg else "disabled (--no-pg)"
     with tempfile.TemporaryDirectory(prefix="flowctl-bench-durable-") as tmp:
         tmp_path = Path(tmp)
