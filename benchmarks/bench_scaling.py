@@ -206,27 +206,39 @@ def paused_start(paused: int, trials: int, tmp: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- child processes
+#: Runs the command given as its arguments, output discarded, and prints ``{seconds, exit_code,
+#: peak_rss_mb}``: the peak RSS of that child alone. (Measured from this benchmark's own process,
+#: ``ru_maxrss`` would include the memory of the parent copied at ``fork``, before ``exec``.)
+_LAUNCHER = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+took = time.perf_counter() - t
+print(json.dumps({"seconds": took, "exit_code": done.returncode,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                  "stderr": done.stderr.decode(errors="replace")[-500:] if done.returncode else ""}))
+"""
+
+
 def measure_child(argv, box_s: float, cwd=None) -> dict:
-    """Run ``argv`` with output discarded; ``{seconds, peak_rss_mb, exit_code}`` or, past
-    ``box_s``, ``{timed_out_after_s, peak_rss_mb: None}`` (the process is killed)."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = started + box_s
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            took = time.perf_counter() - started
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            err = proc.stderr.read().decode(errors="replace")[-500:]
-            proc.stderr.close()
-            return {"seconds": took, "peak_rss_mb": usage.ru_maxrss / 1024, "exit_code": proc.returncode,
-                    **({"stderr": err} if proc.returncode else {})}
-        if time.perf_counter() > deadline:
-            proc.kill()
-            proc.wait()
-            proc.stderr.close()
-            return {"timed_out_after_s": box_s, "seconds": None, "peak_rss_mb": None}
-        time.sleep(0.02)
+    """Run ``argv`` with its output discarded; ``{seconds, peak_rss_mb, exit_code}`` or, past
+    ``box_s`` seconds, ``{timed_out_after_s, seconds: None, peak_rss_mb: None}`` (killed)."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, *argv], cwd=cwd, stdout=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=box_s + 1)  # + the launcher's own start
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"timed_out_after_s": box_s, "seconds": None, "peak_rss_mb": None}
+    found = json.loads(out.decode().strip().splitlines()[-1])
+    if found["seconds"] > box_s:
+        return {"timed_out_after_s": box_s, "seconds": None, "peak_rss_mb": None}
+    if not found["stderr"]:
+        found.pop("stderr")
+    return found
 
 
 def run_length(lengths, box_s: float, tmp: Path) -> dict:

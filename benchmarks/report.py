@@ -288,6 +288,8 @@ def render(r: dict, commands: dict) -> str:
         lines += _render_map(r["map"])
     if "workers" in r:
         lines += _render_workers(r["workers"])
+    if "pgcapacity" in r:
+        lines += _render_pgcapacity(r["pgcapacity"])
     if "scaling" in r:
         lines += _render_scaling(r["scaling"])
 
@@ -410,3 +412,18 @@ def _render_scaling(s: dict) -> list:
         else:
             lines.append(f"| `{k}` | {x['median_s']:.2f} | {x['min_s']:.2f}–{x['max_s']:.2f} | {_mb(x['peak_rss_mb'])} |")
     return lines + ["", "Targets:", *_targets(s)]
+
+
+def _render_pgcapacity(c: dict) -> list:
+    lines = ["", "## 9. PostgreSQL capacity per step", ""]
+    if "skipped" in c:
+        return lines + [f"Skipped: {c['skipped']}"]
+    us, cores = c["us_per_step"], c["cores_per_1000_steps_per_s"]
+    return lines + [
+        f"One run of {c['transitions']:,} steps of the loop flow through `open_store(postgresql://…)` on a fresh "
+        f"database, one run at a time, median of {c['trials']} trials; {_load(c)}. Server CPU: user + system time of "
+        "the backends serving the database (`/proc/<pid>/stat`; the WAL writer and checkpointer are not included); "
+        "client CPU: the flowctl process. Used by `docs/scaling.md`.", "",
+        "| per step | wall µs | server CPU µs | client CPU µs | commits |", "| --- | ---: | ---: | ---: | ---: |",
+        f"| flowctl step | {us['wall']:.0f} | {us['server_cpu']:.0f} | {us['client_cpu']:.0f} | {c['commits_per_step']:.2f} |",
+        "", f"Cores per 1,000 steps/s: server {cores['server']:.2f}, client {cores['client']:.2f}."]

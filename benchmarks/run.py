@@ -7,7 +7,7 @@ before and after each part). PostgreSQL numbers are included when the server at
 FLOWCTL_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test) answers; every trial gets a
 fresh database, dropped after it.
 
-    python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,scaling]
+    python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,pgcapacity,scaling]
 
 A full run takes about 15 minutes on 2 cores (the biggest scaling sizes are time-boxed: a size
 that runs out of its box is reported as "more than"); ``--quick`` about 2 minutes, at small
@@ -28,6 +28,7 @@ import bench_diff  # noqa: E402
 import bench_durable  # noqa: E402
 import bench_map  # noqa: E402
 import bench_memory  # noqa: E402
+import bench_pgcapacity  # noqa: E402
 import bench_policy  # noqa: E402
 import bench_scaling  # noqa: E402
 import bench_validate  # noqa: E402
@@ -36,22 +37,23 @@ from common import PG, RESULTS, ROOT, loadavg, machine, write  # noqa: E402
 from report import render  # noqa: E402
 
 # Sizes of the full run (`make bench`, about 15 minutes on 2 cores) and of --quick (a smoke test).
-FULL = {"memory": {"transitions": 99_999, "trials": 5}, "durable": {"transitions": 1_200, "trials": 5},
-        "map": {"items": 1000, "trials": 5, "loop_transitions": 3000, "sqlite": (1000, 10000), "box_s": 180.0},
+FULL = {"memory": {"transitions": 60_000, "trials": 5}, "durable": {"transitions": 1_200, "trials": 5},
+        "map": {"items": 1000, "trials": 5, "loop_transitions": 3000, "sqlite": (1000, 10000), "box_s": 150.0},
         "validate": {"repeat": 5}, "cold": {"trials": 15}, "policy": {"n": 2000}, "diff": {"states": 1000, "repeat": 5},
-        "workers": {"runs": 400, "trials": 5},
+        "workers": {"runs": 400, "trials": 5}, "pgcapacity": {"transitions": 3000, "trials": 5},
         "scaling": {"store_sizes": (1000, 10000, 100000), "lengths": (9999, 99999), "flows": 1000, "paused": 10000,
                     "trials": 5, "box_s": 60.0}}
 QUICK = {"memory": {"transitions": 3_000, "trials": 5}, "durable": {"transitions": 150, "trials": 5},
          "map": {"items": 200, "trials": 5, "loop_transitions": 300, "sqlite": (200, 1000), "box_s": 30.0},
          "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 5}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1},
-         "workers": {"runs": 60, "trials": 1}, "scaling": bench_scaling.QUICK}
+         "workers": {"runs": 60, "trials": 1}, "pgcapacity": {"transitions": 300, "trials": 1}, "scaling": bench_scaling.QUICK}
 PARTS = {"memory": bench_memory.run, "durable": bench_durable.run, "map": bench_map.run, "validate": bench_validate.run,
          "cold": bench_cold.run, "policy": bench_policy.run, "diff": bench_diff.run, "workers": bench_workers.run,
-         "scaling": bench_scaling.run}
+         "pgcapacity": bench_pgcapacity.run, "scaling": bench_scaling.run}
 TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachine vs the bare loop",
           "durable": "durable step: flowctl vs DBOS vs raw sqlite3 / psycopg, SQLite and PostgreSQL",
           "map": "map fan-out: in memory (1, 8, 32 at once) and on SQLite (1k / 10k items)",
+          "pgcapacity": "PostgreSQL capacity: server and client CPU per durable step",
           "scaling": "scaling: store size, paused runs, run length, project size",
           "validate": "validate: 10,000 states / 1,000 flows vs PyYAML's C loader",
           "cold": "CLI cold start", "policy": "policy decision latency", "diff": "diff of two 1,000-state projects",
@@ -117,14 +119,15 @@ def code_state() -> dict:
 def commands() -> dict:
     return {
         "all": "make bench   # = .venv/bin/pip install -e '.[bench]' && .venv/bin/python benchmarks/run.py",
-        "memory": "python benchmarks/bench_memory.py --transitions 99999 --trials 5",
+        "memory": "python benchmarks/bench_memory.py --transitions 60000 --trials 5",
         "durable": "python benchmarks/bench_durable.py --transitions 1200 --trials 5",
-        "map": "python benchmarks/bench_map.py --items 1000 --trials 5 --sqlite-sizes 1000,10000 --box 180",
+        "map": "python benchmarks/bench_map.py --items 1000 --trials 5 --sqlite-sizes 1000,10000 --box 150",
         "validate": "python benchmarks/bench_validate.py --trials 5",
         "cold": "python benchmarks/bench_cold.py --trials 15",
         "policy": "python benchmarks/bench_policy.py",
         "diff": "python benchmarks/bench_diff.py --states 1000 --repeat 5",
         "workers": "python benchmarks/bench_workers.py --runs 400 --trials 5   # needs PostgreSQL",
+        "pgcapacity": "python benchmarks/bench_pgcapacity.py --transitions 3000 --trials 5",
         "scaling": "python benchmarks/bench_scaling.py --store 1000,10000,100000 --steps 9999,99999 --box 60",
         "profile": "python benchmarks/profile_steps.py --pg   # cProfile of flowctl's step: memory, SQLite, PostgreSQL",
     }
