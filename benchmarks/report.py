@@ -137,7 +137,8 @@ def _targets(d: dict) -> list:
     """A part's targets as a bullet list: name, verdict, value against limit, and by how much it misses."""
     lines = []
     for name, t in d.get("targets", {}).items():
-        by = f"{fmt_value(t)} ({'needs ≥' if t.get('higher_is_better') else 'limit'} {t['limit']:g})"
+        limit = ("yes" if t["limit"] else "no") if isinstance(t["limit"], bool) else f"{t['limit']:g}"
+        by = f"{fmt_value(t)} ({'needs ≥' if t.get('higher_is_better') else 'limit'} {limit})"
         v = t.get("value")
         if not t["met"] and isinstance(v, (int, float)) and not isinstance(v, bool) and v:
             factor = t["limit"] / v if t.get("higher_is_better") else v / t["limit"]
@@ -284,20 +285,20 @@ def render(r: dict, commands: dict) -> str:
         lines += [f"| {k.replace('_', ' ')} | {val:.4f} |" for k, val in parts.items()]
         lines += ["", "Targets (issue 4):", *_targets(d)]
 
-    if "map" in r:
-        lines += _render_map(r["map"])
     if "workers" in r:
         lines += _render_workers(r["workers"])
-    if "pgcapacity" in r:
-        lines += _render_pgcapacity(r["pgcapacity"])
+    if "map" in r:
+        lines += _render_map(r["map"])
     if "scaling" in r:
         lines += _render_scaling(r["scaling"])
+    if "pgcapacity" in r:
+        lines += _render_pgcapacity(r["pgcapacity"])
 
     for part, trace in r.get("errors", {}).items():
         lines += ["", f"## {part}: failed in this run", "", "```", trace.strip().splitlines()[-1], "```"]
 
     lines += ["", "## Reproduce", "", "```sh"]
-    lines += list({**r.get("commands", {}), **commands}.values())
+    lines += list({**commands, **r.get("commands", {})}.values())  # the commands this run was made with
     lines += ["```", "",
               "Each `bench_*.py` also runs alone (it then writes `benchmarks/results/<part>.json`); "
               "`python benchmarks/run.py --quick` is a smoke test of the whole run. The PostgreSQL server is "
@@ -344,7 +345,8 @@ def _render_map(m: dict) -> list:
              "| max_concurrency | ms per item | min–max ms | items / s | child cost in steps |",
              "| ---: | ---: | ---: | ---: | ---: |"]
     for c, x in m["results"].items():
-        lines.append(f"| {c} | {x['us_per_child'] / 1e3:.3f} | {_spread(x, m['items'], 1e3)} | "
+        lo, hi = x["min_s"] / m["items"] * 1e3, x["max_s"] / m["items"] * 1e3
+        lines.append(f"| {c} | {x['us_per_child'] / 1e3:.3f} | {lo:.3f}–{hi:.3f} | "
                      f"{x['items_per_s']:,.0f} | {x['child_cost_in_steps']:.1f} |")
     lines += ["", f"On SQLite, `max_concurrency` {m.get('sqlite_concurrency', 8)}, a fresh store and a child process per "
               "size, each stopped after its time box:", "",
@@ -394,7 +396,7 @@ def _render_scaling(s: dict) -> list:
               + ("; ".join(f"`{k}` ({', '.join(v)})" for k, v in gate["indexes"].items()) or "none") + "."]
     lines += ["", "### Run length", "",
               "One run of the loop flow with N steps on SQLite, then `flowctl trace RUN` and `flowctl audit verify RUN` "
-              f"as child processes (output discarded), wall seconds and peak RSS (`os.wait4`), time box {s['box_s']:g} s.", "",
+              f"as child processes (output discarded), wall seconds and peak RSS (of the command alone: a small launcher process runs it and reads `RUSAGE_CHILDREN`), time box {s['box_s']:g} s.", "",
               "| steps | run µs/step | trace s | trace peak MB | verify s | verify peak MB |",
               "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for n, x in s["run_length"].items():
