@@ -52,9 +52,10 @@ FUZZ_EXAMPLES ?= 12000
 fuzz: install
 	FLOWCTL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_loader.py
 
-# The comparative benchmarks (about 12 minutes on 2 cores): installs the peers (transitions,
-# python-statemachine, DBOS) as the `bench` extra, then writes benchmarks/results/latest.json and
-# BENCHMARKS.md. BENCH_ARGS=--quick for a smoke test.
+# The benchmarks of issues 8, 9 and 17 (19 minutes on this shared 2-core machine; the biggest sizes
+# are time-boxed): installs the peers (transitions, python-statemachine, DBOS) as the `bench`
+# extra, then writes benchmarks/results/latest.json and BENCHMARKS.md with every issue-17 target.
+# BENCH_ARGS=--quick for a smoke test (about 2 minutes; writes results/quick.json and quick.md).
 bench: install
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)

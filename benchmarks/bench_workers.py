@@ -75,6 +75,7 @@ sys.path.insert(0, str(HERE))
 
 from common import PG, fresh_pg_database, interleaved, loadavg, pg_available, write  # noqa: E402
 from loop_flow import drive, expected_steps, make_project, tool  # noqa: E402
+from report import target  # noqa: E402
 
 WORKERS = (1, 2, 4)
 TRANSITIONS = 3          # tool calls (steps) per run
@@ -500,6 +501,29 @@ def run(runs: int = 400, trials: int = 3, concurrency: int = 4, workers=WORKERS,
     out["flowctl_over_dbos_runs_per_s"] = {k: results[f"flowctl {k}"]["runs_per_s"] / results[f"DBOS {k}"]["runs_per_s"]
                                            for k in workers}
     out["notes"] = notes(out)
+    out["targets"] = worker_targets(results)
+    return out
+
+
+#: flowctl's runs/s with one worker process before issue 17: the `make bench` of 2026-11-30 on this
+#: machine (commit e12e759, 400 runs, concurrency 4, 3 trials; results/workers.json of commit 92f53c6).
+BEFORE_ISSUE_17_RUNS_PER_S = 311.3
+
+
+def worker_targets(results: dict) -> dict:
+    """Issue 17's worker targets (8) from this run's results."""
+    out = {}
+    one, four = results.get("flowctl 1"), results.get("flowctl 4")
+    if one:
+        out["8a. one worker process >= 1.5x the runs/s before issue 17"] = target(
+            one["runs_per_s"] / BEFORE_ISSUE_17_RUNS_PER_S, 1.5, higher_is_better=True, unit="x",
+            ratios={"runs/s now": one["runs_per_s"], "runs/s before": BEFORE_ISSUE_17_RUNS_PER_S,
+                    "flowctl / DBOS runs/s": one["runs_per_s"] / results["DBOS 1"]["runs_per_s"]
+                    if results.get("DBOS 1") else float("nan")},
+            note="the baseline is a recorded run (2026-11-30), not this one")
+    if four:
+        out["8b. p99 step commit < 10 ms at 4 worker processes"] = target(
+            four["p99_ms"], 10.0, unit="ms", ratios={"p50 ms": four["p50_ms"]})
     return out
 
 
