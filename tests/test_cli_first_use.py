@@ -115,3 +115,25 @@ def test_trace_of_a_run_cancelled_without_compensation_says_who_and_what_it_kept
     assert "kept (not compensated): charge@1.0.0 of 'pay' (step 1); the run ended cancelled without undoing it" in out
     code, out = _flowctl(tmp_path, "trace", run_id, "--format", "json")
     assert json.loads(out)["run"]["kept"] == [{"tool": "charge@1.0.0", "state": "pay", "step": 1}]
+
+
+MAP_FILES = {
+    "states/each.yaml": "id: each\ntype: map\nflow: one\nitems: input.items\n",
+    "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "states/refused.yaml": "id: refused\ntype: fail\nerror: Rejected\n",
+    "transitions/one.yaml": ("flow: one\nstart: ask\ntransitions:\n"
+                             "  - {from: ask, to: done, when: \"review.decision == 'approve'\"}\n  - {from: ask, to: refused}\n"),
+    "transitions/batch.yaml": "flow: batch\nstart: each\ntransitions:\n  - {from: each, to: done}\n",
+}
+
+
+def test_resuming_a_child_run_says_how_its_parent_ended(tmp_path):
+    write_project(tmp_path, MAP_FILES)
+    code, out = _flowctl(tmp_path, "run", "batch", "--input", '{"items": [1]}')
+    assert code == 3, out
+    parent = out.split("run ", 1)[1].split()[0]
+    resume = out.split("resume it with: ", 1)[1].splitlines()[0].replace("approve|reject", "reject").split()
+    code, out = _flowctl(tmp_path, *resume[1:])
+    assert code == 1, out  # the exit code is the resumed (child) run's
+    assert f"parent run {parent} (batch): failed [BRANCH_FAILED]: 1 of 1 child runs of 'each' failed" in out
