@@ -137,3 +137,21 @@ def test_resuming_a_child_run_says_how_its_parent_ended(tmp_path):
     code, out = _flowctl(tmp_path, *resume[1:])
     assert code == 1, out  # the exit code is the resumed (child) run's
     assert f"parent run {parent} (batch): failed [BRANCH_FAILED]: 1 of 1 child runs of 'each' failed" in out
+
+
+def test_an_exception_in_tool_code_is_located_in_the_progress_the_record_and_trace(tmp_path):
+    write_project(tmp_path, {
+        "tools/calc.py": "def score(input, call):\n    table = {}\n    return table['x']\n",
+        "contracts/score.v1.0.0.yaml": "id: score\nversion: 1.0.0\nentrypoint: calc:score\n",
+        "states/s.yaml": "id: s\ntype: task\ntool: score@^1\n",
+        "states/done.yaml": "id: done\ntype: succeed\n",
+        "transitions/f.yaml": "flow: f\nstart: s\ntransitions:\n  - {from: s, to: done}\n",
+    })
+    code, out = _flowctl(tmp_path, "run", "f")
+    assert code == 1 and "raised at orchestration/tools/calc.py:3 in score" in out, out
+    run_id = out.split("run ", 1)[1].split()[0]
+    code, out = _flowctl(tmp_path, "audit", "log", run_id, "--format", "json")
+    [failed] = [e for e in json.loads(out) if e["type"] == "tool_failed"]
+    assert failed["data"]["at"] == "orchestration/tools/calc.py:3 in score"
+    code, out = _flowctl(tmp_path, "trace", run_id)
+    assert "#1 s: KeyError: 'x' (raised at orchestration/tools/calc.py:3 in score)" in out, out

@@ -15,6 +15,7 @@ Used by the task state (:mod:`flowctl.engine.states.task`), a review's ``notify`
 from __future__ import annotations
 
 import copy
+import os
 import dataclasses
 import json
 import time
@@ -159,8 +160,9 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     except Exception as exc:  # noqa: BLE001
         _tag_tool_error(exc)
         took = (time.perf_counter() - started) * 1000
+        where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
         ctx.emit("tool_failed", state.id, attempt, tool=contract.ref, error=handler_names(exc)[0], message=str(exc),
-                    duration_ms=round(took, 3))
+                    duration_ms=round(took, 3), **where)
         if contract.side_effecting:
             c.inflight = None
             ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
@@ -352,6 +354,25 @@ def _tag_tool_error(exc) -> None:
         exc.flowctl_names = names
     except AttributeError:
         pass
+
+
+_FLOWCTL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def raised_at(exc, root) -> dict:
+    """``{"at": "orchestration/tools/m.py:12 in charge"}``: the innermost frame of ``exc``'s
+    traceback outside flowctl (the tool's own code, or a library it called), its file relative to
+    the project ``root`` when inside it; ``{}`` when every frame is flowctl's."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_FLOWCTL_DIR + os.sep):
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return {}
+    path = os.path.abspath(found.tb_frame.f_code.co_filename)
+    rel = os.path.relpath(path, str(root)) if path.startswith(os.path.abspath(str(root)) + os.sep) else path
+    return {"at": f"{rel}:{found.tb_lineno} in {found.tb_frame.f_code.co_name}"}
 
 
 def _is_engine_error(exc) -> bool:

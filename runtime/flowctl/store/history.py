@@ -160,7 +160,8 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
 
 def steps_of(events) -> list:
     """Fold a run's events into steps: ``[{step, state, type, attempts, tool, duration_ms, outcome,
-    error, policy, to}]``, one per state entered."""
+    error, policy, to}]``, one per state entered; a step whose tool raised also has ``raised_at``
+    (``file:line in function`` of the tool's code, from its ``tool_failed`` event)."""
     steps = []
     current = None
     for ev in events:
@@ -185,6 +186,7 @@ def steps_of(events) -> list:
             current["duration_ms"] += d.get("duration_ms") or 0
             current["outcome"] = "failed"
             current["error"] = f"{d.get('error')}: {d.get('message')}"
+            current["raised_at"] = d.get("at") or current.get("raised_at")
         elif t == "fanout_started":  # a parallel/map/subflow step lasts from its fan-out to its end
             current["fanout_at"] = ev["ts"]
         elif t == "fanout_finished" and current.get("fanout_at") is not None:

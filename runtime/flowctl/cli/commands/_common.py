@@ -298,7 +298,8 @@ class Progress:
         elif t == "tool_succeeded":
             self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms (attempt {ev['attempt']})", fg="green")
         elif t == "tool_failed":
-            self._out(f"    {d.get('tool')} failed: {d.get('error')}: {d.get('message')} (attempt {ev['attempt']})", fg="red")
+            at = f", raised at {d['at']}" if d.get("at") else ""
+            self._out(f"    {d.get('tool')} failed: {d.get('error')}: {d.get('message')} (attempt {ev['attempt']}{at})", fg="red")
         elif t == "retry_scheduled":
             self._out(f"    retry in {d.get('delay_s'):.3g}s (attempt {d.get('next_attempt')})", fg="yellow")
         elif t == "policy_decided" and d.get("outcome") != "allow":

@@ -47,7 +47,8 @@ def run(run_id, root, db, fmt) -> int:
         table.add_row(str(s["step"]), s["state"], s["type"] or "", s["tool"] or "", str(s["attempts"]),
                       f"{s['duration_ms']:.1f}", (s["policy"] or "").split(" (")[0], s["outcome"], s["to"] or "")
         if s["error"]:
-            notes.append(f"#{s['step']} {s['state']}: {s['error']}")
+            at = f" (raised at {s['raised_at']})" if s.get("raised_at") else ""
+            notes.append(f"#{s['step']} {s['state']}: {s['error']}{at}")
     console().print(table)
     for note in notes:
         click.echo(note)
