@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pg import pg_url  # noqa: F401 - fixture
+from support.pg import pg_url  # noqa: F401 - fixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

@@ -207,6 +207,49 @@ def test_no_import_circle():
     assert not found, "import circles: " + " | ".join(describe(graph, c) for c in found)
 
 
+#: What each package may import (besides itself and the root vocabulary, ``flowctl.errors`` and
+#: ``flowctl.diagnostics``): the layers of docs/architecture.md, lowest first. A package that needs
+#: one more is a design change: change this table and that page together.
+LAYERS = {
+    "definition": set(),
+    "expr": {"definition"},
+    "check": {"definition", "expr"},
+    "graph": {"definition", "check"},
+    "diff": {"definition", "check", "graph"},
+    "store": set(),
+    "gate": {"definition", "expr", "store"},
+    "engine": {"definition", "expr", "check", "store", "gate"},
+    "workers": {"definition", "engine", "store"},
+    "testing": {"definition", "expr", "check", "store", "gate", "engine"},
+    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing"},
+}
+ROOT = {"flowctl", "errors", "diagnostics"}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "flowctl"
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    graph = import_graph()
+    assert set(LAYERS) | ROOT >= {_package(m) for m in graph}, "a package missing from LAYERS"
+    found = []
+    for module, edges in graph.items():
+        src = _package(module)
+        for target, line in edges.items():
+            dst = _package(target)
+            if dst != src and dst not in ROOT and dst not in LAYERS.get(src, set()):
+                found.append(f"{module} -> {target} (line {line})")
+    assert not found, "imports across the layers: " + "; ".join(sorted(found))
+
+
+def test_the_root_vocabulary_imports_no_layer():
+    graph = import_graph()
+    found = [f"{m} -> {t}" for m in ("flowctl.errors", "flowctl.diagnostics") for t in graph.get(m, ())]
+    assert not found, found
+
+
 def test_library_code_never_imports_the_cli():
     graph = import_graph()
     found = [f"{a} -> {b} (line {line})" for a, edges in graph.items() if not a.startswith("flowctl.cli")

@@ -21,7 +21,7 @@ from flowctl.definition.durations import parse_duration
 from flowctl.expr.expressions import lint as lint_expression
 from flowctl.check.gate import check_gate, check_same_function, check_tool_code
 from flowctl.definition.model import Project
-from flowctl.check.schema_lint import schema_problems
+from flowctl.definition.schema_lint import schema_problems
 from flowctl.definition.kinds import did_you_mean
 from flowctl.check.callables import import_check, resolve_callable_problem
 from flowctl.check.topology import check_children, check_graph, child_flows, flow_graph

@@ -117,7 +117,7 @@ def check(kind: str, doc: Document) -> list[Diagnostic]:
                 continue
         out.extend(_translate(error, doc))
     if any(d.code == "FC609" for d in out):  # the file is refused: say everything wrong with its schemas at once
-        from flowctl.check.schema_lint import schema_problems
+        from flowctl.definition.schema_lint import schema_problems
 
         seen = {d.location for d in out}
         for key in sorted(EMBEDDED_SCHEMAS):

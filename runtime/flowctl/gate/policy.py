@@ -14,7 +14,7 @@ and rule that decided and why (a :class:`Decision`). Rules, in order:
    null) denies; then ``rate`` (at most ``max`` allowed calls of the *function* per ``window``
    seconds, counted per ``flow``, ``run`` or ``tool`` in the store); then ``dedupe`` (the same run,
    function and input digest inside the window is refused). Rate and dedupe are counted and the
-   call recorded in one atomic step (:mod:`flowctl.gate.counters`), so they hold across processes.
+   call recorded in one atomic step (:mod:`flowctl.store.counters`), so they hold across processes.
    The first failing rule denies.
 4. If all hold and some policy's ``review_when`` is true, the answer is ``review``: the run pauses
    for a human before the tool is invoked.

@@ -392,8 +392,8 @@ class SqlStore(QueueMethods, HistoryMethods):
     gate_hook = None
 
     def gate_admit(self, tools, limits, entry: dict | None = None):
-        """Count and record one gated call as one atomic step (see :func:`flowctl.gate.counters.admit`)."""
-        from flowctl.gate.counters import admit_sql
+        """Count and record one gated call as one atomic step (see :func:`flowctl.store.counters.admit`)."""
+        from flowctl.store.counters import admit_sql
 
         with self._begin() as conn:
             return admit_sql(self, conn, tools, limits, entry)

@@ -200,7 +200,7 @@ class MemoryStore:
     gate_hook = None
 
     def gate_admit(self, tools, limits, entry=None):
-        from flowctl.gate.counters import admit_memory
+        from flowctl.store.counters import admit_memory
 
         with self._lock:
             return admit_memory(self, tools, limits, entry)

@@ -111,7 +111,7 @@ class Store(Protocol):
     def nudge(self, run_id: str) -> None:
         """Make the waiting (or running) parent ``run_id`` due now (a child of it ended)."""
 
-    # -- the policy gate's counters (flowctl.gate.counters)
+    # -- the policy gate's counters (flowctl.store.counters)
     def gate_record(self, entry: dict) -> None:
         """Record one gated call: ``{at, tool, flow, run_id, digest}``."""
 
@@ -123,7 +123,7 @@ class Store(Protocol):
 
     def gate_admit(self, tools, limits: list, entry: dict | None = None):
         """Check ``limits`` and record ``entry`` atomically: ``None`` when every limit holds, else
-        ``(index of the failing limit, calls counted)`` (see :func:`flowctl.gate.counters.admit_sql`)."""
+        ``(index of the failing limit, calls counted)`` (see :func:`flowctl.store.counters.admit_sql`)."""
 
 
 @runtime_checkable

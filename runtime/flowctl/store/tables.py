@@ -150,7 +150,7 @@ gate_log = sa.Table(
     sa.Column("run_id", sa.String(40), nullable=False),
     sa.Column("digest", sa.String(64), nullable=False),
 )
-#: Version 5: the gate's counts (flowctl.gate.counters) per function, per flow or run, since a time.
+#: Version 5: the gate's counts (flowctl.store.counters) per function, per flow or run, since a time.
 GATE_INDEXES = (
     sa.Index("ix_flowctl_gate_log_tool_at", gate_log.c.tool, gate_log.c.at),
     sa.Index("ix_flowctl_gate_log_tool_flow_at", gate_log.c.tool, gate_log.c.flow, gate_log.c.at),
