@@ -332,6 +332,22 @@ def test_policy_check_explains_a_decision_against_the_run_context(tmp_path):
     assert result.returncode == 1 and "input.amount is 50, outside [0, context.order_total = 40]" in result.stdout
 
 
+def test_policy_check_refuses_an_input_the_contract_rejects_before_any_decision(tmp_path):
+    import subprocess
+
+    from support.helpers import FLOWCTL_EXE
+
+    files = dict(REFUND)
+    files["contracts/pay.v1.0.0.yaml"] += ("input_schema:\n  type: object\n  properties:\n"
+                                           "    amount: {type: number}\n")
+    root = build(tmp_path, files, TOOLS)
+    argv = [FLOWCTL_EXE, "policy", "check", "pay", "--input", '{"amount": "x"}', "--context", '{"order_total": 40}',
+            "--db", "memory"]
+    result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--input does not match the input_schema of pay@1.0.0" in result.stderr and "outside" not in result.stdout
+
+
 CRASHING_PAGE = """
 def page(input, call):
     LEDGER.append(("page", call.idempotency_key.split(":notify:")[0]))

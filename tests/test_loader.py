@@ -204,6 +204,14 @@ def test_contract_file_version_must_match_its_version_field(make_project):
     assert of(diags, "FC005") == []
 
 
+def test_a_contract_version_that_is_no_semver_is_hinted_to_be_fixed_not_the_file_renamed(make_project):
+    root = make_project({**MINIMAL, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: '1.0'\nentrypoint: m:f\n"})
+    d = one(problems(root), "FC604")
+    assert "semver" in d.hint and "pay.v1.0.yaml" not in d.hint
+    assert "rename the file to pay.v1.1.0.yaml" in one(problems(make_project(
+        {**MINIMAL, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.1.0\nentrypoint: m:f\n"})), "FC604").hint
+
+
 # ------------------------------------------------------------------ FC006 duplicate ids
 def test_the_same_id_in_two_files_is_reported(make_project):
     root = make_project({**MINIMAL, "states/done.json": '{"id": "done", "type": "succeed"}'})

@@ -170,3 +170,16 @@ def test_a_case_of_a_flow_whose_state_file_does_not_load_is_refused_at_that_file
     code, out = flowctl("test", "--root", str(root))
     assert code == 2, out
     assert "flow 'f' has definition errors: orchestration/states/done.yaml:3:6: cannot parse" in out
+
+
+def test_a_folder_of_cases_outside_the_project_runs_when_named_for_its_flow(tmp_path):
+    root = project(tmp_path, cases={"pays.yaml": PASSES})
+    elsewhere = tmp_path / "shared-cases" / "f"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "pays.yaml").write_text((root / "orchestration/tests/f/pays.yaml").read_text())
+    code, out = flowctl("test", str(elsewhere), "--root", str(root))
+    assert code == 0 and "1 passed, 0 failed" in out, out
+    wrong = tmp_path / "shared-cases" / "g"
+    wrong.mkdir()
+    code, out = flowctl("test", str(wrong), "--root", str(root))
+    assert code == 2 and "is named for the flow its cases run, and there is no flow 'g'" in out, out

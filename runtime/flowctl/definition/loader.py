@@ -168,7 +168,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
             if kind == "contract" and stem != expected and stem.startswith(f"{element_id}.v"):
                 problems.append(doc.diag(
                     "FC604", f"file name '{parts[2]}' says version {stem[len(element_id) + 2:]!r} but the file says "
-                    f"{doc.data.get('version')!r}", ("version",), hint=f"rename the file to {expected}.yaml or fix the version"))
+                    f"{doc.data.get('version')!r}", ("version",), hint=_version_hint(doc.data.get("version"), expected)))
             elif stem != expected:
                 problems.append(doc.diag(
                     "FC005", f"file name '{parts[2]}' does not match {field_name} '{expected}'",
@@ -334,3 +334,10 @@ def _policy(doc: Document) -> Policy:
     return Policy(doc, (), d["policy"], d.get("version", 1), d.get("description", ""), tuple(d["applies_to"]),
                   tuple(checks), rate, parse_duration(dedupe["window"]) if dedupe else None, d.get("review_when"),
                   _seconds(d.get("review_timeout")))
+
+
+def _version_hint(version, expected: str) -> str:
+    """FC604's hint: rename the file, unless the version itself is no semver (then fix it first)."""
+    if versions.is_version(version):
+        return f"rename the file to {expected}.yaml or fix the version"
+    return f"the version must be semver, MAJOR.MINOR.PATCH (e.g. 1.0.0), as in the file name; got {version!r}"

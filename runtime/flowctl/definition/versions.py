@@ -20,6 +20,11 @@ _SEMVER = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(?:-([0
 _PARTIAL = re.compile(r"^([\^~]?)(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?(?:\.(0|[1-9][0-9]*))?(?:-([0-9A-Za-z.-]+))?$")
 
 
+def is_version(text) -> bool:
+    """Whether ``text`` is a semantic version (``MAJOR.MINOR.PATCH[-pre][+build]``)."""
+    return isinstance(text, str) and _SEMVER.match(text) is not None
+
+
 def parse_version(text: str) -> tuple:
     """``"3.2.0"`` -> ``(3, 2, 0, (1,))`` — a sortable key; pre-releases sort before the release."""
     m = _SEMVER.match(text)

@@ -2,8 +2,9 @@
 explain what the gate would decide, without running (the run's input, context and params are
 what ``allow`` checks see as ``run_input``, ``context`` and ``params``).
 
-Exit 0 allow, 1 deny, 3 review, 2 unusable (a policy governing the tool has a regex RE2 cannot
-run: the FC701 diagnostic, located; at run time the gate denies such a check). Rate and dedupe are counted against the configured store, but
+Exit 0 allow, 1 deny, 3 review, 2 unusable (an input the contract's ``input_schema`` rejects,
+which never reaches the gate; a policy governing the tool has a regex RE2 cannot run: the FC701
+diagnostic, located; at run time the gate denies such a check). Rate and dedupe are counted against the configured store, but
 nothing is recorded.
 """
 from __future__ import annotations
@@ -38,6 +39,14 @@ def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, 
                          hint=d.hint or "fix the policy (flowctl validate lists every problem); until then the gate "
                                         "denies the calls it governs")
     tool_input = parse_json_arg(input, "--input")
+    if contract.input_schema:  # at run time such an input fails before the gate is asked
+        from flowctl.definition.runtime_schemas import check_instance
+
+        problem = check_instance(contract.input_schema, tool_input if tool_input is not None else {})
+        if problem:
+            raise UsageError(f"--input does not match the input_schema of {contract.ref} {problem}",
+                             hint="a run fails such a call with SchemaMismatch before the gate decides; "
+                                  "give an input the contract accepts")
     seen = {"run_input": parse_json_arg(run_input, "--run-input"), "context": parse_json_arg(context, "--context"),
             "params": parse_params(params, None)}
     store = open_store(db, project.root, empty_ok=True)

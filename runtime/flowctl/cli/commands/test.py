@@ -48,6 +48,17 @@ def _selection(project, flow):
         return [path.resolve().parent.name], [path]
     if path.is_dir() and path.resolve().parent.name == "tests":
         return [path.resolve().name], None
+    if path.is_dir():  # a folder of cases elsewhere: named for its flow, as under orchestration/tests/
+        name = path.resolve().name
+        if name not in project.flows:
+            from flowctl.definition.kinds import unknown_flow_hint
+
+            raise UsageError(f"{flow}: a folder of golden cases is named for the flow its cases run, and there "
+                             f"is no flow '{name}'", hint=unknown_flow_hint(name, project.flows))
+        cases = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+        if not cases:
+            raise UsageError(f"{flow}: no case files (.yaml, .yml, .json) in this folder")
+        return [name], cases
     if flow not in project.flows:
         from flowctl.definition.kinds import no_flow
 
