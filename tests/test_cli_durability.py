@@ -44,8 +44,21 @@ def test_oversized_input_file_is_refused_by_size_before_it_is_read(tmp_path, mon
         raise AssertionError("the file was read")
 
     monkeypatch.setattr(Path, "read_bytes", no_read)
+    monkeypatch.setattr(Path, "open", no_read)
     with pytest.raises(UsageError, match="is 104857600 bytes; the limit is 4194304"):
         parse_json_arg(f"@{big}", "--input")
+
+
+def test_input_from_standard_input_a_device_or_a_pipe(tmp_path, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b'{"order_id": "A-1"}')))
+    assert parse_json_arg("@-", "--input") == {"order_id": "A-1"}
+    with pytest.raises(UsageError, match="--input: /dev/null is empty"):
+        parse_json_arg("@/dev/null", "--input")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b" " * (4 * 1024 * 1024 + 1))))
+    with pytest.raises(UsageError, match="standard input holds more than 4194304 bytes"):  # a pipe has no size
+        parse_json_arg("@-", "--input")
 
 
 def test_oversized_input_file_is_refused_by_the_cli(tmp_path):

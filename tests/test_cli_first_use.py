@@ -155,3 +155,28 @@ def test_an_exception_in_tool_code_is_located_in_the_progress_the_record_and_tra
     assert failed["data"]["at"] == "orchestration/tools/calc.py:3 in score"
     code, out = _flowctl(tmp_path, "trace", run_id)
     assert "#1 s: KeyError: 'x' (raised at orchestration/tools/calc.py:3 in score)" in out, out
+
+
+def test_sigterm_interrupts_a_run_as_ctrl_c_does_saying_how_to_continue(tmp_path):
+    import signal
+    import time
+
+    write_project(tmp_path, {
+        "tools/slow.py": ("import pathlib, time\n\ndef nap(input, call):\n"
+                          "    pathlib.Path('started').write_text('1')\n    time.sleep(60)\n    return {}\n"),
+        "contracts/nap.v1.0.0.yaml": "id: nap\nversion: 1.0.0\nentrypoint: slow:nap\ntimeout: 90s\n",
+        "states/n.yaml": "id: n\ntype: task\ntool: nap@^1\ntimeout: 90s\n",
+        "states/done.yaml": "id: done\ntype: succeed\n",
+        "transitions/g.yaml": "flow: g\nstart: n\ntransitions:\n  - {from: n, to: done}\n",
+    })
+    env = {k: v for k, v in os.environ.items() if k not in ("FLOWCTL_DEBUG", "FLOWCTL_DB")}
+    proc = subprocess.Popen([FLOWCTL_EXE, "run", "g"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists():  # the tool is running: the step is under way
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "interrupted: a run this command was driving keeps its last checkpoint; `flowctl recover` continues it" in err

@@ -84,8 +84,9 @@ def test_pause_and_resume_with_the_right_token_runs_nothing_twice(tmp_path):
 def test_wrong_reused_and_unknown_decisions_are_refused_and_recorded(tmp_path):
     h = Harness(build(tmp_path, REVIEW_FLOW, TOOLS), store=sqlite_store(tmp_path))
     paused = h.run(input={"amount": 1})
-    with pytest.raises(UsageError, match="wrong token"):
+    with pytest.raises(UsageError, match="wrong token") as refused:
         h.engine.resume(paused.run_id, token="guess", decision="approve")
+    assert f"flowctl reviews --reissue {paused.run_id}" in refused.value.hint  # the way out of a lost token
     with pytest.raises(UsageError, match="not one of approve, reject"):
         h.engine.resume(paused.run_id, token=paused.review["token"], decision="maybe")
     done = h.engine.resume(paused.run_id, token=paused.review["token"], decision="reject", data={"note": "fraud"})

@@ -37,6 +37,7 @@ def _call(command: str, **kwargs) -> None:
 
     if sys.stdout is None or sys.stderr is None:
         _closed_output()
+    previous = _sigterm_interrupts()
     try:
         module = importlib.import_module(f"flowctl.cli.commands.{command}")
         code = module.run(**kwargs)
@@ -48,7 +49,8 @@ def _call(command: str, **kwargs) -> None:
     except FlowctlError as exc:
         _fail(exc, EXIT_FAILED)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        click.echo("interrupted: a run this command was driving keeps its last checkpoint; "
+                   "`flowctl recover` continues it (`flowctl runs --status running` lists it)", err=True)
         sys.exit(130)
     except BrokenPipeError:  # `flowctl audit log RUN | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -64,7 +66,32 @@ def _call(command: str, **kwargs) -> None:
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
         _internal(exc)
+    finally:
+        _restore_sigterm(previous)
     sys.exit(code)
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM (``kill``, a container stop) interrupts a command as Ctrl-C does: the same message
+    and exit 130, instead of dying silently (``flowctl worker`` installs its own graceful handler)."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        return signal.signal(signal.SIGTERM, interrupt)
+    return None
+
+
+def _restore_sigterm(previous) -> None:
+    """Put back the SIGTERM handler :func:`_sigterm_interrupts` replaced (when flowctl's commands
+    are called in process, e.g. by tests)."""
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 #: errno values that mean "the output could not be written" (disk full, quota, file too large, I/O).
@@ -196,7 +223,7 @@ def _wait_opt(f):
 
 @main.command(name="run")
 @click.argument("flow")
-@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml (default: {}).")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, @file.json / @file.yaml, or @- for standard input (default: {}).")
 @click.option("--param", "params", multiple=True, metavar="K=V", help="Set a flow param (repeatable); V is JSON or text.")
 @click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
 @_root_db
@@ -389,7 +416,7 @@ def secrets_rotate(root, db):
 @click.argument("flow")
 @click.option("--root", type=click.Path(), help="Project folder (holding orchestration/); default: found from the current folder.")
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "mermaid"]), default=None,
-              help="Default: from the -o file's suffix (.dot .svg .png .mmd), else dot. svg/png need Graphviz's dot program.")
+              help="Default: from the -o file's suffix (.dot .gv .svg .png .mmd .mermaid), else dot. svg/png need Graphviz's dot program.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--show-data", is_flag=True, help="Annotate each state with the context keys defined on entry (key? = on some paths).")
 def graph(flow, root, fmt, output, show_data):
@@ -514,7 +541,7 @@ def replay(run_id, definition, root, db, fmt):
 # ------------------------------------------------------------------------------------ scale-out
 @main.command()
 @click.argument("flow")
-@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, or @file.json / @file.yaml (default: {}).")
+@click.option("--input", "input_", metavar="JSON|@FILE", help="Run input: JSON text, @file.json / @file.yaml, or @- for standard input (default: {}).")
 @click.option("--param", "params", multiple=True, metavar="K=V", help="Set a flow param (repeatable); V is JSON or text.")
 @click.option("--params-file", type=click.Path(), help="JSON/YAML mapping of params.")
 @_root_db

@@ -102,23 +102,25 @@ MAX_ARG_FILE = 4 << 20
 
 
 def parse_json_arg(value, what: str):
-    """``--input`` text: JSON, or ``@path`` to a JSON/YAML file."""
+    """``--input`` text: JSON, or ``@path`` to a JSON/YAML file, or ``@-`` for standard input
+    (also a pipe or device: ``@/dev/stdin``, ``@<(cmd)``); at most :data:`MAX_ARG_FILE` bytes."""
     if value is None:
         return None
     if value.startswith("@"):
         if not value[1:]:
-            raise UsageError(f"{what}: @ needs a file name", hint=f"{what} @input.json, or JSON text")
+            raise UsageError(f"{what}: @ needs a file name", hint=f"{what} @input.json, @- (standard input), or JSON text")
         path = Path(value[1:])
         if path.is_dir():
             raise UsageError(f"{what}: {path} is a folder, not a file", hint=f"{what} @input.json, or JSON text")
-        if not path.is_file():
+        if value != "@-" and not path.exists():
             raise UsageError(f"{what}: no such file {path}")
-        size = path.stat().st_size
+        size = path.stat().st_size if path.is_file() else 0
         if size > MAX_ARG_FILE:  # refused by its size, before it is read
             raise UsageError(f"{what}: {path} is {size} bytes; the limit is {MAX_ARG_FILE}",
                              hint="a run's input is at most 1 MiB of JSON: pass a reference to the data, not the data")
         try:
-            text = path.read_bytes().decode("utf-8-sig")
+            raw = _read_capped(path, what, value == "@-")
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise UsageError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if path.suffix in (".yaml", ".yml"):
@@ -128,11 +130,13 @@ def parse_json_arg(value, what: str):
                 return loads(text, str(path))
             except ValueError as exc:
                 raise UsageError(f"{what}: {exc}") from None
-        source = str(path)
+        source = "standard input" if value == "@-" else str(path)
     else:
         text, source = value, what
         if len(text) > MAX_ARG_FILE:
             raise UsageError(f"{what}: the JSON text is {len(text)} characters; the limit is {MAX_ARG_FILE}")
+    if not text.strip():
+        raise UsageError(f"{what}: {'the JSON text' if source == what else source} is empty", hint="pass JSON like '{\"order_id\": \"A-1\"}' or @file.json")
     try:
         value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates,
                            parse_float=_finite_float)
@@ -148,6 +152,21 @@ def parse_json_arg(value, what: str):
     except UnicodeEncodeError:
         raise UsageError(f"{what}: the JSON holds a lone surrogate (\\ud800…), which is not text") from None
     return value
+
+
+def _read_capped(path: Path, what: str, stdin: bool) -> bytes:
+    """The bytes of a file, pipe or device (standard input for ``stdin``), refusing more than
+    :data:`MAX_ARG_FILE` of them (a pipe has no size to check first)."""
+    if stdin:
+        data = sys.stdin.buffer.read(MAX_ARG_FILE + 1)
+    else:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_ARG_FILE + 1)
+    if len(data) > MAX_ARG_FILE:
+        where = "standard input" if stdin else path
+        raise UsageError(f"{what}: {where} holds more than {MAX_ARG_FILE} bytes, the limit",
+                         hint="a run's input is at most 1 MiB of JSON: pass a reference to the data, not the data")
+    return data
 
 
 def _finite_float(text):

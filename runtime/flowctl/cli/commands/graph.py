@@ -22,7 +22,7 @@ def pick_format(fmt: str | None, output: str | None, default: str) -> str:
         return default
     suffix = Path(output).suffix.lower()
     if suffix not in SUFFIXES:
-        raise UsageError(f"cannot tell the format from '{output}'", hint="pass --format, or name the file .dot, .svg, .png or .mmd")
+        raise UsageError(f"cannot tell the format from '{output}'", hint="pass --format, or name the file .dot, .gv, .svg, .png, .mmd or .mermaid")
     return SUFFIXES[suffix]
 
 

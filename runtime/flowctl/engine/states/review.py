@@ -97,7 +97,8 @@ def decide(ctx, token, decision, data, by) -> None:
         ctx.emit("review_refused", pending["state"], reason="wrong token",
                  attempts_left=max(0, TOKEN_ATTEMPTS - len(recent) - 1))
         ctx.commit()
-        raise UsageError(f"wrong token for run {ctx.id}", hint="use the token printed when the run paused")
+        raise UsageError(f"wrong token for run {ctx.id}", hint="use the token printed when the run paused (or sent by "
+                         f"its notify tool); if it is lost, issue a new one: flowctl reviews --reissue {ctx.id}")
     if ctx.review_expired():
         ctx.emit("review_refused", pending["state"], reason="expired")
         ctx.commit()
