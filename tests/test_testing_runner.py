@@ -217,6 +217,13 @@ expect: {path: [lookup, review_it, pay, done], status: succeeded}
     assert r.status == "failed"
     assert "paused for review at 'review_it', not 'elsewhere'" in r.report()
     assert "1 review step left unused" in r.report()
+    r = run(tmp_path, unsure + """
+reviews:
+  - {state: review_it, decision: rejected}
+expect: {path: [lookup, review_it, rejected], status: failed}
+""", name="w.yaml")
+    assert r.status == "error"  # located at the review step that gave the decision: line 9, column 5
+    assert "w.yaml:9:5: the run could not start or continue: decision 'rejected' is not one of" in r.report()
 
 
 def test_output_context_error_and_compensated_expectations(tmp_path):

@@ -83,6 +83,7 @@ def run_case(project, case: Case) -> CaseResult:
     result = CaseResult(case, ERROR)
     problems: list = []
     run = None
+    deciding = None
     try:
         run = engine.run(case.flow, case.input, params=case.params)
         reviews = list(case.reviews)
@@ -106,8 +107,10 @@ def run_case(project, case: Case) -> CaseResult:
                 clock.advance(max(0.0, deadline - clock.time()) + 1)
                 run = engine.resume(run.run_id)
             else:
+                deciding = step  # a refused decision is this review step's fault: located at it
                 run = engine.resume(run.run_id, token=pending.get("token"), decision=step.decision, data=step.data,
                                     by=step.by or "flowctl test")
+                deciding = None
         if reviews:
             problems.append(f"{reviews[0].where}: {len(reviews)} review step{'s' * (len(reviews) != 1)} left unused "
                             f"(the run ended {run.status} at '{(run.path or ['?'])[-1]}')")
@@ -116,7 +119,7 @@ def run_case(project, case: Case) -> CaseResult:
         problems.append(f"mock problem: {exc.message}" + (f"\n    hint: {exc.hint}" if exc.hint else ""))
     except FlowctlError as exc:
         run = None
-        where = case.where("input") if "input" in str(exc) else case.file
+        where = deciding.where if deciding is not None else case.where("input") if "input" in str(exc) else case.file
         problems.append(f"{where}: the run could not start or continue: {exc.message or exc}"
                         + (f"\n    hint: {exc.hint}" if getattr(exc, "hint", "") else ""))
     if mocks.problem is not None and run is not None:  # the engine handled it as a crashed tool: still the case's fault
