@@ -293,6 +293,8 @@ def render(r: dict, commands: dict) -> str:
         lines += _render_scaling(r["scaling"])
     if "pgcapacity" in r:
         lines += _render_pgcapacity(r["pgcapacity"])
+    if "regression" in r:
+        lines += _render_regression(r["regression"])
 
     for part, trace in r.get("errors", {}).items():
         lines += ["", f"## {part}: failed in this run", "", "```", trace.strip().splitlines()[-1], "```"]
@@ -429,3 +431,20 @@ def _render_pgcapacity(c: dict) -> list:
         "| per step | wall µs | server CPU µs | client CPU µs | commits |", "| --- | ---: | ---: | ---: | ---: |",
         f"| flowctl step | {us['wall']:.0f} | {us['server_cpu']:.0f} | {us['client_cpu']:.0f} | {c['commits_per_step']:.2f} |",
         "", f"Cores per 1,000 steps/s: server {cores['server']:.2f}, client {cores['client']:.2f}."]
+
+
+def _render_regression(d: dict) -> list:
+    """The step with the engine before the redesign (issue 16) and with this one, same run."""
+    lines = ["", "## The engine before and after the redesign (issue 16)", "",
+             f"The loop of section 1, run by the code of `{d['base']}` (the last commit before the engine redesign, "
+             "extracted with `git archive`) and by this checkout, each trial in a fresh interpreter, the two "
+             f"interleaved, {d['trials']} trials; {_load(d)}. Each child times only its run (the in-memory run "
+             "including the audit hash chain).", "",
+             "| store | steps per run | before µs / step | min–max | now µs / step | min–max | now / before |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for kind, label in (("memory", "in memory"), ("sqlite", "SQLite")):
+        res, n = d["results"][kind], d["transitions"][kind]
+        lines.append(f"| {label} | {n:,} | {_us(res['base']['us_per_op'])} | {_spread(res['base'], n)} | "
+                     f"{_us(res['head']['us_per_op'])} | {_spread(res['head'], n)} | "
+                     f"{_ratio(d['ratio_head_to_base'][kind])} |")
+    return lines + ["", "Targets (issue 16, \"no slower than before\"):", *_targets(d)]

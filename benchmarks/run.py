@@ -7,7 +7,7 @@ before and after each part). PostgreSQL numbers are included when the server at
 FLOWCTL_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test) answers; every trial gets a
 fresh database, dropped after it.
 
-    python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,pgcapacity,scaling]
+    python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,pgcapacity,scaling,regression]
     python benchmarks/run.py --render   # BENCHMARKS.md again from results/latest.json, measuring nothing
 
 A full run took 19 minutes on this shared 2-core machine with a load average of 3–8 from other
@@ -31,6 +31,7 @@ import bench_durable  # noqa: E402
 import bench_map  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_pgcapacity  # noqa: E402
+import bench_regression  # noqa: E402
 import bench_policy  # noqa: E402
 import bench_scaling  # noqa: E402
 import bench_validate  # noqa: E402
@@ -44,14 +45,16 @@ FULL = {"memory": {"transitions": 60_000, "trials": 5}, "durable": {"transitions
         "validate": {"repeat": 5}, "cold": {"trials": 15}, "policy": {"n": 2000}, "diff": {"states": 1000, "repeat": 5},
         "workers": {"runs": 400, "trials": 5}, "pgcapacity": {"transitions": 3000, "trials": 5},
         "scaling": {"store_sizes": (1000, 10000, 100000), "lengths": (9999, 99999), "flows": 1000, "paused": 10000,
-                    "trials": 5, "box_s": 60.0}}
+                    "trials": 5, "box_s": 60.0},
+        "regression": {"transitions": 6000, "sqlite_transitions": 900, "trials": 5}}
 QUICK = {"memory": {"transitions": 3_000, "trials": 5}, "durable": {"transitions": 150, "trials": 5},
          "map": {"items": 200, "trials": 5, "loop_transitions": 300, "sqlite": (200, 1000), "box_s": 30.0},
          "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 5}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1},
-         "workers": {"runs": 60, "trials": 1}, "pgcapacity": {"transitions": 300, "trials": 1}, "scaling": bench_scaling.QUICK}
+         "workers": {"runs": 60, "trials": 1}, "pgcapacity": {"transitions": 300, "trials": 1}, "scaling": bench_scaling.QUICK,
+         "regression": {"transitions": 1500, "sqlite_transitions": 150, "trials": 3}}
 PARTS = {"memory": bench_memory.run, "durable": bench_durable.run, "map": bench_map.run, "validate": bench_validate.run,
          "cold": bench_cold.run, "policy": bench_policy.run, "diff": bench_diff.run, "workers": bench_workers.run,
-         "pgcapacity": bench_pgcapacity.run, "scaling": bench_scaling.run}
+         "pgcapacity": bench_pgcapacity.run, "scaling": bench_scaling.run, "regression": bench_regression.run}
 TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachine vs the bare loop",
           "durable": "durable step: flowctl vs DBOS vs raw sqlite3 / psycopg, SQLite and PostgreSQL",
           "map": "map fan-out: in memory (1, 8, 32 at once) and on SQLite (1k / 10k items)",
@@ -59,7 +62,8 @@ TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachi
           "scaling": "scaling: store size, paused runs, run length, project size",
           "validate": "validate: 10,000 states / 1,000 flows vs PyYAML's C loader",
           "cold": "CLI cold start", "policy": "policy decision latency", "diff": "diff of two 1,000-state projects",
-          "workers": "1, 2 and 4 worker processes on PostgreSQL: flowctl worker vs DBOS queues"}
+          "workers": "1, 2 and 4 worker processes on PostgreSQL: flowctl worker vs DBOS queues",
+          "regression": "the step before and after the engine redesign (issue 16), side by side"}
 
 
 def main(argv=None) -> int:
@@ -138,6 +142,7 @@ def commands() -> dict:
         "workers": "python benchmarks/bench_workers.py --runs 400 --trials 5   # needs PostgreSQL",
         "pgcapacity": "python benchmarks/bench_pgcapacity.py --transitions 3000 --trials 5",
         "scaling": "python benchmarks/bench_scaling.py --store 1000,10000,100000 --steps 9999,99999 --box 60",
+        "regression": "python benchmarks/bench_regression.py --base 8da1c8a --trials 5",
         "profile": "python benchmarks/profile_steps.py --pg   # cProfile of flowctl's step: memory, SQLite, PostgreSQL",
     }
 

@@ -120,3 +120,18 @@ def test_measure_child_reports_peak_rss_and_stops_at_the_time_box():
     assert big["exit_code"] == 0 and big["peak_rss_mb"] >= 80
     stuck = bench_scaling.measure_child([sys.executable, "-c", "import time; time.sleep(30)"], 0.2)
     assert stuck["seconds"] is None and stuck["timed_out_after_s"] == 0.2
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / ".git").exists(), reason="needs the git history")
+def test_the_regression_part_runs_each_tree_in_its_own_interpreter(tmp_path):
+    import bench_regression
+
+    tree = bench_regression.extract("HEAD", tmp_path)
+    assert (tree / "flowctl" / "__init__.py").is_file()
+    data = bench_regression.run(base="HEAD", transitions=30, sqlite_transitions=30, trials=1)
+    # each child checked that it imported its own tree (the guard raises otherwise), and timed a run
+    for kind in ("memory", "sqlite"):
+        assert data["results"][kind]["base"]["us_per_op"] > 0 and data["results"][kind]["head"]["us_per_op"] > 0
+    assert set(data["targets"]) == {"16. In-memory step, this engine / the engine before the redesign",
+                                    "16. SQLite step, this engine / the engine before the redesign"}
+    assert "## The engine before and after the redesign (issue 16)" in "\n".join(report._render_regression(data))
