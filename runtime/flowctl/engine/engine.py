@@ -27,7 +27,7 @@ import os
 from typing import Any
 
 from flowctl.check.checks import flow_graph, validate
-from flowctl.definition.kinds import did_you_mean
+from flowctl.definition.kinds import no_flow
 from flowctl.definition.loader import load_files
 from flowctl.definition.model import files_digest
 from flowctl.engine import cancel as cancelling
@@ -149,8 +149,7 @@ class Engine:
         if flow is None:
             if ("flow", flow_id) in self.project.broken:
                 raise UsageError(f"flow '{flow_id}' has errors and cannot run", hint="run: flowctl validate")
-            known = ", ".join(sorted(self.project.flows)) or "none"
-            raise UsageError(f"no flow '{flow_id}'", hint=did_you_mean(flow_id, self.project.flows) or f"flows: {known}")
+            raise no_flow(flow_id, self.project.flows)
         return flow
 
     def _check_flow(self, flow) -> None:
