@@ -178,6 +178,13 @@ def test_fc404_unknown_function_offset():
     assert codes("length(input.items)") == []
 
 
+def test_fc404_suggests_the_close_function_of_a_misspelt_one():
+    ((_, _, _, hint),) = lint("lenght(input.items)")
+    assert hint == "did you mean length()?"
+    ((_, _, _, hint),) = lint("zzz(input.items)")
+    assert hint.startswith("known: ") and "length" in hint
+
+
 # ------------------------------------------------------------------ bare literals and nesting (issue 15)
 RUN_NAMES = ("input", "params", "context", "response", "error", "review", "visits", "state", "run", "item", "index")
 

@@ -30,6 +30,7 @@ so values are recorded in the audit log and replayed from it.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import fnmatch
 import json
 import math
@@ -387,8 +388,9 @@ def _lint(text: str) -> list:
                                      f"write '{raw}' for a string, or `\"{raw}\"`"))
     for name, offset in _function_calls(tree, tokens):
         if name not in _KNOWN_FUNCTIONS:
+            close = difflib.get_close_matches(name, _KNOWN_FUNCTIONS, n=1)
             problems.append(("FC404", offset, f"unknown function {name}()",
-                             "known: " + ", ".join(sorted(_KNOWN_FUNCTIONS))))
+                             f"did you mean {close[0]}()?" if close else "known: " + ", ".join(sorted(_KNOWN_FUNCTIONS))))
     return problems
 
 
