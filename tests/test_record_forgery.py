@@ -275,3 +275,43 @@ def test_child_output_forgery_a_parent_never_takes_a_forged_childs_outcome(tmp_p
     row = fresh.store.get_run(child.run_id)
     with pytest.raises(RecordTampered):
         fanout.trusted_result(fresh.engine, row)
+
+
+def test_a_version_row_set_back_does_not_get_forged_runs_resealed(tmp_path):
+    # one UPDATE of flowctl_meta must not make the upgrade re-seal an edited checkpoint as it stands
+    h, paused = _paused(tmp_path)
+    h.store.close()
+    _forge_cursor(tmp_path, paused.run_id, lambda c: c.update(step=c["step"] + 1))
+    db = _db(tmp_path)
+    db.execute("UPDATE flowctl_meta SET value = '3' WHERE key = 'schema_version'")
+    db.commit()
+    seal_before = db.execute("SELECT seal FROM flowctl_runs WHERE id = ?", (paused.run_id,)).fetchone()[0]
+    with pytest.raises(RecordTampered, match="the row was set back"):
+        sqlite_store(tmp_path)
+    r = _cli(["resume", paused.run_id, "--token", paused.review["token"], "--decision", "approve"], h.root, tmp_path)
+    assert r.returncode == 2 and "RECORD_TAMPERED" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    db = _db(tmp_path)
+    assert db.execute("SELECT seal FROM flowctl_runs WHERE id = ?", (paused.run_id,)).fetchone()[0] == seal_before
+    assert db.execute("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").fetchone()[0] == "3"  # left as is
+
+
+def test_an_unsealed_finished_child_whose_log_disagrees_is_not_taken_by_its_parent(tmp_path):
+    # a row without a seal passes only as one that ended before seals existed: its own log must end so
+    from flowctl.engine import fanout
+
+    files = dict(FLOW, **{"states/sub.yaml": "id: sub\ntype: subflow\nflow: f\n",
+                          "transitions/parent.yaml": "flow: parent\nstart: sub\ntransitions:\n  - {from: sub, to: done}\n"})
+    h = Harness(build(tmp_path, files, TOOLS), store=sqlite_store(tmp_path))
+    parent = h.run("parent")
+    [child] = h.store.list_runs(parent_id=parent.run_id, limit=0)
+    assert child["status"] == "paused"
+    db = _db(tmp_path)
+    db.execute("UPDATE flowctl_runs SET status = 'succeeded', seal = NULL, output = '{\"amount\": 7}' WHERE id = ?",
+               (child["id"],))
+    db.commit()
+    fresh = Harness(h.root, store=sqlite_store(tmp_path))
+    with pytest.raises(RecordTampered, match="unsealed finished child whose log disagrees"):
+        fanout.trusted_result(fresh.engine, fresh.store.get_run(child["id"]))
+    with pytest.raises(RecordTampered):
+        fresh.engine.resume(parent.run_id)
+    assert [x for x in fresh.ledger() if x[0] == "pay"] == [("pay", "1")]  # only the child's own charge, once

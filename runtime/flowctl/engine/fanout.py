@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from flowctl.engine.context import PARKED, refuse_forged
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
-from flowctl.errors import BranchFailed, FlowctlError, MaxStepsExceeded, UsageError
+from flowctl.errors import BranchFailed, FlowctlError, MaxStepsExceeded, RecordTampered, UsageError
+from flowctl.store.audit import verify_run
 from flowctl.store.sql import FINAL
 
 DEFAULT_MAX_DEPTH = 10
@@ -153,6 +154,12 @@ def trusted_result(engine, row) -> RunResult:
     """A finished child's outcome, once its row is what its last commit sealed: a parent never
     takes a forged output (or status, or error) of a child as its response (RECORD_TAMPERED)."""
     refuse_forged(engine, row)
+    if "seal" in row and not row.get("seal"):  # no seal: only a row that ended before seals existed
+        problems = verify_run(row, engine.store.events(row["id"]))  # so its own log must say it ended so
+        if problems:
+            raise RecordTampered(f"run {row['id']}: an unsealed finished child whose log disagrees: {problems[0]}; "
+                                 "its parent does not take its outcome",
+                                 hint=f"flowctl audit verify {row['id']} says what differs; restore the store from a backup")
     return result_from_row(row)
 
 

@@ -199,6 +199,16 @@ def upgrade(conn, from_version: int) -> None:
     transaction (new tables were already created by ``create_all``). Safe to repeat."""
     present = {(t, c["name"]) for t in ("flowctl_runs", "flowctl_events")
                for c in sa.inspect(conn).get_columns(t)}
+    if from_version < 4 and ("flowctl_runs", "seal") in present:
+        # The upgrade to 4 seals live runs as they stand, trusting them. A store that already has
+        # the seal column is version 4 or later whatever its version row says: set back, the row
+        # would turn that trust into a way to re-seal runs edited in the store.
+        from flowctl.errors import RecordTampered
+
+        raise RecordTampered(f"the store's version row says schema {from_version}, but its runs already have the seal "
+                             "column of schema 4: the row was set back, and upgrading would re-seal every live run as "
+                             "it stands; the store is left as it is",
+                             hint="restore the store from a backup (flowctl audit verify RUN checks each run)")
     added = ((_V2_COLUMNS if from_version < 2 else ()) + (_V3_COLUMNS if from_version < 3 else ())
              + (_V4_COLUMNS if from_version < 4 else ()))
     for table, column, ddl in added:
