@@ -642,3 +642,19 @@ def test_an_approval_covers_only_the_policy_whose_review_was_shown(tmp_path):
     assert _approve(h, second).status == "succeeded" and h.ledger() == [("pay", 5)]
     allowed = [e["data"] for e in h.events if e["type"] == "policy_decided" and e["data"]["outcome"] == "allow"]
     assert "approved in review (big, odd: review_when)" in allowed[-1]["reason"]
+
+
+@pytest.mark.parametrize("broken, name", [
+    # a policy that limits the call, with a typo'd key: dropped, it would leave only the open one
+    ({"policies/capped.yaml": "policy: capped\napplies_to: [pay]\ndescripton: x\n"
+                              "allow:\n  - {field: input.amount, range: [0, 10]}\n"}, "policies/capped.yaml"),
+    # a newer version of the tool that does not load: the older one would run in its place
+    ({"contracts/pay.v1.1.0.yaml": "id: pay\nversion: 1.1.0\nentrypoint: tk:pay\nowner: typo\n"}, "contracts/pay.v1.1.0.yaml"),
+])
+def test_a_flow_calling_tools_does_not_run_while_a_file_the_gate_reads_does_not_load(tmp_path, broken, name):
+    from flowctl.errors import ProjectError
+
+    files = {**effect_contract("pay", "pay"), **task("charge", "pay@^1", extra="input: {amount: input.amount}\n"),
+             **_flow("charge", ("charge", "done", None)), **allow_all("pay"), **broken}
+    with pytest.raises(ProjectError, match=f"a file the gate reads does not load: orchestration/{name}"):
+        Harness(build(tmp_path, files, TOOLS)).run(input={"amount": 500})

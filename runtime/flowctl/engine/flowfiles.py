@@ -77,6 +77,22 @@ def refuse_broken(project, flow, diagnostics) -> None:
                            hint="run: flowctl validate")
     if missing:
         raise ProjectError(f"flow '{flow.id}' uses {missing[0]!r}, which is not defined", hint="run: flowctl validate")
+    if any(ref for sid in flow_graph(project, flow) if (state := project.states.get(sid)) for ref in tool_refs(state)):
+        _refuse_unloaded_gate_files(project, flow, diagnostics)
+
+
+def _refuse_unloaded_gate_files(project, flow, diagnostics) -> None:
+    """A flow that calls tools does not run while a policy or contract file does not load: the
+    policy may be the one that limits the call, the contract a newer version of the tool or one
+    declaring its function side-effecting (default deny rests on every such file being read)."""
+    folders = (f"{project.orchestration.name}/policies/", f"{project.orchestration.name}/contracts/")
+    broken = {kind for kind, _ in project.broken} & {"policy", "contract"}
+    if not broken:
+        return
+    found = [d for d in diagnostics if d.severity == ERROR and d.file.startswith(folders)]
+    where = f"{found[0].location}: {found[0].message}" if found else f"a {sorted(broken)[0]} file does not load"
+    raise ProjectError(f"flow '{flow.id}' calls tools and a file the gate reads does not load: {where}",
+                       hint="the gate decides only on policies and contracts that load; fix the file (flowctl validate)")
 
 
 __all__ = ["flow_files", "missing_parts", "refuse_broken", "started_flows", "tool_refs"]
