@@ -12,6 +12,7 @@ import pytest
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, task
 from flowctl.store.audit import REDACTED
 from flowctl.errors import UsageError
+from support.helpers import problems
 from support.pg import pg_url  # noqa: F401 - the fixture
 
 TOOLS = """
@@ -658,3 +659,48 @@ def test_a_flow_calling_tools_does_not_run_while_a_file_the_gate_reads_does_not_
              **_flow("charge", ("charge", "done", None)), **allow_all("pay"), **broken}
     with pytest.raises(ProjectError, match=f"a file the gate reads does not load: orchestration/{name}"):
         Harness(build(tmp_path, files, TOOLS)).run(input={"amount": 500})
+
+
+SERVICE = """
+import tk
+
+
+class Service:
+    def send(self, input, call):
+        tk.LEDGER.append(("send", input.get("to")))
+        return {"sent": True}
+
+
+svc = Service()
+"""
+
+
+def test_a_helper_naming_a_gated_tools_function_is_fc705_and_refused_at_run_time_by_identity(tmp_path):
+    from flowctl.errors import ProjectError
+
+    # `look` is read-only, but its verify is pay's function under another module's name: verify
+    # is called without the gate, so pay would run around its policy
+    files = {**effect_contract("pay", "pay"), **allow_all("pay"),
+             "tools/again.py": "from tk import pay as check_it\n",
+             **contract("look", "verify_pay", extra="verify: again:check_it\n"),
+             **task("peek", "look@^1"), **_flow("peek", ("peek", "done", None))}
+    root = build(tmp_path, files, TOOLS)
+    with pytest.raises(ProjectError, match=r"verify of look@1.0.0 \(again:check_it\) is the function of pay"):
+        Harness(root).run()
+    # written as the gated entrypoint itself, validate names it (FC705) without importing anything
+    files["contracts/look.v1.0.0.yaml"] = files["contracts/look.v1.0.0.yaml"].replace("again:check_it", "tk:pay")
+    diags = problems(build(tmp_path, files, TOOLS, name="q"))
+    assert [(d.code, d.line) for d in diags if d.code == "FC705"] == [("FC705", 4)]
+
+
+def test_a_re_exported_bound_method_is_the_same_function_to_the_gate(tmp_path):
+    # svc.send is a new bound-method object on every access: the gate compares function and instance
+    files = {"tools/service.py": SERVICE, "tools/alias.py": "from service import svc\n",
+             "contracts/send.v1.0.0.yaml": "id: send\nversion: 1.0.0\nentrypoint: service:svc.send\nverify: tk:verify_pay\n"
+                                           "compensate: tk:undo_pay\nside_effects:\n  - {type: email, target: smtp}\n",
+             "contracts/sendalias.v1.0.0.yaml": "id: sendalias\nversion: 1.0.0\nentrypoint: alias:svc.send\n",
+             **task("mail", "sendalias@^1", extra="input: {to: input.to}\n"), **_flow("mail", ("mail", "done", None))}
+    h = Harness(build(tmp_path, files, TOOLS), check=False)  # past validate: the gate itself must hold
+    result = h.run(input={"to": "x@example.com"})
+    assert result.status == "failed" and result.error["type"] == "PolicyDenied", result.error
+    assert h.ledger() == []

@@ -138,3 +138,38 @@ def test_contract_tests_follow_the_function_a_read_only_alias_of_a_side_effectin
     alias = next(r for r in out if r.contract.id == "payalias")
     assert alias.status == FAILED and alias.steps[-1][0] == "verify"
     assert "same function as pay@1.0.0" in alias.steps[-1][2]
+
+
+SERVICE = """
+SENT = []
+
+
+class Mailer:
+    def send(self, input, call):
+        SENT.append(input)
+        return {"sent": True}
+
+    def verify(self, input, output, call):
+        return bool(SENT)
+
+    def undo(self, input, output, call):
+        SENT.clear()
+
+
+svc = Mailer()
+"""
+
+
+def test_a_read_only_alias_of_a_side_effecting_bound_method_is_not_run_for_real(tmp_path):
+    # `svcalias:svc.send` and `svcmod:svc.send` are one method of one object, though each access
+    # makes a new bound-method object: the alias is tested as side-effecting (no sandbox: skipped)
+    effects = ("id: send\nversion: 1.0.0\nentrypoint: svcmod:svc.send\nverify: svcmod:svc.verify\n"
+               "compensate: svcmod:svc.undo\nside_effects:\n  - {type: email, target: smtp}\n")
+    proj, out = results(tmp_path, **{"tools/svcmod.py": SERVICE, "tools/svcalias.py": "from svcmod import svc\n",
+                                     "contracts/send.v1.0.0.yaml": effects,
+                                     "contracts/payalias.v1.0.0.yaml": ALIAS.format(entry="svcalias:svc.send")})
+    alias = next(r for r in out if r.contract.id == "payalias")
+    assert alias.status == SKIPPED and "same function as send@1.0.0" in alias.message, alias.message
+    from flowctl.engine.tools import resolve
+
+    assert resolve("svcmod:SENT", str(proj.orchestration / "tools")) == []  # the real method never ran

@@ -679,6 +679,8 @@ CATALOGUE = {
               "input_schema: {type: object, properties: {customer: {type: string}}}\n"},
     "FC704": {**TASK, "contracts/peek.v1.0.0.yaml": "id: peek\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS
               + "verify: m:v\ncompensate: none\nreason: test\n"},
+    "FC705": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS
+              + "verify: m:pay\ncompensate: m:undo\n"},
     "FC108": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: kid\ninput: {b: input.b}\n",
               "states/k.yaml": "id: k\ntype: succeed\n",
               "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {required: [a]}\ntransitions: []\n"},

@@ -65,6 +65,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC702": ("no-policy-allows", WARNING),
     "FC703": ("policy-limits-nothing", WARNING),
     "FC704": ("same-function-disagrees", ERROR),
+    "FC705": ("helper-is-a-gated-tool", ERROR),
     "FC801": ("undefined-field", ERROR),
     "FC802": ("type-mismatch-comparison", ERROR),
     "FC803": ("required-input-unset-on-path", ERROR),

@@ -19,7 +19,7 @@ from flowctl.check.dataflow import check_dataflow
 from flowctl.diagnostics import Diagnostic, sort_key
 from flowctl.definition.durations import parse_duration
 from flowctl.expr.expressions import lint as lint_expression
-from flowctl.check.gate import check_gate, check_same_function, check_tool_code
+from flowctl.check.gate import check_gate, check_helpers_outside_the_gate, check_same_function, check_tool_code
 from flowctl.definition.model import Project
 from flowctl.definition.schema_lint import schema_problems
 from flowctl.definition.kinds import did_you_mean
@@ -437,8 +437,8 @@ def check_fail_states(project: Project):
 
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
-          check_same_function, check_tool_code, check_sensitive, check_review_decisions,
-          check_dataflow)
+          check_same_function, check_helpers_outside_the_gate, check_tool_code, check_sensitive,
+          check_review_decisions, check_dataflow)
 
 
 def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:

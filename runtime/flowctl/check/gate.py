@@ -5,7 +5,8 @@
 - FC704: contracts with the same ``entrypoint`` (the same function) that disagree on its side
   effects or on the policies that apply: the gate follows the function, so a read-only or
   differently-governed alias would be a way around it.
-- FC606: an ``entrypoint``/``verify``/``compensate`` that does not resolve to tool code
+- FC705: a ``verify``/``compensate``/``snapshot`` naming a gated tool's function (run around the gate).
+- FC606: an ``entrypoint``/``verify``/``compensate``/``snapshot`` that does not resolve to tool code
   (``orchestration/tools/`` or ``tool_packages``), e.g. ``os:system``, ``builtins:eval``.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 
 from flowctl.definition.model import Project
+from flowctl.definition.toolpath import function_key
 
 
 def tool_refs(state):
@@ -82,12 +84,14 @@ def import_same_function(project: Project, resolve):
     imported object or None."""
     by_object: dict = {}
     names: dict = {}
+    kept: list = []
     for found in project.contracts.values():
         for c in found:
             obj = resolve(c.entrypoint)
             if obj is not None:
-                by_object.setdefault(id(obj), []).append(c)
-                names.setdefault(id(obj), set()).add(c.entrypoint)
+                kept.append(obj)  # alive while their ids are compared
+                by_object.setdefault(function_key(obj), []).append(c)
+                names.setdefault(function_key(obj), set()).add(c.entrypoint)
     aliased = {key: contracts for key, contracts in by_object.items() if len(names[key]) > 1}
     yield from _disagreements(project, {contracts[0].entrypoint: contracts for contracts in aliased.values()})
 
@@ -119,15 +123,40 @@ def _disagreements(project: Project, groups: dict):
                     break
 
 
+#: the functions a contract names besides its entrypoint: the engine calls them outside the gate
+HELPERS = ("verify", "compensate", "snapshot")
+
+
+def check_helpers_outside_the_gate(project: Project):
+    """FC705: a contract's ``verify``, ``compensate`` or ``snapshot`` names the entrypoint of a
+    side-effecting or policy-governed tool: the engine calls those functions without asking the
+    gate, so the tool would run around its policy (``flowctl run`` refuses such a flow too)."""
+    governed = {tool for p in project.policies.values() for tool in p.applies_to}
+    gated: dict = {}
+    for found in project.contracts.values():
+        for c in found:
+            if c.side_effecting or c.id in governed:
+                gated.setdefault(c.entrypoint, c.ref)
+    for found in project.contracts.values():
+        for c in found:
+            for key in HELPERS:
+                ref = getattr(c, key, None)
+                if isinstance(ref, str) and ref in gated:
+                    yield c.doc.diag("FC705", f"{key} {ref} is the function of {gated[ref]}, a gated tool: the engine "
+                                     f"calls {key} without asking the gate, so it would run around its policy", (key,),
+                                     hint=f"give {key} its own function (one that reads, or undoes, without acting "
+                                          "through the gated tool)")
+
+
 def check_tool_code(project: Project):
-    """FC606: entrypoint, verify and compensate resolve only to tool code (see flowctl.definition.toolpath)."""
+    """FC606: entrypoint, verify, compensate and snapshot resolve only to tool code (see flowctl.definition.toolpath)."""
     from flowctl.definition.toolpath import HINT, ref_problem
 
     tools_dir = project.orchestration / "tools"
     for found in project.contracts.values():
         for c in found:
-            for key in ("entrypoint", "verify", "compensate"):
-                ref = getattr(c, key)
+            for key in ("entrypoint",) + HELPERS:
+                ref = getattr(c, key, None)
                 if not ref or ref == "none":
                     continue
                 problem = ref_problem(ref, tools_dir, project.tool_packages)

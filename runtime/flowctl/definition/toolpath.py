@@ -133,3 +133,14 @@ def _tools_modules(folder: str) -> tuple:
     except OSError:
         return ()
     return tuple(n[:-3] if n.endswith(".py") else n for n in names)
+
+
+def function_key(obj) -> tuple:
+    """What makes two imported callables the same function, for the gate: a bound method
+    (``module:svc.send`` re-exported as ``other:svc.send``) is a new object on every attribute
+    access, so it is its function and its instance; anything else is itself. Keep ``obj`` alive
+    while the key is used (ids are reused after collection)."""
+    func, owner = getattr(obj, "__func__", None), getattr(obj, "__self__", None)
+    if func is not None and owner is not None:
+        return ("method", id(func), id(owner))
+    return ("object", id(obj))

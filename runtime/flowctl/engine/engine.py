@@ -37,6 +37,7 @@ from flowctl.engine.flowfiles import flow_files, missing_parts, refuse_broken, s
 from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
 from flowctl.engine.tools import resolve
+from flowctl.gate.policy import function_aliases
 from flowctl.errors import LeaseLost, ProjectError, RecordTampered, RunConflict, RunNotFound, StoreError, UsageError
 from flowctl.store.sql import FINAL
 
@@ -172,10 +173,21 @@ class Engine:
             refs = tool_refs(state) if state else []
             for ref in refs:
                 contract = self.project.resolve_tool(ref) if isinstance(ref, str) and ref else None
-                for kind in ("entrypoint", "verify", "compensate"):
+                for kind in ("entrypoint", "verify", "compensate", "snapshot"):
                     name = getattr(contract, kind, None) if contract is not None else None
                     if isinstance(name, str) and ":" in name:
-                        self.tool_function(contract, kind, folder)
+                        fn = self.tool_function(contract, kind, folder)
+                        if kind != "entrypoint":
+                            self._refuse_gated_helper(contract, kind, fn, folder)
+
+    def _refuse_gated_helper(self, contract, kind: str, fn, folder: str) -> None:
+        """FC705 at run time, by identity: a verify/compensate/snapshot that *is* a gated tool's
+        function under another name would run it without the gate."""
+        aliases = function_aliases(self, self.project, fn, folder)
+        if aliases:
+            raise ProjectError(f"{kind} of {contract.ref} ({getattr(contract, kind)}) is the function of "
+                               f"{', '.join(aliases)}, a gated tool: it would run without the gate",
+                               hint=f"give {kind} its own function (see FC705 in flowctl validate)")
 
     def project_for(self, digest: str):
         """The project a run started with (its stored snapshot); the live one if digests match.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from flowctl.definition.toolpath import function_key
 from flowctl.store.audit import canonical
 from flowctl.expr.compile import truthy
 from flowctl.expr.expressions import compile_expr
@@ -233,10 +234,10 @@ def function_aliases(engine, project, fn, tools_folder: str) -> tuple:
                     found = engine.tool_function(c, "entrypoint", tools_folder)
                 except Exception:  # noqa: BLE001 - unimportable or refused: it is not this function
                     continue
-                table.setdefault(id(found), (found, set()))[1].add(c.id)
+                table.setdefault(function_key(found), (found, set()))[1].add(c.id)
         tables[project.digest()] = table
-    hit = table.get(id(fn))
-    return tuple(sorted(hit[1])) if hit is not None and hit[0] is fn else ()
+    hit = table.get(function_key(fn))  # the kept object keeps the key's ids from being reused
+    return tuple(sorted(hit[1])) if hit is not None else ()
 
 
 def _same(a, b) -> bool:

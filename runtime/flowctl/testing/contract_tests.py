@@ -33,6 +33,8 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+from flowctl.definition.toolpath import function_key
+
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 
@@ -82,7 +84,7 @@ def contracts_to_test(project, flows=None) -> list:
 
 
 def effect_functions(project) -> dict:
-    """``{id(function): (function, side-effecting contract ref)}`` for every side-effecting
+    """``{function key: (function, side-effecting contract ref)}`` for every side-effecting
     contract whose entrypoint resolves (one that cannot be resolved is left out: it cannot run)."""
     from flowctl.engine.tools import resolve
 
@@ -96,7 +98,7 @@ def effect_functions(project) -> dict:
                 fn = resolve(c.entrypoint, tools_folder, project.tool_packages)
             except Exception:  # noqa: BLE001 - unimportable or refused
                 continue
-            out.setdefault(id(fn), (fn, c.ref))
+            out.setdefault(function_key(fn), (fn, c.ref))  # the kept fn keeps the key's ids in use
     return out
 
 
@@ -116,8 +118,8 @@ def side_effecting_as(project, contract, effects=None) -> str | None:
         fn = resolve(contract.entrypoint, str(project.orchestration / "tools"), project.tool_packages)
     except Exception:  # noqa: BLE001 - the invoke step reports it
         return None
-    hit = effects.get(id(fn))
-    return hit[1] if hit is not None and hit[0] is fn else None
+    hit = effects.get(function_key(fn))
+    return hit[1] if hit is not None else None
 
 
 def run_contract_tests(project, contracts=None, *, on_result=None) -> list:
