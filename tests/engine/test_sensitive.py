@@ -290,9 +290,10 @@ def test_a_row_written_before_sealing_existed_still_loads_and_resumes(tmp_path, 
     cursor = dict(row["cursor"])
     cursor.pop("secrets")  # as an older flowctl wrote it: plaintext JSON, no secrets list
     store.close()
-    with sqlite3.connect(db) as conn:  # a store of schema 3: no seal column values either
-        conn.execute("UPDATE flowctl_runs SET input = ?, params = ?, cursor = ?, seal = NULL WHERE id = ?",
+    with sqlite3.connect(db) as conn:  # a store of schema 3: no seal column either
+        conn.execute("UPDATE flowctl_runs SET input = ?, params = ?, cursor = ? WHERE id = ?",
                      (json.dumps(row["input"]), json.dumps(row["params"]), json.dumps(cursor), paused.run_id))
+        conn.execute("ALTER TABLE flowctl_runs DROP COLUMN seal")
         conn.execute("UPDATE flowctl_meta SET value = '3' WHERE key = 'schema_version'")
     store = open_store(f"sqlite:///{db}")  # upgraded in place: the live run is sealed as it stands
     h = Harness(h.root, store=store)

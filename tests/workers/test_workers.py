@@ -661,6 +661,7 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
     run_id = enqueue(engine, "f", {"sleep": 0})
     with engine.store.engine.begin() as conn:  # back to what a version-2 flowctl wrote
         conn.exec_driver_sql("ALTER TABLE flowctl_runs DROP COLUMN cancel_requested")
+        conn.exec_driver_sql("ALTER TABLE flowctl_runs DROP COLUMN seal")  # version 4's
         conn.exec_driver_sql("UPDATE flowctl_meta SET value = '2' WHERE key = 'schema_version'")
     engine.store.close()
     store = open_store(db_url)
