@@ -23,6 +23,7 @@ import time
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import saga
 from flowctl.engine.context import PARKED
+from flowctl.engine.eventtext import invoked_text, succeeded_text
 from flowctl.engine.evidence import take_snapshot
 from flowctl.engine.gatecall import gate
 from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
@@ -143,8 +144,9 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
     extra = {"purpose": purpose} if purpose else {}
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
+    text = invoked_text(contract.ref, shown_input, key, timeout) if given is not None and not extra else None
     ctx.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
-                else (shown_input, key), tool=contract.ref, input=shown_input,
+                else (shown_input, key), text=text, tool=contract.ref, input=shown_input,
                 idempotency_key=key, timeout_s=timeout, **extra)
     if contract.side_effecting:
         c.inflight = {"step": c.step, "attempt": attempt, "state": state.id, "tool": contract.ref,
@@ -209,12 +211,15 @@ def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call,
                               "input": tool_input if stored_input is None else stored_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": ctx.clock.time()})
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
+    text = None
     if recovered:  # verify confirmed the effect after a crash but gave no output: the response is {}
         data["output_unknown"] = True
-    if raw_text is not None:
+    elif raw_text is not None:
         data["raw"] = raw_text if not contract.sensitive else None
+    elif owned is True:
+        text = succeeded_text(contract.ref, shown, data["duration_ms"])
     # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
-    ctx.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, **data)
+    ctx.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, text=text, **data)
     if problem and recovered:  # the effect is in the saga; what the flow reads next is missing
         raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' is unknown after a crash: verify confirmed the "
                              f"effect but returned true, not the output, and the output_schema needs it {problem}; "
