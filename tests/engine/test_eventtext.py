@@ -49,10 +49,13 @@ def test_entered_text(kind, step, visit):
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=20), values, st.text(max_size=40), st.integers(1, 10**6) | st.floats(min_value=0.001))
 def test_invoked_and_succeeded_texts(tool, value, key, number):
-    text = invoked_text(tool, value, key, number)
+    given = flat_text(value)
+    if given is None:
+        return
+    text = invoked_text(tool, given, key, number)
     if text is not None:
         assert text == encode_data({"tool": tool, "input": value, "idempotency_key": key, "timeout_s": number})
-    text = succeeded_text(tool, value, number)
+    text = succeeded_text(tool, given, number)
     if text is not None:
         assert text == encode_data({"tool": tool, "output": value, "duration_ms": number})
 
@@ -64,5 +67,6 @@ def test_declines_what_it_does_not_format():
     assert flat_text({1: 1}) is None
     assert flat_text([1]) is None
     assert flat_text({"a": True, "b": None, "c": 1.5, "d": "x\n\"y"}) == '{"a":true,"b":null,"c":1.5,"d":"x\\n\\"y"}'
-    assert invoked_text("t@1", {"n": 1}, "k", float("inf")) is None
+    assert invoked_text("t@1", '{"n":1}', "k", float("inf")) is None
+    assert invoked_text("t@1", '{"n":1}', "k", 30.0) == '{"tool":"t@1","input":{"n":1},"idempotency_key":"k","timeout_s":30.0}'
     assert entered_text("task", True, 1) is None

@@ -96,24 +96,20 @@ def entered_text(kind: str, step: int, visit: int):
     return f'{{"type":{name},"step":{step!r},"visit":{visit!r}}}'
 
 
-def invoked_text(tool: str, tool_input, key: str, timeout):
-    """``tool_invoked``'s ``{"tool", "input", "idempotency_key", "timeout_s"}`` (no purpose)."""
+def invoked_text(tool: str, given: str, key: str, timeout):
+    """``tool_invoked``'s ``{"tool", "input", "idempotency_key", "timeout_s"}`` (no purpose), the
+    input given as its text (:func:`flat_text`)."""
     name, t = _name(tool), _number(timeout)
     if name is None or t is None or type(key) is not str or len(key) > FIT_STRING or not key.isascii():
-        return None
-    given = flat_text(tool_input)
-    if given is None:
         return None
     return f'{{"tool":{name},"input":{given},"idempotency_key":{_string(key)},"timeout_s":{t}}}'
 
 
-def succeeded_text(tool: str, output, duration_ms):
-    """``tool_succeeded``'s ``{"tool", "output", "duration_ms"}`` (no raw text, output known)."""
+def succeeded_text(tool: str, out: str, duration_ms):
+    """``tool_succeeded``'s ``{"tool", "output", "duration_ms"}`` (no raw text, output known), the
+    output given as its text (:func:`flat_text`)."""
     name, d = _name(tool), _number(duration_ms)
     if name is None or d is None:
-        return None
-    out = flat_text(output)
-    if out is None:
         return None
     return f'{{"tool":{name},"output":{out},"duration_ms":{d}}}'
 
