@@ -8,7 +8,7 @@ import time
 import pytest
 
 from flowctl.engine import tools
-from flowctl.engine.watchdog import WATCHDOG
+from flowctl.engine.watchdog import WATCHDOG, Watchdog
 from flowctl.errors import ToolTimeout
 
 
@@ -58,3 +58,30 @@ def test_a_signal_for_a_call_that_returned_meanwhile_does_not_interrupt_the_next
 def test_no_deadline_is_armed_between_calls():
     tools.call_with_timeout(_sleep, (0,), 1, "tool quick")
     assert WATCHDOG.deadline is None and not WATCHDOG.overdue()
+
+
+def test_steady_arms_do_not_wake_the_watchdog_thread():
+    """A step's arm costs no thread switch: only a deadline due before the thread's next look wakes it."""
+    class Counting(threading.Event):
+        sets = 0
+
+        def set(self):
+            self.sets += 1
+            super().set()
+
+    dog = Watchdog()
+    dog._wake = Counting()
+    dog.arm(30)
+    dog.disarm()
+    for _ in range(2000):  # until the thread has looked once and sleeps (it never sleeps past IDLE seconds)
+        if dog._until != float("inf"):
+            break
+        time.sleep(0.001)
+    before = dog._wake.sets
+    for _ in range(1000):
+        dog.arm(30)
+        dog.disarm()
+    assert dog._wake.sets == before
+    dog.arm(0.0001)  # due before the thread's next look: woken
+    assert dog._wake.sets == before + 1
+    dog.disarm()

@@ -6,9 +6,10 @@ armed past its deadline it sends ``SIGALRM`` to the main thread once, whose hand
 (:func:`flowctl.engine.tools._on_alarm`) checks :meth:`Watchdog.overdue` and interrupts the tool
 where it stands, as a ``setitimer`` alarm did (Python code and interruptible system calls).
 
-A deadline armed later than the one the thread sleeps towards does not wake it: it wakes at the
-earlier time, finds the later deadline and sleeps again. Only an earlier deadline, or a thread
-idle with nothing armed, is woken. After a ``fork`` the child starts its own thread when it first
+A deadline armed later than the time the thread sleeps towards does not wake it: it wakes at the
+earlier time, finds the later deadline and sleeps again. With nothing armed it looks again every
+:data:`IDLE` seconds, so only a deadline due sooner than that wakes it: a step's arm costs no
+thread switch. After a ``fork`` the child starts its own thread when it first
 arms a deadline.
 """
 from __future__ import annotations
@@ -19,6 +20,8 @@ import threading
 import time
 
 _NEVER = float("inf")
+#: seconds the idle thread sleeps before it looks again (an arm due sooner wakes it)
+IDLE = 1.0
 
 
 class Watchdog:
@@ -73,8 +76,9 @@ class Watchdog:
             self._until = _NEVER
             generation = self.generation
             deadline = self.deadline
-            if deadline is None:
-                wake.wait()
+            if deadline is None:  # idle: look again in a while, so the next arm need not wake it
+                self._until = time.monotonic() + IDLE
+                wake.wait(IDLE)
                 continue
             left = deadline - time.monotonic()
             if left > 0:
