@@ -28,7 +28,7 @@ from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: 
 DEFAULT_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """What a tool is told about its call.
 
