@@ -14,16 +14,12 @@ encodes the dict the general way. The texts are short by construction (see
 from __future__ import annotations
 
 import math
+from json.encoder import encode_basestring as _string  # what the encoder behind encode_data escapes strings with
 
 from flowctl.engine.payload import FIT_STRING, FLAT_KEYS
 
-try:  # the function the C encoder behind encode_data escapes strings with
-    from json.encoder import encode_basestring as _string
-except ImportError:  # pragma: no cover - json always has it
-    _string = None
-
 _BIG = 1 << 64
-_NAMES: dict = {}  # engine strings and object keys seen -> their JSON text (bounded)
+_NAMES: dict = {}  # engine strings and object keys seen (up to 64 characters) -> their JSON text
 _NAMES_KEPT = 4096
 
 
@@ -37,7 +33,7 @@ def _name(value):
     if len(value) > FIT_STRING or not value.isascii():
         return None
     text = _string(value)
-    if len(_NAMES) < _NAMES_KEPT:
+    if len(value) <= 64 and len(_NAMES) < _NAMES_KEPT:  # names and keys, not long values
         _NAMES[value] = text
     return text
 
@@ -53,7 +49,7 @@ def _number(value):
 def flat_text(value):
     """JSON text of a flat object (at most 32 keys, each an ASCII string of at most 1,024 characters;
     values null, booleans, 64-bit integers, finite floats, such strings), or None."""
-    if type(value) is not dict or len(value) > FLAT_KEYS or _string is None:
+    if type(value) is not dict or len(value) > FLAT_KEYS:
         return None
     parts = []
     add = parts.append
