@@ -91,9 +91,24 @@ def _compile(schema: dict):
                     fast.__globals__["REGEX_PATTERNS"] = {p: linear_regex(p) for p in patterns}
             except Exception:  # noqa: BLE001 - a schema the fast compiler does not support (or RE2 cannot run)
                 fast = None
-        found = _validators[key] = [fast, None, schema, remote]
-    _validators[id(schema)] = [found[0], found[1], schema, found[3]]  # definition schemas live as long as their project
+        found = _validators[key] = [fast, None, schema, remote, _trivial(schema)]
+    _validators[id(schema)] = [found[0], found[1], schema, found[3], found[4]]  # definition schemas live as long as their project
     return found
+
+
+def _trivial(schema):
+    """A predicate that answers "valid" at once for the common schemas ``{type: object}`` and
+    ``{type: object, required: [names]}`` (True: valid; False: ask the validators, which also word
+    the message), or None for any other schema."""
+    if not isinstance(schema, dict) or schema.get("type") != "object" or not set(schema) <= {"type", "required"}:
+        return None
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return None
+    names = tuple(required)
+    if not names:
+        return lambda instance: type(instance) is dict
+    return lambda instance: type(instance) is dict and all(n in instance for n in names)
 
 
 @lru_cache(maxsize=1)
@@ -143,6 +158,9 @@ def check_instance(schema, instance):
     if not schema:
         return None
     entry = _compile(schema)
+    trivial = entry[4]
+    if trivial is not None and trivial(instance):
+        return None
     if entry[3] is not None:
         return f"the schema refers to {entry[3]!r}, which is not inside it; schemas are never fetched"
     fast = entry[0]

@@ -23,6 +23,7 @@ import time
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import saga
 from flowctl.engine.context import PARKED
+from flowctl.engine.eventtext import flat_text, invoked_text, succeeded_text
 from flowctl.engine.evidence import take_snapshot
 from flowctl.engine.gatecall import gate
 from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
@@ -140,11 +141,15 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     shown_input = tool_input if ctx.secrets is not None and purpose is None else redact(tool_input, contract.sensitive)
     if contract.snapshot and contract.side_effecting:  # committed with the started record, before the effect
         take_snapshot(ctx, contract, tool_input, call, "before")
-    given = flat_copy(tool_input)  # the tool's own copy; flat means small, so the event need not be measured
+    input_text = flat_text(tool_input)  # not None: flat, small and plain, its stored text made at once
+    # the tool's own copy; flat means small, so the event need not be measured
+    given = dict(tool_input) if input_text is not None else flat_copy(tool_input)
     extra = {"purpose": purpose} if purpose else {}
     # provenance of the definition (flow version, digest, git commit) is in run_started: a run is pinned to it
+    text = (invoked_text(contract.ref, input_text, key, timeout)
+            if input_text is not None and shown_input is tool_input and not extra else None)
     ctx.emit("tool_invoked", state.id, attempt, owned=True if given is not None and len(key) <= FIT_STRING
-                else (shown_input, key), tool=contract.ref, input=shown_input,
+                else (shown_input, key), text=text, tool=contract.ref, input=shown_input,
                 idempotency_key=key, timeout_s=timeout, **extra)
     if contract.side_effecting:
         c.inflight = {"step": c.step, "attempt": attempt, "state": state.id, "tool": contract.ref,
@@ -156,7 +161,7 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     started = time.perf_counter()
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
         raw = call_with_timeout(fn, (given, call), timeout, f"tool {contract.ref} in '{state.id}'")
-        output, raw_text, owned = _parse_output(raw, contract)
+        output, raw_text, owned, output_text = _parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
         _tag_tool_error(exc)
         took = (time.perf_counter() - started) * 1000
@@ -172,11 +177,11 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         raise
     took = (time.perf_counter() - started) * 1000
     return _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
-                     stored_input=stored_input)
+                     stored_input=stored_input, output_text=output_text)
 
 
 def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
-              owned=False, stored_input=None):
+              owned=False, stored_input=None, output_text=None):
     c = ctx.cursor
     if ctx.secrets is not None:
         ctx.secrets.learn(output)
@@ -209,12 +214,15 @@ def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call,
                               "input": tool_input if stored_input is None else stored_input,
                               "output": output, "idempotency_key": call.idempotency_key, "at": ctx.clock.time()})
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
+    text = None
     if recovered:  # verify confirmed the effect after a crash but gave no output: the response is {}
         data["output_unknown"] = True
-    if raw_text is not None:
+    elif raw_text is not None:
         data["raw"] = raw_text if not contract.sensitive else None
+    elif output_text is not None and shown is output:
+        text = succeeded_text(contract.ref, output_text, data["duration_ms"])
     # an output the tool cannot change any more (parsed or copied by _parse_output) may be encoded when read
-    ctx.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, **data)
+    ctx.emit("tool_succeeded", state.id, attempt, strict=True, owned=owned, text=text, **data)
     if problem and recovered:  # the effect is in the saga; what the flow reads next is missing
         raise SchemaMismatch(f"output of {contract.ref} in '{state.id}' is unknown after a crash: verify confirmed the "
                              f"effect but returned true, not the output, and the output_schema needs it {problem}; "
@@ -306,7 +314,7 @@ def _undo_partial(ctx, state, contract, tool_input, call, *, output=None, checke
 
 
 def _parse_output(raw, contract):
-    """``(output, raw JSON text or None, owned)``. ``owned`` (see :meth:`RunContext.emit <flowctl.engine.context.RunContext.emit>`): ``True`` for a
+    """``(output, raw JSON text or None, owned, output text or None)``. ``owned`` (see :meth:`RunContext.emit <flowctl.engine.context.RunContext.emit>`): ``True`` for a
     fresh output known to be small, else a tuple of the values to measure. The output is always a
     fresh object: a copy of what the tool returned, or parsed from the text it returned."""
     if isinstance(raw, (bytes, bytearray)):
@@ -316,14 +324,17 @@ def _parse_output(raw, contract):
             parsed = json.loads(raw, parse_constant=_no_constant)
             if "\\u" in raw or not raw.isascii():  # a lone surrogate (escaped or not): UTF-8 cannot hold it
                 _STRICT.encode(parsed).encode("utf-8")
-            return parsed, raw, (parsed, raw)  # fresh, size unknown: measured by the event
+            return parsed, raw, (parsed, raw), None  # fresh, size unknown: measured by the event
         except ValueError as exc:
             raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
     if raw is None:
-        return {}, None, True
+        return {}, None, True, "{}"
+    text = flat_text(raw)  # the stored text of a flat output (eventtext), made once
+    if text is not None:
+        return dict(raw), None, True, text
     flat = flat_copy(raw)
     if flat is not None:  # JSON by construction, small, and a copy the tool cannot change later
-        return flat, None, True
+        return flat, None, True, None
     if not isinstance(raw, (dict, list, int, float, bool)):
         raise SchemaMismatch(f"{contract.ref} returned {type(raw).__name__}; tools return a dict or JSON text")
     try:
@@ -333,7 +344,7 @@ def _parse_output(raw, contract):
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
     # a copy: the tool may keep the object it returned and change it later (the run must not see that)
     parsed = json.loads(text)
-    return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,)
+    return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,), None
 
 
 _STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=True)

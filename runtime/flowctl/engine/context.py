@@ -80,7 +80,7 @@ class RunContext:
 
     # ------------------------------------------------------------------ events and commits
     def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, *, strict: bool = False,
-             owned=False, **data) -> dict:
+             owned=False, text: str | None = None, **data) -> dict:
         """Record an audit event (committed with the next checkpoint). Data over the payload limit
         raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note.
 
@@ -88,12 +88,16 @@ class RunContext:
         (:func:`flowctl.store.audit.seal`). ``owned``: the caller guarantees nothing changes ``data`` later,
         so a store that seals on read (MemoryStore) may keep the dict and encode it then; ``True``
         when every value is small by construction, else a tuple of the values that are not (tool
-        input, output ...), which must pass :func:`flowctl.engine.payload.fits` to skip encoding."""
+        input, output ...), which must pass :func:`flowctl.engine.payload.fits` to skip encoding.
+        ``text``: ``data``'s stored text already made (:mod:`flowctl.engine.eventtext`: exactly what
+        :func:`~flowctl.store.audit.encode_data` gives, and small); used unless the run has secrets."""
         seq = self.last_seq + len(self.events) + 1
         if self.secrets is not None:  # run data only: engine fields such as "to" (the next state) stay readable
             self.secrets.event(data)
         ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
-        if not (owned is not False and self.lazy and (owned is True or fits(owned))):
+        if text is not None and self.secrets is None:
+            ev["data_json"] = text
+        elif not (owned is not False and self.lazy and (owned is True or fits(owned))):
             data_json = encode_data(data)
             if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
                 size = len(data_json.encode())

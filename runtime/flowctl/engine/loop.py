@@ -15,6 +15,7 @@ from flowctl.engine.calls import run_fallback
 from flowctl.engine.cancel import finish_cancel, stopped_by_sibling
 from flowctl.engine.clock import iso
 from flowctl.engine.context import DONE, PARKED, RunContext
+from flowctl.engine.eventtext import entered_text
 from flowctl.engine.result import RunResult
 from flowctl.engine.states import HANDLERS
 from flowctl.engine.transitions import advance
@@ -111,7 +112,8 @@ class Runner(RunContext):
         c.entered = True
         c.attempt = 1
         c.state_info = {"id": state.id, "entered_at": iso(self.clock.time()), "attempt": 1}
-        self.emit("state_entered", state.id, 1, owned=True, type=state.type, step=c.step, visit=visits)
+        self.emit("state_entered", state.id, 1, owned=True, text=entered_text(state.type, c.step, visits),
+                  type=state.type, step=c.step, visit=visits)
 
     # ------------------------------------------------------------------ error layers
     def handle_error(self, state, exc, *, skip_state_layer: bool = False) -> None:

@@ -5,8 +5,9 @@ Entrypoints (``module:function``) are imported with ``orchestration/tools/`` fir
 it may also return JSON text (``str``/``bytes``), which the engine parses and keeps raw for the
 audit log. ``verify(input, output, call) -> bool`` and ``compensate(input, output, call)``.
 
-Timeouts (seconds): in the main thread a ``SIGALRM`` timer interrupts the tool where it stands
-(Python code and interruptible system calls); elsewhere the tool runs on a helper thread and the
+Timeouts (seconds): in the main thread a ``SIGALRM`` interrupts the tool where it stands (Python
+code and interruptible system calls), sent by the watchdog thread when the deadline passes
+(:mod:`flowctl.engine.watchdog`; a ``setitimer`` timer where ``pthread_kill`` is missing); elsewhere the tool runs on a helper thread and the
 caller stops waiting at the deadline. Either way :class:`~flowctl.errors.ToolTimeout` is raised
 within the timeout plus a few milliseconds. A thread that is given up on cannot be killed: its
 tool should honour ``call.deadline``.
@@ -21,12 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
+from flowctl.engine.watchdog import WATCHDOG
 from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
 
 DEFAULT_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """What a tool is told about its call.
 
@@ -135,10 +137,17 @@ class _Deadline(BaseException):
 
 _armed = False
 _previous_handler = None
+#: the main thread's deadlines kept by the watchdog thread (flowctl.engine.watchdog), else by setitimer
+_WATCHED = hasattr(signal, "pthread_kill") and hasattr(signal, "SIGALRM")
 
 
 def _on_alarm(signum, frame):
-    if _armed:
+    if WATCHDOG.fired:  # the watchdog's signal: a deadline, unless the call returned meanwhile
+        WATCHDOG.fired = False
+        if _armed and WATCHDOG.overdue():
+            raise _Deadline()
+        return
+    if _armed and not _WATCHED:
         raise _Deadline()
     if callable(_previous_handler):
         _previous_handler(signum, frame)
@@ -196,6 +205,17 @@ def _call(fn, args, timeout, what):
         return fn(*args)
     timeout = max(timeout, MIN_TIMEOUT)
     global _armed
+    if _WATCHED and not _armed and threading.current_thread() is threading.main_thread():
+        _install_alarm()
+        try:
+            _armed = True
+            WATCHDOG.arm(timeout)
+            return fn(*args)
+        except _Deadline:
+            raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
+        finally:
+            WATCHDOG.disarm()
+            _armed = False
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and not _armed:
         _install_alarm()
         try:

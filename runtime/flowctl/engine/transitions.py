@@ -6,6 +6,7 @@ from flowctl.engine.payload import FIT_STRING
 from flowctl.errors import NoTransitionMatched
 from flowctl.expr.expressions import RECORDER, compile_expr
 from flowctl.expr.scope import compile_set, truthy
+from flowctl.store.audit import encode_data
 
 
 class Move:
@@ -27,6 +28,16 @@ def moves(project, flow, state_id) -> tuple:
     found = project._resolved.get(key)
     if found is None:
         found = project._resolved[key] = tuple(Move(t) for t in flow.transitions_from(state_id))
+    return found
+
+
+def _texts(project, flow, state_id) -> dict:
+    """``{results of the conditions evaluated: transition_taken's stored text}`` of ``state_id``'s
+    small outcomes (every result true, false or null), cached on the project per flow and state."""
+    key = ("taken", flow.id, state_id)
+    found = project._resolved.get(key)
+    if found is None:
+        found = project._resolved[key] = {}
     return found
 
 
@@ -64,9 +75,16 @@ def advance(ctx, state, response) -> None:
         data["recorded"] = list(recorder.recorded)
         recorder.recorded.clear()
         small = False
-    ctx.emit("transition_taken", state.id, c.attempt, owned=True if small and len(evaluated) <= 16
-             else (evaluated, data.get("recorded")),
-             **data)
+    small = small and len(evaluated) <= 16
+    text = None
+    if small:  # the text depends on the results alone (each true, false or null): made once per outcome
+        taken = _texts(ctx.project, ctx.flow, state.id)
+        outcome = tuple(e["result"] for e in evaluated)
+        text = taken.get(outcome)
+        if text is None:
+            text = taken[outcome] = encode_data(data)
+    ctx.emit("transition_taken", state.id, c.attempt, owned=True if small else (evaluated, data.get("recorded")),
+             text=text, **data)
     ctx.goto(chosen.to)
 
 
