@@ -66,10 +66,11 @@ def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
         directory = base / folder
         if not directory.is_dir():
             continue
+        folder_inside = inside(directory)  # a plain file (not a link) in a folder inside is inside
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.name.endswith(EXTENSIONS) and entry.is_file():
                 rel = f"orchestration/{folder}/{entry.name}"
-                if not inside(entry.path):
+                if not ((folder_inside and not entry.is_symlink()) or inside(entry.path)):
                     if refused is not None:
                         refused[rel] = os.path.realpath(entry.path)
                     continue
@@ -89,11 +90,16 @@ def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
 def load_project(root: str | os.PathLike | None = None) -> Project:
     """Load the project at ``root`` (or found from the current directory). See :func:`find_root`.
     A definition file that is a link leaving the repository is FC008 (and not read)."""
-    import dataclasses
-
     path = find_root(root)
     refused: dict = {}
-    project = load_files(read_tree(path, refused), path)
+    return with_refused(load_files(read_tree(path, refused), path), refused)
+
+
+def with_refused(project: Project, refused: dict) -> Project:
+    """``project`` with an FC008 diagnostic (and a broken id) for each file :func:`read_tree` refused
+    (``refused``: relative path -> where the link leads); ``project`` itself when there is none."""
+    import dataclasses
+
     if not refused:
         return project
     diags = [Diagnostic("FC008", f"{rel} is a link to {target}, outside the repository; flowctl reads only "

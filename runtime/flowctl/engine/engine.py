@@ -181,8 +181,8 @@ class Engine:
     def project_for(self, digest: str):
         """The project a run started with (its stored snapshot); the live one if digests match.
         Raises :class:`RecordTampered` when the stored files do not hash to ``digest``."""
-        if digest == self.project.digest():
-            return self.project
+        if digest == self.project.digest():  # a project of one flow's files answers for the whole one
+            return self.project.whole() if hasattr(self.project, "whole") else self.project
         found = self._projects.get(digest)
         if found is None:
             files = self.store.load_definition(digest)
