@@ -16,36 +16,14 @@ from flowctl.definition import kinds as schemas
 from flowctl.definition import versions
 from flowctl.diagnostics import ERROR, Diagnostic
 from flowctl.definition.durations import parse_duration
-from flowctl.errors import ProjectError
 from flowctl.definition.model import (STATE_FIELDS, STATE_MODELS, Check, Contract, Flow, Handler, Limits, Policy, Project, Retry,
                     State, Transition)
 from flowctl.definition.yamlio import Document, read_document
 
-#: folder -> kind of file it holds
-FOLDERS = {"states": "state", "transitions": "flow", "contracts": "contract", "policies": "policy"}
+from flowctl.definition.root import FOLDERS, find_root  # noqa: F401 - the loader's names for them
 EXTENSIONS = (".yaml", ".yml", ".json")
 #: the optional project file (settings such as ``tool_packages``), directly in ``orchestration/``
 PROJECT_FILES = tuple(f"orchestration/project{ext}" for ext in EXTENSIONS)
-
-
-def find_root(start: str | os.PathLike | None = None) -> Path:
-    """The folder holding ``orchestration/``: ``start`` itself, its parent if ``start`` *is* the
-    orchestration folder, or the nearest ancestor of it that has one.
-
-    Raises :class:`ProjectError` when there is none.
-    """
-    here = Path(start or os.getcwd()).resolve()
-    if here.is_file():
-        here = here.parent
-    if here.name == "orchestration" and any((here / f).is_dir() for f in FOLDERS):
-        return here.parent
-    for candidate in (here, *here.parents):
-        if (candidate / "orchestration").is_dir():
-            return candidate
-    raise ProjectError(
-        f"no orchestration/ folder in {here} or any parent",
-        hint="run flowctl inside your repository, or pass --root PATH",
-    )
 
 
 def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:

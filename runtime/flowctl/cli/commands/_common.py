@@ -23,7 +23,7 @@ def project_root(root) -> Path:
     """The folder holding ``orchestration/`` (found from ``root`` as every command finds it), for
     the commands that read only the store: the project's files are neither read nor validated.
     Raises :class:`~flowctl.errors.ProjectError` when there is none."""
-    from flowctl.definition.loader import find_root
+    from flowctl.definition.root import find_root
 
     return find_root(root)
 
