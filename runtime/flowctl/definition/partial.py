@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -98,7 +99,7 @@ def _write_cache(path: Path, entries: dict) -> None:
     written leaves no cache (the next run parses again)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps({"version": 1, "entries": entries}, separators=(",", ":")))
         os.replace(tmp, path)
     except OSError:
