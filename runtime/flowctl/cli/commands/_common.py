@@ -10,7 +10,14 @@ from pathlib import Path
 import click
 
 from flowctl.errors import UsageError
-from flowctl.testing.cases import one_line_path
+
+
+def one_line_path(path) -> str:
+    """A run's path in one line (:func:`flowctl.testing.cases.one_line_path`: ``a → b ×3 → c``);
+    imported when first needed, so the commands that only read the store load no YAML."""
+    from flowctl.testing.cases import one_line_path as render
+
+    return render(path)
 
 
 def open_project(root):
