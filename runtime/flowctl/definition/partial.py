@@ -160,16 +160,19 @@ def _reached_files(files: dict, facts: dict, flow_id: str):
     wanted = {rel for rel in files if rel in PROJECT_FILES or rel.startswith("orchestration/policies/")}
     wanted |= {rel for rel, f in facts.items() if f[1] == "contract" and f[3]}
     wanted |= set(index.get("flow", flow_id))
+    singles: dict = {}  # path -> that file loaded on its own (each file is parsed once to follow it)
     while True:
-        project = load_files({rel: files[rel] for rel in wanted})
+        for rel in wanted - singles.keys():
+            singles[rel] = load_files({rel: files[rel]})
         more = set()
-        for policy in project.policies.values():
+        policies = [p for one in singles.values() for p in one.policies.values()]
+        for policy in policies:
             for tool in policy.applies_to:
                 more.update(index.get("contract", tool))
-        for flow in project.flows.values():
+        for flow in [f for one in singles.values() for f in one.flows.values()]:
             for name, _ in flow.named_states():
                 more.update(index.get("state", name))
-        for state in project.states.values():
+        for state in [st for one in singles.values() for st in one.states.values()]:
             targets = [h.goto for h in state.on_error] + [(state.raw.get("on_timeout") or {}).get("goto")]
             for name in targets:
                 more.update(index.get("state", name))
@@ -180,7 +183,7 @@ def _reached_files(files: dict, facts: dict, flow_id: str):
             for fid in children or ():
                 more.update(index.get("flow", fid))
         if more <= wanted:
-            return wanted, project
+            return wanted, load_files({rel: files[rel] for rel in sorted(wanted)})
         wanted |= more
 
 
