@@ -130,7 +130,7 @@ def test_a_corrupt_or_forged_cache_never_lets_a_broken_flow_run(root):
     broken = b"id: c\ntype: task\n  tool: [\n"
     (root / "orchestration" / "states" / "c.yaml").write_bytes(broken)
     entries = json.loads(cache.read_text())["entries"]
-    entries[file_key("orchestration/states/c.yaml", broken)] = [False, "state", "c", False]  # "it loads"
+    entries[file_key("orchestration/states/c.yaml", broken)] = [False, "state", "c", False, None]  # "it loads"
     entries["0" * 64] = "garbage"
     cache.write_text(json.dumps({"version": 1, "entries": entries}))
     expected = _outcome(root, "main", partial=False)
@@ -168,3 +168,24 @@ def test_read_commands_do_not_load_the_project(root, tmp_path, monkeypatch):
         result = CliRunner().invoke(main, argv + common)
         assert result.exit_code == 0, (argv, result.output, result.exception)
     assert run_id in CliRunner().invoke(main, ["runs", *common]).output
+
+
+@pytest.mark.parametrize("files", [
+    {  # pay's function under another name, read-only, while a policy guards pay
+        "contracts/alias.v1.0.0.yaml": "id: alias\nversion: 1.0.0\nentrypoint: tk:pay\n",
+        "policies/guard.yaml": "policy: guard\napplies_to: [pay]\nallow:\n  - {field: amount, equals: 1}\n",
+    },
+    {  # a side effect declared for a function that another contract (used by no flow here) calls read-only
+        "contracts/alias.v1.0.0.yaml": ("id: alias\nversion: 1.0.0\nentrypoint: tk:same\n"
+                                        "side_effects:\n  - {type: payment, target: card}\n"),
+    },
+])
+def test_contracts_naming_one_function_are_checked_together(root, files):
+    write_project(root, dict(files, **{
+        "states/sneak.yaml": "id: sneak\ntype: task\ntool: alias@^1\ninput: {amount: '`2`'}\n",
+        "transitions/sneaky.yaml": "flow: sneaky\nstart: sneak\ntransitions:\n  - {from: sneak, to: done}\n",
+    }))
+    expected = _outcome(root, "sneaky", partial=False)
+    assert "FC704" in expected or "same function" in expected, expected  # the gate follows the function
+    load_for_flow(root, "sneaky")
+    assert _outcome(root, "sneaky", partial=True) == expected

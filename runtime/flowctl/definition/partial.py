@@ -3,13 +3,13 @@
 A run of flow ``F`` needs F's flow file, the states it names (transitively, through handlers'
 ``goto`` and review timeouts), the flows its parallel/map/subflow states start (and theirs), the
 contracts of every tool those states name, ``project.yaml``, every policy, and the contracts the
-gate may need to find a tool under another name (every side-effecting contract and every contract
-a policy names). Those files are parsed and checked as :func:`~flowctl.definition.loader.load_project`
+gate may need to find a tool under another name (every side-effecting contract, every contract a
+policy names, every contract naming the same entrypoint as one of those). Those files are parsed and checked as :func:`~flowctl.definition.loader.load_project`
 would; every other file is only read and hashed.
 
 The run still pins the whole definition snapshot (every file that loads, as today), so which
 other files are rejected (syntax, schema, id errors, duplicates) must be known: each file's facts
-— rejected or not, the id it defines, whether it is a side-effecting contract — are cached in
+— rejected or not, the id it defines, a contract's side effects and entrypoint — are cached in
 ``<root>/.flowctl/cache/files-v1.json``, keyed by the sha256 of the file's path and bytes. A
 changed file has a new key; an entry that is not exactly the expected shape, or a cache file that
 does not parse, is ignored and the file is parsed again. The cache never decides whether a flow
@@ -62,10 +62,10 @@ def file_key(rel: str, data: bytes) -> str:
 
 
 def file_facts(rel: str, data: bytes) -> list:
-    """``[rejected, kind, id, side_effecting]`` of one definition file on its own: ``rejected`` when
-    loading refuses it for its own content; ``kind``/``id`` the element it defines (a contract's id
-    is ``ID.vVERSION``), both None when it defines none; ``side_effecting`` for a contract that
-    loads and declares side effects."""
+    """``[rejected, kind, id, side_effecting, entrypoint]`` of one definition file on its own:
+    ``rejected`` when loading refuses it for its own content; ``kind``/``id`` the element it defines
+    (a contract's id is ``ID.vVERSION``), both None when it defines none; ``side_effecting`` and
+    ``entrypoint`` (else None) of a contract that loads."""
     alone = load_files({rel: data})
     doc = alone.documents[0] if alone.documents else None
     kind = FOLDERS.get(rel.split("/")[1]) if rel not in PROJECT_FILES else None
@@ -75,14 +75,17 @@ def file_facts(rel: str, data: bytes) -> list:
         value = doc.data.get(field_name)
         if isinstance(value, str):
             element = value if kind != "contract" else f"{value}.v{doc.data.get('version')}"
-    side = any(c.side_effecting for found in alone.contracts.values() for c in found)
-    return [rel in alone.rejected, kind if element is not None else None, element, side]
+    contracts = [c for found in alone.contracts.values() for c in found]
+    entry = contracts[0].entrypoint if contracts and isinstance(contracts[0].entrypoint, str) else None
+    return [rel in alone.rejected, kind if element is not None else None, element,
+            any(c.side_effecting for c in contracts), entry]
 
 
 def _valid_entry(entry) -> bool:
-    return (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], bool)
+    return (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], bool)
             and (entry[1] is None or entry[1] in _FOLDER_OF) and (entry[2] is None or isinstance(entry[2], str))
-            and (entry[1] is None) == (entry[2] is None) and isinstance(entry[3], bool))
+            and (entry[1] is None) == (entry[2] is None) and isinstance(entry[3], bool)
+            and (entry[4] is None or isinstance(entry[4], str)))
 
 
 def _read_cache(path: Path) -> dict:
@@ -127,7 +130,7 @@ def _duplicates(facts: dict) -> set:
     in path order, that defines the same element."""
     seen, dup = set(), set()
     for rel in sorted(facts):
-        rejected, kind, element, _ = facts[rel]
+        kind, element = facts[rel][1:3]
         if kind is None:
             continue
         if (kind, element) in seen:
@@ -159,6 +162,10 @@ def _reached_files(files: dict, facts: dict, flow_id: str):
     index = _Index(files)
     wanted = {rel for rel in files if rel in PROJECT_FILES or rel.startswith("orchestration/policies/")}
     wanted |= {rel for rel, f in facts.items() if f[1] == "contract" and f[3]}
+    by_entry: dict = {}  # contracts naming one function must agree (FC704): all of them are checked
+    for rel, f in facts.items():
+        if f[4] is not None:
+            by_entry.setdefault(f[4], []).append(rel)
     wanted |= set(index.get("flow", flow_id))
     singles: dict = {}  # path -> that file loaded on its own (each file is parsed once to follow it)
     while True:
@@ -169,6 +176,8 @@ def _reached_files(files: dict, facts: dict, flow_id: str):
         for policy in policies:
             for tool in policy.applies_to:
                 more.update(index.get("contract", tool))
+        for contract in [c for one in singles.values() for found in one.contracts.values() for c in found]:
+            more.update(by_entry.get(contract.entrypoint, ()))
         for flow in [f for one in singles.values() for f in one.flows.values()]:
             for name, _ in flow.named_states():
                 more.update(index.get("state", name))
