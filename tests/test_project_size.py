@@ -32,14 +32,20 @@ def pay(input, call):
 
 def same(input, call):
     return {"paid": True}
+
+def check(input, output, call):
+    return True
+
+def undo(input, output, call):
+    return None
 """
 
 FILES = {
     "tools/tk.py": TOOLS,
     "contracts/look.v1.0.0.yaml": "id: look\nversion: 1.0.0\nentrypoint: tk:look\n",
     "contracts/look.v1.1.0.yaml": "id: look\nversion: 1.1.0\nentrypoint: tk:look\n",
-    "contracts/pay.v1.0.0.yaml": ("id: pay\nversion: 1.0.0\nentrypoint: tk:pay\n"
-                                  "side_effects:\n  - {type: payment, target: card}\n"),
+    "contracts/pay.v1.0.0.yaml": ("id: pay\nversion: 1.0.0\nentrypoint: tk:pay\nverify: tk:check\n"
+                                  "compensate: tk:undo\nside_effects:\n  - {type: payment, target: card}\n"),
     "contracts/other.v1.0.0.yaml": "id: other\nversion: 1.0.0\nentrypoint: tk:same\n",
     "policies/cap.yaml": "policy: cap\napplies_to: [look]\nallow: []\n",
     "states/a.yaml": "id: a\ntype: task\ntool: look@^1\n",
@@ -176,8 +182,8 @@ def test_read_commands_do_not_load_the_project(root, tmp_path, monkeypatch):
         "policies/guard.yaml": "policy: guard\napplies_to: [pay]\nallow:\n  - {field: amount, equals: 1}\n",
     },
     {  # a side effect declared for a function that another contract (used by no flow here) calls read-only
-        "contracts/alias.v1.0.0.yaml": ("id: alias\nversion: 1.0.0\nentrypoint: tk:same\n"
-                                        "side_effects:\n  - {type: payment, target: card}\n"),
+        "contracts/alias.v1.0.0.yaml": ("id: alias\nversion: 1.0.0\nentrypoint: tk:same\nverify: tk:check\n"
+                                        "compensate: tk:undo\nside_effects:\n  - {type: payment, target: card}\n"),
     },
 ])
 def test_contracts_naming_one_function_are_checked_together(root, files):
@@ -186,6 +192,6 @@ def test_contracts_naming_one_function_are_checked_together(root, files):
         "transitions/sneaky.yaml": "flow: sneaky\nstart: sneak\ntransitions:\n  - {from: sneak, to: done}\n",
     }))
     expected = _outcome(root, "sneaky", partial=False)
-    assert "FC704" in expected or "same function" in expected, expected  # the gate follows the function
+    assert "is the same function as" in expected and "(and " not in expected, expected  # the gate follows the function
     load_for_flow(root, "sneaky")
     assert _outcome(root, "sneaky", partial=True) == expected
