@@ -21,6 +21,7 @@ leaving the repository): the caller then loads the whole project as before.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,11 +31,11 @@ from pathlib import Path
 from types import MappingProxyType
 
 from flowctl.definition import versions
-from flowctl.definition.loader import EXTENSIONS, FOLDERS, PROJECT_FILES, find_root, load_files, read_tree, with_refused
+from flowctl.definition.loader import EXTENSIONS, FOLDERS, PROJECT_FILES, find_root, load_files, read_tree
 from flowctl.definition.model import Project
 
 CACHE_NAME = "files-v1.json"
-_FOLDER_OF = {kind: folder for folder, kind in FOLDERS.items()}
+_KINDS = frozenset(FOLDERS.values())
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,12 @@ class PartialProject(Project):
 
     #: the flows loaded (the one asked for and the ones it starts)
     reached: frozenset = frozenset()
-    refused: tuple = ()
 
     def whole(self) -> Project:
         """The whole project, as :func:`~flowctl.definition.loader.load_project` loads it (cached)."""
         found = self.__dict__.get("_whole")
         if found is None:
-            found = with_refused(load_files(dict(self.files), self.root), dict(self.refused))
+            found = load_files(dict(self.files), self.root)  # (a partial project has no refused links)
             object.__setattr__(self, "_whole", found)
         return found
 
@@ -83,7 +83,7 @@ def file_facts(rel: str, data: bytes) -> list:
 
 def _valid_entry(entry) -> bool:
     return (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], bool)
-            and (entry[1] is None or entry[1] in _FOLDER_OF) and (entry[2] is None or isinstance(entry[2], str))
+            and (entry[1] is None or entry[1] in _KINDS) and (entry[2] is None or isinstance(entry[2], str))
             and (entry[1] is None) == (entry[2] is None) and isinstance(entry[3], bool)
             and (entry[4] is None or isinstance(entry[4], str)))
 
@@ -100,13 +100,14 @@ def _read_cache(path: Path) -> dict:
 def _write_cache(path: Path, entries: dict) -> None:
     """Write the cache atomically (a temporary file renamed over it); a folder that cannot be
     written leaves no cache (the next run parses again)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps({"version": 1, "entries": entries}, separators=(",", ":")))
         os.replace(tmp, path)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def all_facts(files: dict, cache_dir: Path) -> dict:
