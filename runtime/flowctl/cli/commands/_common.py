@@ -12,12 +12,14 @@ import click
 from flowctl.errors import UsageError
 
 
-def one_line_path(path) -> str:
-    """A run's path in one line (:func:`flowctl.testing.cases.one_line_path`: ``a → b ×3 → c``);
-    imported when first needed, so the commands that only read the store load no YAML."""
-    from flowctl.testing.cases import one_line_path as render
+def __getattr__(name: str):
+    """``one_line_path`` (:func:`flowctl.testing.cases.one_line_path`), imported when first asked
+    for, so the commands that only read the store load no YAML."""
+    if name == "one_line_path":
+        from flowctl.testing.cases import one_line_path
 
-    return render(path)
+        return one_line_path
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_project(root):
@@ -95,6 +97,8 @@ def fetch_run(root, db, run_id, *, with_children: bool = False):
 
 def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
     """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
+    from flowctl.testing.cases import one_line_path
+
     lines = []
     children = store.list_runs(parent_id=run_id, limit=limit)
     for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
@@ -238,6 +242,8 @@ def parse_params(pairs, params_file):
 
 def result_path(result) -> str:
     """A run result's path in one line, ``… `` first when the checkpoint kept only its tail."""
+    from flowctl.testing.cases import one_line_path
+
     return ("… " if (result.steps or 0) > len(result.path) else "") + one_line_path(result.path)
 
 
