@@ -190,10 +190,10 @@ class Engine:
                                hint=f"give {kind} its own function (see FC705 in flowctl validate)")
 
     def project_for(self, digest: str):
-        """The project a run started with (its stored snapshot); the live one if digests match.
-        Raises :class:`RecordTampered` when the stored files do not hash to ``digest``."""
-        if digest == self.project.digest():
-            return self.project
+        """The project a run started with (its stored snapshot); the live one if digests match (the
+        whole live one when this engine holds only one flow's files). Raises :class:`RecordTampered` when the stored files do not hash to ``digest``."""
+        if digest == self.project.digest():  # a project of one flow's files answers for the whole one
+            return self.project.whole() if hasattr(self.project, "whole") else self.project
         found = self._projects.get(digest)
         if found is None:
             files = self.store.load_definition(digest)

@@ -10,13 +10,59 @@ from pathlib import Path
 import click
 
 from flowctl.errors import UsageError
-from flowctl.testing.cases import one_line_path
+
+
+def __getattr__(name: str):
+    """``one_line_path`` (:func:`flowctl.testing.cases.one_line_path`), imported when first asked
+    for, so the commands that only read the store load no YAML."""
+    if name == "one_line_path":
+        from flowctl.testing.cases import one_line_path
+
+        return one_line_path
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_project(root):
     from flowctl.definition.loader import load_project
 
     return load_project(root)
+
+
+def project_root(root) -> Path:
+    """The folder holding ``orchestration/`` (found from ``root`` as every command finds it), for
+    the commands that read only the store: the project's files are neither read nor validated.
+    Raises :class:`~flowctl.errors.ProjectError` when there is none."""
+    from flowctl.definition.root import find_root
+
+    return find_root(root)
+
+
+def review_states(root, ids) -> dict:
+    """State id -> state of the given ids (the states runs are paused at), reading only their files
+    under ``project_root(root)``; an id whose file does not load is left out."""
+    from flowctl.definition.partial import load_states
+
+    return load_states(project_root(root), ids)
+
+
+def open_flow_project(root, flow: str):
+    """The project a run of ``flow`` needs: only the files it reaches
+    (:func:`flowctl.definition.partial.load_for_flow`) when those load and validate cleanly, else
+    the whole project (so a broken flow is refused exactly as a whole-project load refuses it)."""
+    from flowctl.check.checks import validate
+    from flowctl.definition.partial import load_for_flow
+    from flowctl.engine.flowfiles import refuse_broken
+    from flowctl.errors import ProjectError
+
+    part = load_for_flow(root, flow)
+    if part is not None:
+        diagnostics = validate(part)
+        try:
+            for fid in sorted(part.reached):
+                refuse_broken(part, part.flows[fid], diagnostics)
+        except ProjectError:
+            part = None
+    return part if part is not None else open_project(root)
 
 
 def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False):
@@ -38,8 +84,7 @@ def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False
 def fetch_run(root, db, run_id, *, with_children: bool = False):
     """``(run row, its events)`` from the store (read-only); with ``with_children`` also the lines
     of its child-run tree (:func:`child_tree`)."""
-    project = open_project(root)
-    store = open_store(db, project.root)
+    store = open_store(db, project_root(root))
     try:
         row = store.get_run(run_id)
         events = store.events(row["id"])
@@ -52,6 +97,8 @@ def fetch_run(root, db, run_id, *, with_children: bool = False):
 
 def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
     """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
+    from flowctl.testing.cases import one_line_path
+
     lines = []
     children = store.list_runs(parent_id=run_id, limit=limit)
     for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
@@ -75,7 +122,9 @@ def _events_for_json(events):
     return events
 
 
-def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, create=True):
+def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, create=True, flow=None):
+    """The engine of a command. ``flow``: the flow the command runs; only the files it reaches are
+    loaded (:func:`open_flow_project`). Raises :class:`UsageError` for a bad ``--max-inline-wait``."""
     from flowctl.definition.durations import parse_duration
     from flowctl.engine.engine import Engine
 
@@ -83,7 +132,7 @@ def open_engine(root, db, *, max_inline_wait="10s", progress=True, check=True, c
         wait = parse_duration(max_inline_wait)
     except ValueError as exc:
         raise UsageError(f"--max-inline-wait: {exc}") from None
-    project = open_project(root)
+    project = open_project(root) if flow is None else open_flow_project(root, flow)
     store = open_store(db, project.root, create=create)
     listener = Progress() if progress else None
     return Engine(project, store, max_inline_wait=wait, listener=listener, check=check)
@@ -212,6 +261,8 @@ def parse_params(pairs, params_file):
 
 def result_path(result) -> str:
     """A run result's path in one line, ``… `` first when the checkpoint kept only its tail."""
+    from flowctl.testing.cases import one_line_path
+
     return ("… " if (result.steps or 0) > len(result.path) else "") + one_line_path(result.path)
 
 

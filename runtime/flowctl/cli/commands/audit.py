@@ -4,15 +4,14 @@ from __future__ import annotations
 import click
 
 from flowctl.cli.commands import EXIT_FAILED, EXIT_OK
-from flowctl.cli.commands._common import open_project, open_store
+from flowctl.cli.commands._common import open_store, project_root
 
 
 def read_run(root, db, run_id):
     """``(row, events, steps, snapshot problem or None)`` of ``run_id``, read-only."""
     from flowctl.definition.model import files_digest
 
-    project = open_project(root)
-    store = open_store(db, project.root)
+    store = open_store(db, project_root(root))
     try:
         row = store.get_run(run_id)
         events = store.events(row["id"])

@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_project, open_store
+from flowctl.cli.commands._common import open_store, project_root, review_states
 
 
 def run(root, db, fmt, reissue=None, by=None) -> int:
@@ -25,16 +25,16 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
         click.echo(f"flowctl resume {reissue} --token {token} --decision {'|'.join(pending.get('decisions') or [])}")
         return EXIT_OK
 
-    project = open_project(root)
-    store = open_store(db, project.root, empty_ok=True)
+    store = open_store(db, project_root(root), empty_ok=True)
     try:
         rows = store.list_runs(status="paused", limit=0)
     finally:
         store.close()
+    states = review_states(root, [((r.get("cursor") or {}).get("pending") or {}).get("state") for r in rows])
     items = []
     for r in rows:
         pending = (r.get("cursor") or {}).get("pending") or {}
-        state = project.states.get(pending.get("state") or "")
+        state = states.get(pending.get("state") or "")
         notified = bool(pending.get("policy") or (state is not None and state.get("notify")))
         items.append({"run_id": r["id"], "flow": r["flow"], "state": pending.get("state"), "show": pending.get("show"),
                       "decisions": pending.get("decisions"), "policy": bool(pending.get("policy")),

@@ -6,7 +6,8 @@ from flowctl.cli.commands._common import open_engine, parse_json_arg, parse_para
 
 def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt) -> int:
     run_input = parse_json_arg(input, "--input")
-    engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text")
+    engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet and fmt == "text",
+                         flow=flow)
     try:
         with tools_print_to_stderr(fmt):
             engine.fire_due_reviews()  # timeouts that came due while nothing ran fire on the next run

@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_project, open_store
+from flowctl.cli.commands._common import open_store, project_root
 
 
 def run(status, flow, limit, root, db, fmt, all_=False) -> int:
@@ -20,8 +20,7 @@ def run(status, flow, limit, root, db, fmt, all_=False) -> int:
 
     if status and status not in STATUSES:
         raise UsageError(f"--status {status!r} is not one of {', '.join(STATUSES)}")
-    project = open_project(root)
-    store = open_store(db, project.root, empty_ok=True)
+    store = open_store(db, project_root(root), empty_ok=True)
     try:
         rows = store.list_runs(status=status, flow=flow, limit=limit, top_level=not all_)
         now = store.now()  # leases run on the database clock
