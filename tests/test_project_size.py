@@ -113,7 +113,8 @@ def _outcome(root, flow, partial: bool) -> str:
     ({"states/c.yaml": "id: c\ntype: task\n  tool: [\n"}, True),  # a syntax error: the state does not load
     ({"states/a.yml": "id: a\ntype: succeed\n"}, False),  # a duplicate after a.yaml: a.yaml still loads
     ({"states/_a.yaml": "id: a\ntype: succeed\n"}, True),  # FC005, and it makes a.yaml a duplicate (FC006)
-    ({"contracts/look.v1.1.0.yaml": "id: look\nversion: 1.2.0\nentrypoint: tk:look\n"}, False),  # FC604: 1.0.0 answers ^1
+    # FC604: a version of the tool that does not load: refused (it could be the one ^1 means)
+    ({"contracts/look.v1.1.0.yaml": "id: look\nversion: 1.2.0\nentrypoint: tk:look\n"}, True),
     ({"transitions/child.yaml": None}, True),  # a child flow that is not there
     ({"states/u.yaml": "id: u\ntype: task\ntool: missing@^1\n"}, False),  # another flow's error
 ])
