@@ -14,14 +14,15 @@ from typing import Iterator
 BATCH = 2000
 
 
-def iter_events(store, run_id: str, batch: int = BATCH) -> Iterator[dict]:
+def iter_events(store, run_id: str, batch: int | None = None) -> Iterator[dict]:
     """The events of ``run_id`` in ``seq`` order (dicts as ``store.events`` returns them), read
-    ``batch`` at a time: each query asks for the ``batch`` events after the last ``seq`` seen. An
+    ``batch`` (default :data:`BATCH`) at a time: each query asks for the ``batch`` events after the last ``seq`` seen. An
     unknown run gives nothing. Raises what the store raises (:class:`~flowctl.errors.StoreError`)."""
     page = getattr(store, "events_page", None)
     if page is None:
         yield from store.events(run_id)
         return
+    batch = batch or BATCH
     after = 0
     while True:
         rows = page(run_id, after, batch)

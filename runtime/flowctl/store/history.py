@@ -15,7 +15,6 @@ extracted in SQL. The indexes are in :mod:`flowctl.store.tables` (schema version
 from __future__ import annotations
 
 import contextlib
-import statistics
 
 from flowctl.store.reader import STAT_EVENTS, DbapiReads, stat_events  # noqa: F401 - history.STAT_EVENTS, stat_events
 from flowctl.store.records import run_dict
@@ -66,6 +65,8 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
     tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest
     ``limit`` runs created since ``since`` (epoch seconds; of ``flow``; top-level runs only unless
     ``children``). ``step_ms``: tool-call durations in milliseconds; rates are fractions (0-1)."""
+    import statistics  # (imports decimal, fractions, random: not for the other read commands)
+
     rows, events = store.stats_rows(limit, since, flow, not children)
     by_run: dict = {}
     for run_id, typ, tool, duration in events:

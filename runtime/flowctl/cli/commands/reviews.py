@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_project, open_store
+from flowctl.cli.commands._common import open_project, open_reader
 
 
 def run(root, db, fmt, reissue=None, by=None) -> int:
@@ -26,7 +26,7 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
         return EXIT_OK
 
     project = open_project(root)
-    store = open_store(db, project.root, empty_ok=True)
+    store = open_reader(db, project.root, empty_ok=True)
     try:
         rows = store.list_runs(status="paused", limit=0)
     finally:
