@@ -210,10 +210,13 @@ def test_trace_last_n_shows_the_last_steps_and_says_how_many_were_left_out(tmp_p
     common, _db, run_id = _sqlite_run(tmp_path, 8)
     out = _cli("trace", run_id, *common, "--last", "3")
     assert out.exit_code == 0
-    assert "the 6 earlier steps are left out: the last 3 of 9 follow" in out.output
+    assert "(6 earlier steps left out: the last 3 of 9 steps follow)" in out.output
     rows = [line.split() for line in out.output.splitlines() if line.strip()[:1].isdigit()]
     assert [r[0] for r in rows] == ["7", "8", "9"]
     assert "a ×8 → done" in out.output  # the path stays whole
+    one = _cli("trace", run_id, *common, "--last", "8")
+    assert "(1 earlier step left out: the last 8 of 9 steps follow)" in one.output
+    assert "left out" not in _cli("trace", run_id, *common, "--last", "9").output
 
 
 def test_the_read_commands_never_import_sqlalchemy(tmp_path):

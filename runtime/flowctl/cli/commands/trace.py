@@ -85,7 +85,8 @@ def _text(row, events, tree, last) -> int:
     click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
     click.echo(one_line_path(path))
     if total > len(rows):
-        click.echo(f"(the {total - len(rows)} earlier steps are left out: the last {len(rows)} of {total} follow)")
+        left = total - len(rows)
+        click.echo(f"({left} earlier step{'s' if left != 1 else ''} left out: the last {len(rows)} of {total} steps follow)")
     if len(rows) <= PLAIN_PAST:
         from rich.table import Table
 
