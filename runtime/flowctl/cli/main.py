@@ -193,10 +193,11 @@ def runs(status, flow, limit, all_, root, db, fmt):
 @click.argument("run_id", metavar="RUN")
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def trace(run_id, root, db, fmt):
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N steps (the output says how many were left out).")
+def trace(run_id, root, db, fmt, last):
     """Show what RUN did: the path in one line (a → b ×3 → c) and a table of steps with
     durations, errors and policy decisions. RUN may be a unique prefix of the id."""
-    _call("trace", run_id=run_id, root=root, db=db, fmt=fmt)
+    _call("trace", run_id=run_id, root=root, db=db, fmt=fmt, last=last)
 
 
 @main.command()

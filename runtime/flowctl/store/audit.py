@@ -9,7 +9,10 @@ the event is recorded) and ``prev_hash`` of the first event is ``""``. Verifying
 the stored bytes themselves, not a re-serialisation. The run row also keeps the last ``seq`` and
 ``hash``, written in the same transaction, so deleting events at the tail is detected too.
 
-:func:`verify_chain` returns a list of problems (empty when the log is intact).
+:func:`verify_chain` returns a list of problems (empty when the log is intact). Each check also
+exists as a class fed one event at a time (:class:`ChainCheck`, :class:`RunCheck`,
+:class:`StepsCheck`, :class:`HeadCheck`), so a long run's log is verified in batches
+(:func:`flowctl.store.events.iter_events`), never held whole.
 """
 from __future__ import annotations
 
@@ -88,27 +91,51 @@ def seal(events: list, prev_hash: str) -> str:
     return prev_hash
 
 
-def verify_chain(events: list[dict], last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
-    """Problems found in ``events`` (dicts with seq, ts, type, state, attempt, data, prev_hash, hash),
-    in ``seq`` order. ``last_seq``/``last_hash`` are the run row's record of the chain's end."""
-    problems = []
-    prev = ""
-    expected_seq = 1
-    for ev in events:
-        if ev["seq"] != expected_seq:
-            problems.append(f"event {expected_seq} is missing (next stored is {ev['seq']})")
-            expected_seq = ev["seq"]
-        if ev.get("prev_hash", "") != prev:
+class ChainCheck:
+    """:func:`verify_chain` one event at a time (a long run's log is never held whole): call
+    :meth:`add` with each event in ``seq`` order, then :meth:`finish`."""
+
+    __slots__ = ("problems", "prev", "expected_seq", "count")
+
+    def __init__(self):
+        self.problems: list = []
+        self.prev = ""
+        self.expected_seq = 1
+        self.count = 0  # events seen
+
+    def add(self, ev: dict) -> None:
+        problems = self.problems
+        if ev["seq"] != self.expected_seq:
+            problems.append(f"event {self.expected_seq} is missing (next stored is {ev['seq']})")
+            self.expected_seq = ev["seq"]
+        prev_hash = ev.get("prev_hash", "")
+        if prev_hash != self.prev:
             problems.append(f"event {ev['seq']} does not follow event {ev['seq'] - 1} (prev_hash differs)")
-        if event_hash(ev.get("prev_hash", ""), ev) != ev.get("hash"):
+        if event_hash(prev_hash, ev) != ev.get("hash"):
             problems.append(f"event {ev['seq']} ({ev['type']}) was modified (hash differs)")
-        prev = ev.get("hash", "")
-        expected_seq += 1
-    if last_seq is not None and last_seq != expected_seq - 1:
-        problems.append(f"the run records {last_seq} events but {expected_seq - 1} are stored (events deleted or added)")
-    if last_hash is not None and events and last_hash != prev:
-        problems.append("the run's last hash does not match the last stored event")
-    return problems
+        self.prev = ev.get("hash", "")
+        self.expected_seq += 1
+        self.count += 1
+
+    def finish(self, last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
+        """The problems found, with the run row's record of the chain's end (``last_seq``, ``last_hash``)."""
+        problems = list(self.problems)
+        if last_seq is not None and last_seq != self.expected_seq - 1:
+            problems.append(f"the run records {last_seq} events but {self.expected_seq - 1} are stored "
+                            "(events deleted or added)")
+        if last_hash is not None and self.count and last_hash != self.prev:
+            problems.append("the run's last hash does not match the last stored event")
+        return problems
+
+
+def verify_chain(events, last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
+    """Problems found in ``events`` (an iterable of dicts with seq, ts, type, state, attempt, data,
+    prev_hash, hash), in ``seq`` order. ``last_seq``/``last_hash`` are the run row's record of the
+    chain's end."""
+    check = ChainCheck()
+    for ev in events:
+        check.add(ev)
+    return check.finish(last_seq, last_hash)
 
 
 SEAL_VERSION = "flowctl-run-seal-2"
@@ -186,31 +213,53 @@ def seal_problem(row: dict) -> str | None:
             "what its last commit sealed (edited in the store)")
 
 
-def verify_steps(steps: list, events: list) -> list[str]:
+class StepsCheck:
+    """:func:`verify_steps` one event at a time: only the ``tool_invoked`` / ``tool_succeeded``
+    events of a (state, attempt, tool) some step record has are kept."""
+
+    def __init__(self, steps: list):
+        self.steps = steps
+        self.keys = {(s.get("state"), s.get("attempt"), s.get("tool")) for s in steps}
+        self.invoked: dict = {}
+        self.outputs: dict = {}
+
+    def add(self, ev: dict) -> None:
+        t = ev["type"]
+        if t != "tool_invoked" and t != "tool_succeeded" or not self.keys:
+            return
+        d = ev.get("data") or {}
+        key = (ev.get("state"), ev.get("attempt"), d.get("tool"))
+        if key not in self.keys:
+            return
+        if t == "tool_invoked":
+            self.invoked.setdefault(key, []).append((d.get("idempotency_key"), d.get("input")))
+        else:
+            self.outputs.setdefault(key, []).append(d.get("output"))
+
+    def finish(self) -> list[str]:
+        problems = []
+        for s in self.steps:
+            label = f"step record {s.get('step_no')}#{s.get('attempt')} ({s.get('state')})"
+            key = (s.get("state"), s.get("attempt"), s.get("tool"))
+            if not any(_recorded_as(k, s.get("idempotency_key")) and _recorded_as(i, s.get("input"))
+                       for k, i in self.invoked.get(key, ())):
+                problems.append(f"{label} has no matching tool_invoked event (added or edited in the store)")
+            elif s.get("status") == "succeeded" and s.get("output") not in (None, {}) and not any(
+                    _recorded_as(o, s.get("output")) for o in self.outputs.get(key, ())):
+                problems.append(f"{label} has an output no tool_succeeded event recorded (edited in the store)")
+        return problems
+
+
+def verify_steps(steps: list, events) -> list[str]:
     """Problems of the step records (``flowctl_steps``) against the hash-chained log: every step
     row must have its ``tool_invoked`` event (same state, attempt, tool, idempotency key and input),
     and a ``succeeded`` row's output must be the output its ``tool_succeeded`` event recorded.
-    Values the log redacted (whole or inside a text) match whatever the step row holds there."""
-    invoked: dict = {}
-    outputs: dict = {}
+    Values the log redacted (whole or inside a text) match whatever the step row holds there.
+    ``events``: any iterable of the run's events in ``seq`` order (see :class:`StepsCheck`)."""
+    check = StepsCheck(steps)
     for ev in events:
-        d = ev.get("data") or {}
-        key = (ev.get("state"), ev.get("attempt"), d.get("tool"))
-        if ev["type"] == "tool_invoked":
-            invoked.setdefault(key, []).append((d.get("idempotency_key"), d.get("input")))
-        elif ev["type"] == "tool_succeeded":
-            outputs.setdefault(key, []).append(d.get("output"))
-    problems = []
-    for s in steps:
-        label = f"step record {s.get('step_no')}#{s.get('attempt')} ({s.get('state')})"
-        key = (s.get("state"), s.get("attempt"), s.get("tool"))
-        if not any(_recorded_as(k, s.get("idempotency_key")) and _recorded_as(i, s.get("input"))
-                   for k, i in invoked.get(key, ())):
-            problems.append(f"{label} has no matching tool_invoked event (added or edited in the store)")
-        elif s.get("status") == "succeeded" and s.get("output") not in (None, {}) and not any(
-                _recorded_as(o, s.get("output")) for o in outputs.get(key, ())):
-            problems.append(f"{label} has an output no tool_succeeded event recorded (edited in the store)")
-    return problems
+        check.add(ev)
+    return check.finish()
 
 
 def _recorded_as(recorded, actual) -> bool:
@@ -224,55 +273,106 @@ def _recorded_as(recorded, actual) -> bool:
     return _same_but_redacted(recorded, actual)
 
 
-def verify_head(events: list, head: str) -> list[str]:
+class HeadCheck:
+    """:func:`verify_head` one event at a time: ``head`` is ``SEQ:HASH`` as ``flowctl audit head``
+    printed it."""
+
+    def __init__(self, head: str):
+        seq_text, _, self.expected = head.partition(":")
+        self.malformed = not seq_text.isdigit() or len(self.expected) != 64
+        self.head = head
+        self.seq = int(seq_text) if not self.malformed else None
+        self.found = False
+        self.hash = None
+
+    def add(self, ev: dict) -> None:
+        if not self.found and ev["seq"] == self.seq:
+            self.found, self.hash = True, ev.get("hash")
+
+    def finish(self) -> list[str]:
+        if self.malformed:
+            return [f"--expect-head {self.head!r} is not SEQ:HASH as flowctl audit head prints it"]
+        if not self.found:
+            return [f"event {self.seq} of the anchored head is not in the store (the log was cut)"]
+        if self.hash != self.expected:
+            return [f"event {self.seq} no longer has the anchored hash: the log up to it was rewritten"]
+        return []
+
+
+def verify_head(events, head: str) -> list[str]:
     """``head`` is ``SEQ:HASH`` as ``flowctl audit head`` printed it: the stored event ``SEQ`` must
-    still have hash ``HASH`` (so events 1..SEQ are exactly those that existed then)."""
-    seq_text, _, expected = head.partition(":")
-    if not seq_text.isdigit() or len(expected) != 64:
-        return [f"--expect-head {head!r} is not SEQ:HASH as flowctl audit head prints it"]
-    seq = int(seq_text)
-    found = next((e for e in events if e["seq"] == seq), None)
-    if found is None:
-        return [f"event {seq} of the anchored head is not in the store (the log was cut)"]
-    if found.get("hash") != expected:
-        return [f"event {seq} no longer has the anchored hash: the log up to it was rewritten"]
-    return []
+    still have hash ``HASH`` (so events 1..SEQ are exactly those that existed then). ``events``:
+    any iterable of the run's events."""
+    check = HeadCheck(head)
+    if not check.malformed:
+        for ev in events:
+            check.add(ev)
+            if check.found:
+                break
+    return check.finish()
 
 
 FINAL_EVENTS = {"succeeded": "run_succeeded", "failed": "run_failed", "cancelled": "run_cancelled"}
+_FINAL_TYPES = frozenset(FINAL_EVENTS.values())
 
 
-def verify_run(row: dict, events: list[dict]) -> list[str]:
+class RunCheck:
+    """:func:`verify_run` one event at a time: the chain (:class:`ChainCheck`), and of the log
+    only its first event and its last ``run_*`` final event are kept."""
+
+    def __init__(self, row: dict):
+        self.row = row
+        self.chain = ChainCheck()
+        self.first = None
+        self.last_final = None
+
+    def add(self, ev: dict) -> None:
+        self.chain.add(ev)
+        if self.first is None:
+            self.first = ev
+        if ev["type"] in _FINAL_TYPES:
+            self.last_final = ev
+
+    def finish(self) -> list[str]:
+        row = self.row
+        problems = self.chain.finish(row.get("last_seq"), row.get("last_hash"))
+        first = self.first
+        if first is None:
+            return problems + ["the run has no events (run_started is missing)"]
+        if first["type"] != "run_started":
+            problems.append(f"the first event is {first['type']}, not run_started")
+        else:
+            data = first.get("data") or {}
+            if data.get("flow") != row.get("flow"):
+                problems.append(f"the run row says flow {row.get('flow')!r}, run_started says {data.get('flow')!r}")
+            if not _same_but_redacted(data.get("input"), row.get("input")):
+                problems.append("the run row's input differs from the input recorded in run_started")
+            if data.get("digest") is not None and data.get("digest") != row.get("digest"):
+                problems.append(f"the run row is pinned to definition {str(row.get('digest'))[:12]}, but run_started "
+                                f"recorded {str(data.get('digest'))[:12]}")
+        expected = FINAL_EVENTS.get(row.get("status"))
+        if expected:
+            last = self.last_final
+            if last is None or last["type"] != expected:
+                problems.append(f"the run row says {row.get('status')}, but the log does not end that way")
+            elif (expected == "run_succeeded" and not (last.get("data") or {}).get("truncated")  # too big to log
+                  and not _same_but_redacted((last.get("data") or {}).get("output"), row.get("output"))):
+                problems.append("the run row's output differs from the output recorded in run_succeeded")
+        return problems
+
+
+def verify_run(row: dict, events) -> list[str]:
     """:func:`verify_chain` plus the run row against its log: the log starts with ``run_started``
     for this flow and input, and a finished run's status and output match its last events.
+    ``events``: any iterable of the run's events in ``seq`` order (see :class:`RunCheck`).
 
     The chain is not keyed: someone who can write the store could rebuild both the events and the
     run row consistently. Ship the last hash elsewhere (a ticket, a log) to detect that too.
     """
-    problems = verify_chain(events, row.get("last_seq"), row.get("last_hash"))
-    if not events:
-        return problems + ["the run has no events (run_started is missing)"]
-    first = events[0]
-    if first["type"] != "run_started":
-        problems.append(f"the first event is {first['type']}, not run_started")
-    else:
-        data = first.get("data") or {}
-        if data.get("flow") != row.get("flow"):
-            problems.append(f"the run row says flow {row.get('flow')!r}, run_started says {data.get('flow')!r}")
-        if not _same_but_redacted(data.get("input"), row.get("input")):
-            problems.append("the run row's input differs from the input recorded in run_started")
-        if data.get("digest") is not None and data.get("digest") != row.get("digest"):
-            problems.append(f"the run row is pinned to definition {str(row.get('digest'))[:12]}, but run_started "
-                            f"recorded {str(data.get('digest'))[:12]}")
-    expected = FINAL_EVENTS.get(row.get("status"))
-    if expected:
-        finals = [e for e in events if e["type"] in FINAL_EVENTS.values()]
-        if not finals or finals[-1]["type"] != expected:
-            problems.append(f"the run row says {row.get('status')}, but the log does not end that way")
-        elif (expected == "run_succeeded" and not (finals[-1].get("data") or {}).get("truncated")  # too big to log
-              and not _same_but_redacted((finals[-1].get("data") or {}).get("output"), row.get("output"))):
-            problems.append("the run row's output differs from the output recorded in run_succeeded")
-    return problems
+    check = RunCheck(row)
+    for ev in events:
+        check.add(ev)
+    return check.finish()
 
 
 def _same_but_redacted(recorded, actual) -> bool:

@@ -3,25 +3,24 @@
 Costs do not grow with the number of stored runs (issue 17): ``list_runs`` reads the newest rows
 of an index on ``(created_at, id)`` (top-level runs: a partial index; ``status`` and ``flow``:
 indexes on ``(status|flow, created_at, id)``); ``due_by`` reads paused runs from an index on
-their due time; :meth:`HistoryMethods.stats_rows` reads only the runs asked for and, of their
+their due time; ``stats_rows`` (:class:`flowctl.store.reader.DbapiReads`) reads only the runs asked for and, of their
 events, only the tool outcomes, retries and compensation failures, with the fields it needs
 extracted in SQL. The indexes are in :mod:`flowctl.store.tables` (schema version 5).
 
 :class:`HistoryMethods` is a part of :class:`flowctl.store.core.SqlStore` (a mix-in over its
-``engine``, ``sa``, ``t`` and ``pg``); :func:`stats` and :func:`steps_of` work on any
+``engine``, ``sa``, ``t`` and ``pg``; the DBAPI queries it shares with the SQLAlchemy-free
+:class:`flowctl.store.reader.SqlReader` — batched events, stats — are in :class:`DbapiReads`); :func:`stats` and :func:`steps_of` work on any
 :class:`flowctl.store.protocol.Store`.
 """
 from __future__ import annotations
 
-import statistics
+import contextlib
 
+from flowctl.store.reader import STAT_EVENTS, DbapiReads, stat_events  # noqa: F401 - history.STAT_EVENTS, stat_events
 from flowctl.store.records import run_dict
 
-#: The event types ``flowctl stats`` counts.
-STAT_EVENTS = ("tool_succeeded", "tool_failed", "retry_scheduled", "compensation_failed")
 
-
-class HistoryMethods:
+class HistoryMethods(DbapiReads):
     def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
                   parent_id: str | None = None, top_level: bool = False, *, due_by: float | None = None) -> list:
         """Runs (dicts as :meth:`get_run` returns), newest first (``created_at``, then ``id``), at
@@ -45,78 +44,19 @@ class HistoryMethods:
         with self.engine.connect() as conn:
             return [run_dict(row, self) for row in conn.execute(q).mappings()]
 
-    def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
-                   top_level: bool = True) -> tuple:
-        """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store
-        holds, on the DBAPI cursor (a thousand runs and their events are rows SQLAlchemy would
-        wrap one by one). The runs: the newest of an index (``since`` is a prefix of that order,
-        the same as filtering after the limit). Their events: a primary-key range per run;
-        PostgreSQL gets the ids as one array parameter and gives the duration as JSON's number
-        text, SQLite reads them through the runs' query as a subquery with ``json_extract``
-        (malformed data gives NULL there: no fields)."""
-        p = "%s" if self.pg else "?"
-        where, params = [], []
-        if top_level:
-            where.append("parent_id IS NULL")
-        if flow:
-            where.append(f"flow = {p}")
-            params.append(flow)
-        if since is not None:
-            where.append(f"created_at >= {p}")
-            params.append(float(since))
-        params.append(int(limit))
-        runs_sql = ("SELECT id, status, steps, created_at FROM flowctl_runs" + (" WHERE " + " AND ".join(where) if where else "")
-                    + f" ORDER BY created_at DESC, id DESC LIMIT {p}")
-        types = ", ".join(f"'{t}'" for t in STAT_EVENTS)
+    @contextlib.contextmanager
+    def _cursor(self):
+        """A DBAPI cursor on a pooled connection (the queries of :class:`DbapiReads`)."""
         with self.engine.connect() as conn:
             cur = conn.connection.dbapi_connection.cursor()
             try:
-                cur.execute(runs_sql, params)
-                runs = [{"id": i, "status": st, "steps": n, "created_at": at} for i, st, n, at in cur.fetchall()]
-                if not runs:
-                    return runs, []
-                try:
-                    if self.pg:
-                        cur.execute("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
-                                    f"CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(%s) AND type IN ({types})) "
-                                    "AS e ORDER BY run_id, seq", ([r["id"] for r in runs],))
-                        found = [(i, t, tool, _number(d)) for i, t, tool, d in cur.fetchall()]
-                    else:
-                        cur.execute("SELECT run_id, type, CASE WHEN json_valid(data) THEN json_extract(data, '$.tool') END, "
-                                    "CASE WHEN json_valid(data) THEN json_extract(data, '$.duration_ms') END "
-                                    f"FROM flowctl_events WHERE run_id IN (SELECT id FROM ({runs_sql})) AND type IN ({types}) "
-                                    "ORDER BY run_id, seq", params)
-                        found = cur.fetchall()
-                except self.engine.dialect.dbapi.Error:  # PostgreSQL: an event whose data is not JSON
-                    found = None
+                yield cur
             finally:
                 cur.close()
-        return runs, (stat_events(self, runs) if found is None else found)
 
-
-def _number(text):
-    """A JSON number's text as :func:`json.loads` gives it (``5`` -> 5, ``5.0`` -> 5.0); None otherwise."""
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return None
-
-
-def stat_events(store, runs: list) -> list:
-    """``[(run_id, type, tool, duration_ms)]`` of the :data:`STAT_EVENTS` of ``runs``, read event by
-    event through ``store.events`` (a store without SQL, or data SQL cannot parse)."""
-    out = []
-    for r in runs:
-        for ev in store.events(r["id"]):
-            if ev["type"] in STAT_EVENTS:
-                d = ev["data"] if isinstance(ev["data"], dict) else {}
-                out.append((r["id"], ev["type"], d.get("tool"), d.get("duration_ms")))
-    return out
+    @property
+    def _dbapi_error(self):
+        return self.engine.dialect.dbapi.Error
 
 
 def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | None = None,
@@ -125,6 +65,8 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
     tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest
     ``limit`` runs created since ``since`` (epoch seconds; of ``flow``; top-level runs only unless
     ``children``). ``step_ms``: tool-call durations in milliseconds; rates are fractions (0-1)."""
+    import statistics  # (imports decimal, fractions, random: not for the other read commands)
+
     rows, events = store.stats_rows(limit, since, flow, not children)
     by_run: dict = {}
     for run_id, typ, tool, duration in events:
@@ -161,16 +103,24 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
 def steps_of(events) -> list:
     """Fold a run's events into steps: ``[{step, state, type, attempts, tool, duration_ms, outcome,
     error, policy, to}]``, one per state entered; a step whose tool raised also has ``raised_at``
-    (``file:line in function`` of the tool's code, from its ``tool_failed`` event)."""
-    steps = []
+    (``file:line in function`` of the tool's code, from its ``tool_failed`` event). See
+    :func:`iter_steps` to fold a long run's events as they are read."""
+    return list(iter_steps(events))
+
+
+def iter_steps(events):
+    """:func:`steps_of` as a generator over any iterable of events in ``seq`` order: each step is
+    given once the next state is entered (or the events end), so a long run is folded in constant
+    memory."""
     current = None
     for ev in events:
         d, t = ev["data"] or {}, ev["type"]
         if t == "state_entered":
+            if current is not None:
+                yield _ended(current)
             current = {"step": d.get("step"), "state": ev["state"], "type": d.get("type"), "attempts": 1, "tool": None,
                        "duration_ms": 0.0, "outcome": "", "error": None, "policy": None, "to": None,
                        "started": ev["ts"], "ended": ev["ts"]}
-            steps.append(current)
             continue
         if current is None:
             continue
@@ -218,8 +168,13 @@ def steps_of(events) -> list:
         elif t == "fallback_used":
             current["tool"] = d.get("tool")
             current["outcome"] = "fallback"
-    for step in steps:  # a fan-out still under way: as long as it has lasted so far
-        began = step.pop("fanout_at", None)
-        if began is not None:
-            step["duration_ms"] = (step["ended"] - began) * 1000.0
-    return steps
+    if current is not None:
+        yield _ended(current)
+
+
+def _ended(step: dict) -> dict:
+    """A step as :func:`iter_steps` gives it: a fan-out still under way lasts as long as it has so far."""
+    began = step.pop("fanout_at", None)
+    if began is not None:
+        step["duration_ms"] = (step["ended"] - began) * 1000.0
+    return step

@@ -171,6 +171,16 @@ class MemoryStore:
             # data as stored: parsed from its JSON text, like SqlStore (a snapshot, not the engine's dict)
             return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in self._events.get(run_id, ())]
 
+    def events_page(self, run_id, after_seq, limit):
+        """At most ``limit`` events with ``seq > after_seq`` (see :func:`flowctl.store.events.iter_events`)."""
+        import bisect
+
+        with self._lock:
+            self._seal(run_id)
+            kept = self._events.get(run_id, ())
+            start = bisect.bisect_right(kept, after_seq, key=lambda e: e["seq"])
+            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in kept[start:start + limit]]
+
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
 

@@ -88,6 +88,10 @@ class Store(Protocol):
     def events(self, run_id: str) -> list:
         """The run's events in ``seq`` order (``[]`` for an unknown run)."""
 
+    def events_page(self, run_id: str, after_seq: int, limit: int) -> list:
+        """At most ``limit`` of the run's events with ``seq > after_seq``, in ``seq`` order (a long
+        run's log read in batches: :func:`flowctl.store.events.iter_events`)."""
+
     def steps(self, run_id: str) -> list:
         """The run's step records ordered by ``(step_no, attempt)``."""
 

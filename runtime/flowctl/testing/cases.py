@@ -43,6 +43,7 @@ from typing import Any
 
 from flowctl.diagnostics import ERROR, WARNING, Diagnostic
 from flowctl.definition.yamlio import Document, read_document
+from flowctl.testing.paths import one_line_path  # noqa: F401 - cases.one_line_path (trace imports it without YAML)
 
 TESTS_FOLDER = "tests"
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -357,33 +358,6 @@ def parse_path(text: str) -> list | None:
             return None
         out.extend([m.group("id")] * int(m.group("n") or 1))
     return out
-
-
-def one_line_path(path) -> str:
-    """A run's path in the notation golden cases and ``flowctl trace`` use (the inverse of
-    :func:`parse_path`): states in order, repeats folded: ``['a', 'b', 'b', 'b', 'c']`` ->
-    ``a → b ×3 → c``, and a loop of up to 4 states ``['a', 'b', 'a', 'b', 'c']`` -> ``(a → b) ×2 → c``."""
-    path = list(path)
-    parts = []
-    i = 0
-    while i < len(path):
-        best_len, best_count = 1, 1
-        for size in range(1, 5):  # the loop that covers the most states from here; shorter on ties
-            unit = path[i:i + size]
-            if len(unit) < size:
-                break
-            count = 1
-            while path[i + count * size:i + (count + 1) * size] == unit:
-                count += 1
-            if count > 1 and count * size > best_count * best_len:
-                best_len, best_count = size, count
-        unit = path[i:i + best_len]
-        text = " → ".join(unit)
-        if best_count > 1:
-            text = f"{text} ×{best_count}" if best_len == 1 else f"({text}) ×{best_count}"
-        parts.append(text)
-        i += best_len * best_count
-    return " → ".join(parts)
 
 
 def format_diagnostic(d: Diagnostic, display=None) -> str:

@@ -2,6 +2,7 @@
 printing a run's outcome, and the live progress listener."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -10,31 +11,13 @@ from pathlib import Path
 import click
 
 from flowctl.errors import UsageError
-
-
-def __getattr__(name: str):
-    """``one_line_path`` (:func:`flowctl.testing.cases.one_line_path`), imported when first asked
-    for, so the commands that only read the store load no YAML."""
-    if name == "one_line_path":
-        from flowctl.testing.cases import one_line_path
-
-        return one_line_path
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from flowctl.testing.paths import one_line_path
 
 
 def open_project(root):
     from flowctl.definition.loader import load_project
 
     return load_project(root)
-
-
-def project_root(root) -> Path:
-    """The folder holding ``orchestration/`` (found from ``root`` as every command finds it), for
-    the commands that read only the store: the project's files are neither read nor validated.
-    Raises :class:`~flowctl.errors.ProjectError` when there is none."""
-    from flowctl.definition.root import find_root
-
-    return find_root(root)
 
 
 def review_states(root, ids) -> dict:
@@ -81,24 +64,63 @@ def open_store(db, project_root, *, create: bool = False, empty_ok: bool = False
     return _open(url, Path(project_root), create=create)
 
 
+def project_root(root) -> Path:
+    """The project folder of a read command, without loading its definitions (a read command
+    needs only where the default store is): ``root`` (or the current folder) when it holds
+    ``orchestration/``, else :func:`flowctl.definition.loader.find_root`. Raises
+    :class:`~flowctl.errors.ProjectError` when there is no project."""
+    here = Path(root or os.getcwd()).resolve()
+    if here.name != "orchestration" and (here / "orchestration").is_dir():
+        return here  # what find_root gives, without importing the definition loader
+    from flowctl.definition.root import find_root
+
+    return find_root(root)
+
+
+def open_reader(db, project_root, *, empty_ok: bool = False):
+    """The run store of a read command (trace, runs, stats, reviews, audit): a SQL store at this
+    flowctl's schema is read through the DBAPI (:class:`flowctl.store.reader.SqlReader`, no
+    SQLAlchemy); any other (memory, an older store to upgrade, a URL with options, a store that
+    does not exist) as :func:`open_store` opens it (``create=False``; ``empty_ok`` as there)."""
+    from flowctl.store.core import SCHEMA_VERSION
+    from flowctl.store.reader import open_reader as _reader
+    from flowctl.store.url import normalise_url
+
+    url = normalise_url(db or os.environ.get("FLOWCTL_DB"), Path(project_root))
+    exists = not url.startswith("sqlite:///") or Path(url[len("sqlite:///"):]).is_file()
+    reader = _reader(url, SCHEMA_VERSION) if exists and url != "memory" else None
+    return reader or open_store(db, project_root, empty_ok=empty_ok)
+
+
 def fetch_run(root, db, run_id, *, with_children: bool = False):
     """``(run row, its events)`` from the store (read-only); with ``with_children`` also the lines
-    of its child-run tree (:func:`child_tree`)."""
-    store = open_store(db, project_root(root))
+    of its child-run tree (:func:`child_tree`). For a long run, :func:`read_run_events` reads the
+    events in batches instead of all at once."""
+    with read_run_events(root, db, run_id, with_children=with_children) as found:
+        row, events = found[0], list(found[1])
+        return (row, events) if not with_children else (row, events, found[2])
+
+
+@contextlib.contextmanager
+def read_run_events(root, db, run_id, *, with_children: bool = False, steps: bool = False):
+    """A context giving ``(run row, its events, child-run tree lines or None, step records or
+    None, the store)`` of ``run_id`` (an id or a unique prefix) from the store, read-only; the events are
+    an iterator read in batches while the context is open (:func:`flowctl.store.events.iter_events`),
+    the store closed at its end."""
+    from flowctl.store.events import iter_events
+
+    store = open_reader(db, project_root(root))
     try:
         row = store.get_run(run_id)
-        events = store.events(row["id"])
-        if not with_children:
-            return row, events
-        return row, events, child_tree(store, row["id"])
+        tree = child_tree(store, row["id"]) if with_children else None
+        records = store.steps(row["id"]) if steps else None
+        yield row, iter_events(store, row["id"]), tree, records, store
     finally:
         store.close()
 
 
 def child_tree(store, run_id: str, depth: int = 1, limit: int = 200) -> list:
     """Lines describing the child runs of ``run_id`` (parallel/map/subflow), as an indented tree."""
-    from flowctl.testing.cases import one_line_path
-
     lines = []
     children = store.list_runs(parent_id=run_id, limit=limit)
     for child in sorted(children, key=lambda r: ((r.get("cursor") or {}).get("parent") or {}).get("index", 0)):
@@ -261,8 +283,6 @@ def parse_params(pairs, params_file):
 
 def result_path(result) -> str:
     """A run result's path in one line, ``… `` first when the checkpoint kept only its tail."""
-    from flowctl.testing.cases import one_line_path
-
     return ("… " if (result.steps or 0) > len(result.path) else "") + one_line_path(result.path)
 
 

@@ -6,21 +6,20 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import _events_for_json, fetch_run
+from flowctl.cli.commands._common import _events_for_json, read_run_events
 
 
 def run(run_id, root, db, fmt) -> int:
     from flowctl.engine.clock import iso
 
-    row, events = fetch_run(root, db, run_id)
-    if fmt == "json":
-        _events_for_json(events)
-        click.echo(json.dumps(events, indent=2, ensure_ascii=False, default=str))
-        return EXIT_OK
-    for ev in events:
-        data = json.dumps(ev["data"], ensure_ascii=False, sort_keys=True, default=str)
-        if len(data) > 160:
-            data = data[:157] + "..."
-        attempt = f" #{ev['attempt']}" if ev.get("attempt") else ""
-        click.echo(f"{ev['seq']:>4} {iso(ev['ts'])} {ev['type']:<22} {ev['state'] or '-'}{attempt}  {data}")
+    with read_run_events(root, db, run_id) as (_row, events, _tree, _steps, _store):
+        if fmt == "json":
+            click.echo(json.dumps(_events_for_json(list(events)), indent=2, ensure_ascii=False, default=str))
+            return EXIT_OK
+        for ev in events:  # read in batches: a long run's log is printed as it is read
+            data = json.dumps(ev["data"], ensure_ascii=False, sort_keys=True, default=str)
+            if len(data) > 160:
+                data = data[:157] + "..."
+            attempt = f" #{ev['attempt']}" if ev.get("attempt") else ""
+            click.echo(f"{ev['seq']:>4} {iso(ev['ts'])} {ev['type']:<22} {ev['state'] or '-'}{attempt}  {data}")
     return EXIT_OK

@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_store, project_root, review_states
+from flowctl.cli.commands._common import open_reader, project_root, review_states
 
 
 def run(root, db, fmt, reissue=None, by=None) -> int:
@@ -25,7 +25,7 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
         click.echo(f"flowctl resume {reissue} --token {token} --decision {'|'.join(pending.get('decisions') or [])}")
         return EXIT_OK
 
-    store = open_store(db, project_root(root), empty_ok=True)
+    store = open_reader(db, project_root(root), empty_ok=True)
     try:
         rows = store.list_runs(status="paused", limit=0)
     finally:

@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_store, project_root
+from flowctl.cli.commands._common import open_reader, project_root
 
 
 def run(status, flow, limit, root, db, fmt, all_=False) -> int:
@@ -16,11 +16,11 @@ def run(status, flow, limit, root, db, fmt, all_=False) -> int:
 
     from flowctl.engine.clock import iso
     from flowctl.errors import UsageError
-    from flowctl.store.sql import STATUSES
+    from flowctl.store.records import STATUSES
 
     if status and status not in STATUSES:
         raise UsageError(f"--status {status!r} is not one of {', '.join(STATUSES)}")
-    store = open_store(db, project_root(root), empty_ok=True)
+    store = open_reader(db, project_root(root), empty_ok=True)
     try:
         rows = store.list_runs(status=status, flow=flow, limit=limit, top_level=not all_)
         now = store.now()  # leases run on the database clock

@@ -1,0 +1,283 @@
+"""The read path of the SQL store on the DBAPI alone (``sqlite3`` / ``psycopg``), without SQLAlchemy.
+
+The read commands (``flowctl trace``, ``runs``, ``stats``, ``reviews``, ``audit log`` /
+``verify`` / ``head``) start in a fraction of the time importing SQLAlchemy takes (issue 17,
+target 7). :class:`SqlReader` offers the reads of :class:`flowctl.store.protocol.Store` —
+``get_run``, ``list_runs``, ``events``, ``events_page``, ``steps``, ``stats_rows``,
+``load_definition``, ``now``, ``keyring`` — with the same shapes as
+:class:`~flowctl.store.core.SqlStore`, and writes nothing. :func:`open_reader` gives one only for
+a store at this flowctl's schema version; anything else (an older store to upgrade, an address with
+options) is left to :func:`flowctl.store.sql.open_store`.
+
+:class:`DbapiReads` holds the queries both share (batched events, the figures of ``flowctl
+stats``); :class:`~flowctl.store.core.SqlStore` runs them on its pool's DBAPI connection.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+
+from flowctl.errors import RunNotFound, StoreError, first_line
+from flowctl.store.records import JSON_STEP, check_run_id, event_dict, loads, prefix_bounds, run_dict
+from flowctl.store.url import safe_url
+
+#: The event types ``flowctl stats`` counts.
+STAT_EVENTS = ("tool_succeeded", "tool_failed", "retry_scheduled", "compensation_failed")
+
+
+def stat_events(store, runs: list) -> list:
+    """``[(run_id, type, tool, duration_ms)]`` of the :data:`STAT_EVENTS` of ``runs``, read event by
+    event through ``store.events`` (a store without SQL, or data SQL cannot parse)."""
+    out = []
+    for r in runs:
+        for ev in store.events(r["id"]):
+            if ev["type"] in STAT_EVENTS:
+                d = ev["data"] if isinstance(ev["data"], dict) else {}
+                out.append((r["id"], ev["type"], d.get("tool"), d.get("duration_ms")))
+    return out
+
+
+_SCAN = json.JSONDecoder().scan_once
+
+
+def _data(text):
+    """An event's data parsed from its stored text as :func:`flowctl.store.records.event_dict`
+    parses it (``{"corrupt": True}`` when it is not JSON), by the decoder's scanner itself: the
+    stored text is compact JSON, so :func:`json.loads`' whitespace handling is skipped."""
+    if text is None:
+        return None
+    try:
+        value, end = _SCAN(text, 0)
+        if end == len(text):
+            return value
+    except (StopIteration, ValueError):
+        pass
+    return event_dict({"data": text})["data"]  # whitespace around it, or not JSON
+
+
+def _rows(cur) -> list:
+    """The cursor's remaining rows as dicts by column name."""
+    names = [c[0] for c in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+class DbapiReads:
+    """Queries on a DBAPI cursor, for a class with ``pg`` (bool), ``_cursor()`` (a context
+    manager giving a cursor) and ``_dbapi_error`` (the driver's ``Error`` class)."""
+
+    def events_page(self, run_id: str, after_seq: int, limit: int) -> list:
+        """At most ``limit`` events of ``run_id`` with ``seq > after_seq``, in ``seq`` order (dicts
+        as ``events`` returns them): one primary-key range. See :func:`flowctl.store.events.iter_events`."""
+        p = "%s" if self.pg else "?"
+        with self._cursor() as cur:
+            cur.execute(f"SELECT seq, ts, type, state, attempt, data, prev_hash, hash, fence FROM flowctl_events "
+                        f"WHERE run_id = {p} AND seq > {p} ORDER BY seq LIMIT {p}", (run_id, int(after_seq), int(limit)))
+            return [{"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
+                     "data": _data(text), "prev_hash": prev, "hash": h, "fence": fence, "data_json": text}
+                    for seq, ts, typ, state, attempt, text, prev, h, fence in cur.fetchall()]
+
+    def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
+                   top_level: bool = True) -> tuple:
+        """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store
+        holds (a thousand runs and their events are rows SQLAlchemy would wrap one by one). The
+        runs: the newest of an index (``since`` is a prefix of that order, the same as filtering
+        after the limit). Their events: a primary-key range per run; PostgreSQL gets the ids as one
+        array parameter and gives the duration as JSON's number text, SQLite reads them through the
+        runs' query as a subquery with ``json_extract`` (malformed data gives NULL there: no fields)."""
+        p = "%s" if self.pg else "?"
+        where, params = [], []
+        if top_level:
+            where.append("parent_id IS NULL")
+        if flow:
+            where.append(f"flow = {p}")
+            params.append(flow)
+        if since is not None:
+            where.append(f"created_at >= {p}")
+            params.append(float(since))
+        params.append(int(limit))
+        runs_sql = ("SELECT id, status, steps, created_at FROM flowctl_runs" + (" WHERE " + " AND ".join(where) if where else "")
+                    + f" ORDER BY created_at DESC, id DESC LIMIT {p}")
+        types = ", ".join(f"'{t}'" for t in STAT_EVENTS)
+        with self._cursor() as cur:
+            cur.execute(runs_sql, params)
+            runs = [{"id": i, "status": st, "steps": n, "created_at": at} for i, st, n, at in cur.fetchall()]
+            if not runs:
+                return runs, []
+            try:
+                if self.pg:
+                    cur.execute("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
+                                f"CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(%s) AND type IN ({types})) "
+                                "AS e ORDER BY run_id, seq", ([r["id"] for r in runs],))
+                    found = [(i, t, tool, _number(d)) for i, t, tool, d in cur.fetchall()]
+                else:
+                    cur.execute("SELECT run_id, type, CASE WHEN json_valid(data) THEN json_extract(data, '$.tool') END, "
+                                "CASE WHEN json_valid(data) THEN json_extract(data, '$.duration_ms') END "
+                                f"FROM flowctl_events WHERE run_id IN (SELECT id FROM ({runs_sql})) AND type IN ({types}) "
+                                "ORDER BY run_id, seq", params)
+                    found = cur.fetchall()
+            except self._dbapi_error:  # PostgreSQL: an event whose data is not JSON
+                found = None
+        return runs, (stat_events(self, runs) if found is None else found)
+
+
+def _number(text):
+    """A JSON number's text as :func:`json.loads` gives it (``5`` -> 5, ``5.0`` -> 5.0); None otherwise."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+
+class SqlReader(DbapiReads):
+    """A SQL store opened for reading through one DBAPI connection (autocommit: every query sees
+    the store as committed when it starts). Writes nothing; raises :class:`StoreError` when the
+    database fails, :class:`RunNotFound` for an unknown run."""
+
+    durable = True
+
+    def __init__(self, url: str, conn, pg: bool, dbapi_error):
+        self.url = url
+        self.safe_url = safe_url(url)
+        self.pg = pg
+        self._conn = conn
+        self._dbapi_error = dbapi_error
+
+    @contextlib.contextmanager
+    def _cursor(self):
+        cur = self._conn.cursor()
+        try:
+            yield cur
+        except self._dbapi_error as exc:
+            raise StoreError(f"cannot read {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def keyring(self, *, create: bool = False):
+        """The store's :class:`~flowctl.store.keyring.Keyring` (see :meth:`SqlStore.keyring`); a
+        reader never generates a key file."""
+        found = getattr(self, "_keyring", None)
+        if found is None:
+            from flowctl.store.keyring import keyring_for
+
+            found = self._keyring = keyring_for(self.url, create=False)
+        return found
+
+    def now(self) -> float:
+        """The database clock, epoch seconds (the clock leases are measured with)."""
+        sql = ("SELECT CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION)" if self.pg
+               else "SELECT (julianday('now') - 2440587.5) * 86400.0")
+        with self._cursor() as cur:
+            cur.execute(sql)
+            return float(cur.fetchone()[0])
+
+    def schema_version(self) -> int | None:
+        """``flowctl_meta.schema_version``, or None (no such table or row)."""
+        try:
+            with self._cursor() as cur:
+                cur.execute("SELECT value FROM flowctl_meta WHERE key = 'schema_version'")
+                row = cur.fetchone()
+        except StoreError:
+            return None
+        return None if row is None else int(row[0])
+
+    def load_definition(self, digest: str) -> dict:
+        p = "%s" if self.pg else "?"
+        with self._cursor() as cur:
+            cur.execute(f"SELECT files FROM flowctl_definitions WHERE digest = {p}", (digest,))
+            row = cur.fetchone()
+        if row is None:
+            raise StoreError(f"definition {digest[:12]} is not in the store")
+        return {k: v.encode("utf-8", "surrogateescape") for k, v in json.loads(row[0]).items()}
+
+    def get_run(self, run_id: str, *, exact: bool = False) -> dict:
+        """The run with this id, or (unless ``exact``) with this unique id prefix (4 characters or
+        more; an index range in code-point order). Raises :class:`RunNotFound`."""
+        check_run_id(run_id)
+        p = "%s" if self.pg else "?"
+        col = 'id COLLATE "C"' if self.pg else "id"
+        with self._cursor() as cur:
+            cur.execute(f"SELECT * FROM flowctl_runs WHERE id = {p}", (run_id,))
+            rows = _rows(cur)
+            if not rows and len(run_id) >= 4 and not exact:
+                cur.execute(f"SELECT * FROM flowctl_runs WHERE {col} >= {p} AND {col} < {p} ORDER BY {col} LIMIT 2",
+                            prefix_bounds(run_id))
+                rows = _rows(cur)
+                if len(rows) > 1:
+                    raise RunNotFound(f"run id prefix '{run_id}' matches several runs",
+                                      hint="give more characters: " + ", ".join(r["id"] for r in rows))
+        if not rows:
+            raise RunNotFound(f"no run '{run_id}' in {self.safe_url}", hint="list runs with: flowctl runs")
+        return run_dict(rows[0], self)
+
+    def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
+                  parent_id: str | None = None, top_level: bool = False, *, due_by: float | None = None) -> list:
+        """See :meth:`flowctl.store.history.HistoryMethods.list_runs` (the same query, the same indexes)."""
+        p = "%s" if self.pg else "?"
+        where, params = [], []
+        if top_level:
+            where.append("parent_id IS NULL")
+        for column, value in (("status", status), ("flow", flow), ("parent_id", parent_id)):
+            if value:
+                where.append(f"{column} = {p}")
+                params.append(value)
+        if due_by is not None:
+            where.append(f"available_at <= {p}")
+            params.append(float(due_by))
+        sql = "SELECT * FROM flowctl_runs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY created_at DESC, id DESC"
+        if limit:
+            sql += f" LIMIT {p}"
+            params.append(int(limit))
+        with self._cursor() as cur:
+            cur.execute(sql, params)
+            return [run_dict(r, self) for r in _rows(cur)]
+
+    def events(self, run_id: str) -> list:
+        """The run's events in ``seq`` order (all of them: for a long run, use
+        :func:`flowctl.store.events.iter_events`)."""
+        from flowctl.store.events import iter_events
+
+        return list(iter_events(self, run_id))
+
+    def steps(self, run_id: str) -> list:
+        p = "%s" if self.pg else "?"
+        with self._cursor() as cur:
+            cur.execute(f"SELECT * FROM flowctl_steps WHERE run_id = {p} ORDER BY step_no, attempt", (run_id,))
+            return [{k: (loads(v) if k in JSON_STEP else v) for k, v in r.items()} for r in _rows(cur)]
+
+
+def open_reader(url: str, schema_version: int) -> SqlReader | None:
+    """A :class:`SqlReader` on ``url`` (a normalised store URL: ``sqlite:///PATH`` of an existing
+    file, or ``postgresql+psycopg://…``) if the store there is at ``schema_version``; None when it
+    is not (no tables yet, an older store to upgrade, a newer one) or the address has options
+    (``?…``) only SQLAlchemy's URL parsing knows: :func:`flowctl.store.sql.open_store` opens those.
+    Raises :class:`StoreError` when the database cannot be reached."""
+    if "?" in url:
+        return None
+    try:
+        if url.startswith("sqlite:///"):
+            import sqlite3
+
+            conn = sqlite3.connect(url[len("sqlite:///"):], timeout=30, isolation_level=None, check_same_thread=False)
+            reader = SqlReader(url, conn, False, sqlite3.Error)
+        elif url.startswith("postgresql+psycopg://"):
+            import psycopg
+
+            conn = psycopg.connect("postgresql://" + url[len("postgresql+psycopg://"):], autocommit=True)
+            reader = SqlReader(url, conn, True, psycopg.Error)
+        else:
+            return None
+    except Exception as exc:  # noqa: BLE001 - connection refused, missing driver and the like
+        raise StoreError(f"cannot open store {safe_url(url)}: {first_line(exc)}") from None
+    if reader.schema_version() != schema_version:
+        reader.close()
+        return None
+    return reader
