@@ -38,3 +38,19 @@ def undo_flaky_pay(input, output, call):
     h = Harness(root)
     assert h.run().status == "succeeded"
     assert h.ledger() == [("try", 1), ("try", 2)]
+
+
+def test_a_call_a_policy_denies_records_the_decision_and_never_reaches_the_tool(tmp_path):
+    root = build(tmp_path, {
+        **effect_contract("pay", "pay"),
+        "policies/p.yaml": "policy: p\napplies_to: [pay]\nallow:\n  - {field: input.id, in: ['1']}\n",
+        **task("p1", "pay@1.0.0", extra="input: {id: \"'2'\"}\n"), **flow("p1", linear("p1")),
+    }, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    assert result.error["code"] == "POLICY_DENIED" and "denied by p" in result.error["message"]
+    (decided,) = [e["data"] for e in h.events if e["type"] == "policy_decided"]
+    assert (decided["tool"], decided["outcome"], decided["policy"]) == ("pay@1.0.0", "deny", "p")
+    assert decided["rule"].startswith("allow[0]") and '"2"' in decided["reason"]
+    assert h.ledger() == []  # the tool never ran
+    assert "tool_invoked" not in h.types()

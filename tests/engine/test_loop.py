@@ -124,3 +124,13 @@ def test_a_failing_handler_set_fails_the_run_instead_of_orphaning_it(tmp_path):
     result = h.run()
     assert result.status == "failed" and result.error["code"] == "EXPRESSION_ERROR"
     assert "handler_failed" in h.types()
+
+
+def test_a_long_run_keeps_the_recent_path_and_counts_every_step(tmp_path):
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: pass\n",
+                            **flow("a", "  - {from: a, to: a, when: 'visits.a < `40`'}\n  - {from: a, to: done}\n")}, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    assert result.status == "succeeded"
+    assert result.steps == 41 and len(result.path) == 32 and result.path[-1] == "done"
+    assert h.types().count("state_entered") == 41  # the audit log keeps every one

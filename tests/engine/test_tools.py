@@ -26,3 +26,13 @@ def test_tools_raising_base_exceptions_fail_the_step_not_the_process(tmp_path, f
     result = Harness(root).run()
     assert result.status == "failed"
     assert result.error["type"] == name and result.error["code"] == "TOOL_CRASHED"
+
+
+def test_a_contract_naming_a_function_its_module_lacks_is_refused_before_the_run_starts(tmp_path):
+    from flowctl.errors import UsageError
+
+    root = build(tmp_path, {**contract("x", "nowhere"), **task("a", "x@1.0.0"), **flow("a", linear("a"))}, TOOLS)
+    h = Harness(root)
+    with pytest.raises(UsageError, match="'tk' has no 'nowhere' \\(named by tk:nowhere\\)"):
+        h.run()
+    assert h.store.list_runs(limit=0) == []
