@@ -4,7 +4,7 @@ effect, a half-done call undone, and the recorded input safe from what the tool 
 from __future__ import annotations
 
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, task
-from support.engineflows import TOOLS, flow, linear, SAGA, saga_states, HOSTILE
+from support.engineflows import HOSTILE, SAGA, TOOLS, flow, linear, saga_states
 
 
 def test_verify_failure_compensates_and_raises_boundary_violation(tmp_path):

@@ -1,5 +1,6 @@
 """What a run's expressions see (flowctl.engine.context, ``RunContext.scope``): ``input``,
-``params`` (declared defaults overridden by the run's), ``run``, ``state``, ``context``."""
+``params`` (declared defaults overridden by the run's), ``run``, ``state``, ``context``; and the
+events a listener is shown, copies of what is recorded."""
 from __future__ import annotations
 
 from support.enginekit import Harness, build

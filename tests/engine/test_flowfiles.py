@@ -1,5 +1,6 @@
 """What a flow depends on (flowctl.engine.flowfiles): a flow whose state file did not parse, or
-whose child flow names a missing part, is refused before it runs, naming the file."""
+whose child flow names a missing part, is refused before it runs, naming the file; the files a flow
+depends on."""
 from __future__ import annotations
 
 import pytest

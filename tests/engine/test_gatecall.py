@@ -1,9 +1,10 @@
 """The policy gate of one call (flowctl.engine.gatecall): a side effect no policy allows is denied
-before the tool runs; a technical retry of an allowed call is not a new call for rate or dedupe."""
+before the tool runs, as is one a policy check denies (its decision recorded); a technical retry
+of an allowed call is not a new call for rate or dedupe."""
 from __future__ import annotations
 
 from support.enginekit import Harness, build, effect_contract, task
-from support.engineflows import TOOLS, flow, linear, SAGA, saga_states
+from support.engineflows import SAGA, TOOLS, flow, linear, saga_states
 
 
 def test_side_effect_is_denied_without_a_policy(tmp_path):

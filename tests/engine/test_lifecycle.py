@@ -1,5 +1,5 @@
-"""A run's life outside the step loop (flowctl.engine.lifecycle): what a start refuses, and resume
-of runs in each status."""
+"""A run's life outside the step loop (flowctl.engine.lifecycle): what a start refuses (input,
+params, run id), and resume of a finished run or of one paused for review."""
 from __future__ import annotations
 
 import pytest

@@ -1,10 +1,11 @@
 """The step loop and its error layers (flowctl.engine.loop): the state's ``on_error``, then the
 flow's, then the default (compensate and fail); handler actions (goto, fallback, fail, set); limits
-(``max_steps``, ``max_visits``, ``timeout``) skip the handlers but still compensate."""
+(``max_steps``, ``max_visits``, ``timeout``) skip the handlers but still compensate; a long run's
+checkpoint keeps the recent path."""
 from __future__ import annotations
 
 from support.enginekit import Harness, build, contract, task
-from support.engineflows import TOOLS, flow, linear, LAYERED, SAGA, saga_states
+from support.engineflows import LAYERED, SAGA, TOOLS, flow, linear, saga_states
 
 
 def test_state_on_error_wins_over_flow_on_error(tmp_path):

@@ -1,9 +1,10 @@
 """Compensation (flowctl.engine.saga): completed side effects undone newest first with their
-original idempotency keys; an undo that raises is residue, and the rest of the stack is still undone."""
+original idempotency keys; an undo that raises is residue, and the rest of the stack is still undone;
+an undo is retried by its contract's ``compensate_retry``."""
 from __future__ import annotations
 
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, task
-from support.engineflows import TOOLS, flow, linear, SAGA, saga_states
+from support.engineflows import SAGA, TOOLS, flow, linear, saga_states
 
 
 def test_compensation_runs_newest_first_with_the_original_keys(tmp_path):

@@ -1,11 +1,12 @@
 """Calling a tool function (flowctl.engine.tools): its timeout cuts it off, and whatever it raises,
-even a BaseException, fails the step, never the process."""
+even a BaseException, fails the step, never the process; a function its module lacks is refused
+before a run is created."""
 from __future__ import annotations
 
 import pytest
 
 from support.enginekit import Harness, build, contract, task
-from support.engineflows import TOOLS, flow, linear, HOSTILE
+from support.engineflows import HOSTILE, TOOLS, flow, linear
 
 
 def test_tool_timeout_fires_within_the_timeout_plus_a_margin(tmp_path):

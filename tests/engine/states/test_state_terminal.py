@@ -4,7 +4,7 @@ compensating unless it says ``compensate: true``."""
 from __future__ import annotations
 
 from support.enginekit import Harness, build
-from support.engineflows import TOOLS, flow, SAGA, saga_states
+from support.engineflows import SAGA, TOOLS, flow, saga_states
 
 
 def test_fail_state_alone_does_not_compensate(tmp_path):
