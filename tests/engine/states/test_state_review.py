@@ -1,13 +1,13 @@
 """``type: review`` (flowctl.engine.states.review): the run pauses with a one-time token and what
 ``show`` builds from the scope; the decision (with its data) is read by the transitions; a review
-undecided by its ``timeout`` takes ``on_timeout``; a reissued token replaces the old one."""
+undecided by its ``timeout`` takes ``on_timeout``. (Tokens, reminders and reissue are tested in
+tests/test_review_policy.py and tests/test_gate.py.)"""
 from __future__ import annotations
 
 import pytest
 
 from support.enginekit import Harness, build
 from support.engineflows import TOOLS, flow
-from flowctl.errors import UsageError
 
 ASK = "id: ask\ntype: review\ndecisions: [approve, reject]\nshow: {amount: input.amount}\n"
 ROUTE = ("  - {from: ask, to: done, when: \"review.decision == 'approve'\", set: {note: review.data.note, by: review.by}}\n"
@@ -50,12 +50,3 @@ def test_a_review_undecided_by_its_timeout_takes_on_timeout(tmp_path, on_timeout
         assert result.error["code"] == code
     assert "review_timed_out" in h.types(paused.run_id)
 
-
-def test_a_reissued_token_replaces_the_old_one(tmp_path):
-    h = Harness(build(tmp_path, {"states/ask.yaml": ASK, "states/no.yaml": NO, **flow("ask", ROUTE)}, TOOLS))
-    paused = h.run(input={"amount": 5})
-    new = h.engine.reissue_token(paused.run_id, by="ops")
-    assert new != paused.review["token"]
-    with pytest.raises(UsageError, match="wrong token"):
-        h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
-    assert h.engine.resume(paused.run_id, token=new, decision="approve").status == "succeeded"
