@@ -1,66 +1,10 @@
 """Parallel branches, map over items and sub-flows as durable child runs."""
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
-
-TOOLS = """
-import threading, time
-LEDGER = []
-LOCK = threading.Lock()
-ACTIVE = [0, 0]   # now, peak
-
-def work(input, call):
-    with LOCK:
-        ACTIVE[0] += 1
-        ACTIVE[1] = max(ACTIVE[1], ACTIVE[0])
-    try:
-        time.sleep(input.get("sleep") or 0)
-        if input.get("fail"):
-            raise RuntimeError("branch " + str(input.get("name")) + " broke")
-        with LOCK:
-            LEDGER.append(("work", input.get("name")))
-        return {"name": input.get("name"), "double": (input.get("n") or 0) * 2}
-    finally:
-        with LOCK:
-            ACTIVE[0] -= 1
-
-def pay(input, call):
-    with LOCK:
-        LEDGER.append(("pay", input.get("name")))
-    return {"ok": True}
-
-def verify_pay(input, output, call):
-    return True
-
-def undo_pay(input, output, call):
-    with LOCK:
-        LEDGER.append(("undo", input.get("name")))
-"""
-
-CHILD = {
-    **contract("work", "work"),
-    **effect_contract("pay", "pay"), **allow_all("pay"),
-    "states/w.yaml": "id: w\ntype: task\ntool: work@^1\ninput: {name: input.name, n: input.n, sleep: input.sleep, fail: input.fail}\n",
-    "states/p.yaml": "id: p\ntype: task\ntool: pay@^1\ninput: {name: input.name}\n",
-    "transitions/child.yaml": "flow: child\nstart: p\ntransitions:\n  - {from: p, to: w}\n  - {from: w, to: done, set: {out: response}}\noutput: context.out\n",
-    "states/failed.yaml": "id: failed\ntype: fail\nerror: {expr: error.type}\ncause: {expr: error.message}\n",
-}
-
-
-def parent(state_yaml: str, extra_flow: str = ""):
-    return {
-        "states/fan.yaml": textwrap.dedent(state_yaml),
-        "transitions/f.yaml": "flow: f\nstart: fan\ntransitions:\n  - {from: fan, to: done, set: {out: response}}\n"
-                              "output: context.out\n" + extra_flow,
-    }
-
-
-def ledger_of(h, kind):
-    return [x[1] for x in h.ledger() if x[0] == kind]
+from support.enginekit import Harness, build, sqlite_store
+from support.fanoutflows import CHILD, TOOLS, ledger_of, parent
 
 
 def test_parallel_outputs_are_in_branch_order_whatever_the_finish_order(tmp_path):
@@ -112,17 +56,6 @@ def test_map_concurrency_is_bounded_and_outputs_keep_item_order(tmp_path):
     assert resolve("tk:ACTIVE", str(h.root / "orchestration" / "tools"))[1] == 2  # observed peak == the limit
 
 
-def test_map_batches(tmp_path):
-    files = {**CHILD,
-             "transitions/batch.yaml": "flow: batch\nstart: w\ntransitions:\n  - {from: w, to: done}\noutput: input.items\n",
-             **parent("id: fan\ntype: map\nitems: input.items\nflow: batch\nbatch: {max_items: 2}\n")}
-    files["states/w.yaml"] = "id: w\ntype: task\ntool: work@^1\ninput: {name: \"'batch'\"}\n"
-    h = Harness(build(tmp_path, files, TOOLS))
-    result = h.run(input={"items": [1, 2, 3, 4, 5]})
-    assert result.output == [1, 2, 3, 4, 5]
-    assert len(h.store.list_runs(parent_id=result.run_id, limit=0)) == 3
-
-
 @pytest.mark.parametrize("tolerated, status", [("{count: 1}", "succeeded"), ("{percent: 25}", "succeeded"),
                                                ("{count: 0}", "failed"), ("{percent: 10}", "failed")])
 def test_tolerated_failures_by_count_and_percent(tmp_path, tolerated, status):
@@ -136,12 +69,6 @@ def test_tolerated_failures_by_count_and_percent(tmp_path, tolerated, status):
         assert (err["type"], err["message"], err["state"]) == ("RuntimeError", "branch b broke", "w")
 
 
-def test_subflow_output_mapping(tmp_path):
-    files = {**CHILD, **parent("id: fan\ntype: subflow\nflow: child\ninput: {name: input.who, n: '`21`'}\n")}
-    result = Harness(build(tmp_path, files, TOOLS)).run(input={"who": "z"})
-    assert result.output == {"name": "z", "double": 42}
-
-
 def test_nested_parallel_inside_map(tmp_path):
     files = {**CHILD,
              "states/inner.yaml": "id: inner\ntype: parallel\nbranches: [child, child]\ninput: {name: input.name}\n",
@@ -151,12 +78,6 @@ def test_nested_parallel_inside_map(tmp_path):
     result = h.run(input={"items": ["x", "y"]})
     assert result.status == "succeeded", result.error
     assert [[o["name"] for o in pair] for pair in result.output] == [["x", "x"], ["y", "y"]]
-
-
-def test_map_item_limit_is_refused_clearly(tmp_path):
-    files = {**CHILD, **parent("id: fan\ntype: map\nitems: input.items\nflow: child\nmax_items: 3\n")}
-    result = Harness(build(tmp_path, files, TOOLS)).run(input={"items": [1, 2, 3, 4]})
-    assert result.error["code"] == "MAX_STEPS_EXCEEDED" and "max_items is 3" in result.error["message"]
 
 
 def test_a_child_review_parks_the_parent_until_the_child_is_decided(tmp_path):

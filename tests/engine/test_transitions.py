@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from support.enginekit import Harness, build
+from support.engineflows import TOOLS, flow
 
 FLOW = """flow: f
 start: a
@@ -37,3 +38,36 @@ def test_the_first_transition_whose_when_is_truthy_is_taken(tmp_path, value, tak
 def test_a_transition_without_when_is_taken_when_none_before_it_holds(tmp_path):
     result = Harness(_project(tmp_path, "`false`")).run(input={"go": False})
     assert result.path == ["a", "done"]
+
+
+def test_set_reads_the_scope_before_the_transition_and_dotted_keys_nest(tmp_path):
+    root = build(tmp_path, {
+        "states/a.yaml": "id: a\ntype: pass\nset: {n: '`1`'}\n",
+        **flow("a", "  - from: a\n    to: done\n    set: {n: 'add(context.n, `1`)', old: context.n, results.step1: context.n}\n"),
+    }, TOOLS)
+    result = Harness(root).run()
+    assert result.output == {"n": 2, "old": 1, "results": {"step1": 1}}
+
+def test_comparison_on_a_missing_field_is_recorded_as_null(tmp_path):
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",
+                            **flow("a", "  - {from: a, to: done, when: 'input.missing > `3`'}\n  - {from: a, to: done}\n")}, TOOLS)
+    h = Harness(root)
+    h.run()
+    taken = next(e for e in h.events if e["type"] == "transition_taken")
+    assert taken["data"]["conditions"][0] == {"when": "input.missing > `3`", "result": None}
+
+def test_no_transition_matched(tmp_path):
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",
+                            **flow("a", "  - {from: a, to: done, when: 'input.go'}\n")}, TOOLS)
+    result = Harness(root).run(input={"go": False})
+    assert result.error["code"] == "NO_TRANSITION_MATCHED"
+
+def test_uuid_and_now_are_recorded_in_the_audit_log(tmp_path):
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",
+                            **flow("a", "  - {from: a, to: done, set: {id: 'uuid()', at: 'now()'}}\n")}, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    taken = next(e for e in h.events if e["type"] == "transition_taken")
+    recorded = {r["kind"]: r["value"] for r in taken["data"]["recorded"]}
+    assert recorded == {"uuid": result.output["id"], "now": result.output["at"]}
+    assert result.output["at"].startswith("2026-01-01T00:00:00")  # the fake clock

@@ -1,0 +1,37 @@
+"""What a run's expressions see (flowctl.engine.context, ``RunContext.scope``): ``input``,
+``params`` (declared defaults overridden by the run's), ``run``, ``state``, ``context``; and the
+events a listener is shown, copies of what is recorded."""
+from __future__ import annotations
+
+from support.enginekit import Harness, build
+from support.engineflows import TOOLS, flow
+
+
+def test_params_output_and_run_scope(tmp_path):
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",
+                            **flow("a", "  - {from: a, to: done}\n",
+                                   extra="params: {topic: dev, n: 1}\noutput: '{topic: params.topic, n: params.n, flow: run.flow, state: state.id}'\n")},
+                 TOOLS)
+    result = Harness(root).run(params={"topic": "prod"})
+    assert result.output == {"topic": "prod", "n": 1, "flow": "f", "state": "done"}
+
+
+def test_a_listener_changing_the_event_it_is_shown_changes_nothing_recorded(tmp_path):
+    from flowctl.store.audit import verify_chain
+
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: pass\nset: {n: '`1`'}\n", **flow("a", "  - {from: a, to: done}\n")},
+                 TOOLS)
+    h = Harness(root)
+
+    def meddle(event):
+        event["data"]["meddled"] = True
+        h.events.append(event)
+
+    h.engine.listener = meddle
+    result = h.run(input={"secret": "keep"})
+    assert result.status == "succeeded"
+    stored = h.store.events(result.run_id)
+    assert [e["type"] for e in stored] == h.types()
+    assert all("meddled" not in e["data"] for e in stored)
+    assert stored[0]["data"]["input"] == {"secret": "keep"}
+    assert verify_chain(stored) == []

@@ -1,0 +1,57 @@
+"""The policy gate of one call (flowctl.engine.gatecall): a side effect no policy allows is denied
+before the tool runs, as is one a policy check denies (its decision recorded); a technical retry
+of an allowed call is not a new call for rate or dedupe."""
+from __future__ import annotations
+
+from support.enginekit import Harness, build, effect_contract, task
+from support.engineflows import SAGA, TOOLS, flow, linear, saga_states
+
+
+def test_side_effect_is_denied_without_a_policy(tmp_path):
+    files = {k: v for k, v in SAGA.items() if not k.startswith("policies/")}
+    root = build(tmp_path, {**files, **saga_states(1), **flow("p1", linear("p1"))}, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    assert result.error["code"] == "POLICY_DENIED"
+    assert "default-deny" in result.error["message"] and "no policy applies" in result.error["message"]
+    assert h.ledger() == []
+
+def test_retries_of_a_side_effect_are_not_duplicates_for_the_gate(tmp_path):
+    tools = TOOLS + """
+def flaky_pay(input, call):
+    LEDGER.append(("try", call.attempt))
+    if call.attempt < 2:
+        raise ConnectionError("reset")
+    return {"ok": True}
+
+def verify_flaky_pay(input, output, call):
+    return True
+
+def undo_flaky_pay(input, output, call):
+    pass
+"""
+    root = build(tmp_path, {
+        **effect_contract("fp", "flaky_pay"),
+        "policies/p.yaml": "policy: p\napplies_to: [fp]\nallow: []\ndedupe: {window: 1h}\nrate: {max: 1, window: 1h}\n",
+        **task("a", "fp@1.0.0", extra="retry: [{errors: [ConnectionError], max_attempts: 3, interval: 1s}]\n"),
+        **flow("a", linear("a")),
+    }, tools)
+    h = Harness(root)
+    assert h.run().status == "succeeded"
+    assert h.ledger() == [("try", 1), ("try", 2)]
+
+
+def test_a_call_a_policy_denies_records_the_decision_and_never_reaches_the_tool(tmp_path):
+    root = build(tmp_path, {
+        **effect_contract("pay", "pay"),
+        "policies/p.yaml": "policy: p\napplies_to: [pay]\nallow:\n  - {field: input.id, in: ['1']}\n",
+        **task("p1", "pay@1.0.0", extra="input: {id: \"'2'\"}\n"), **flow("p1", linear("p1")),
+    }, TOOLS)
+    h = Harness(root)
+    result = h.run()
+    assert result.error["code"] == "POLICY_DENIED" and "denied by p" in result.error["message"]
+    (decided,) = [e["data"] for e in h.events if e["type"] == "policy_decided"]
+    assert (decided["tool"], decided["outcome"], decided["policy"]) == ("pay@1.0.0", "deny", "p")
+    assert decided["rule"].startswith("allow[0]") and '"2"' in decided["reason"]
+    assert h.ledger() == []  # the tool never ran
+    assert "tool_invoked" not in h.types()

@@ -1,0 +1,39 @@
+"""Calling a tool function (flowctl.engine.tools): its timeout cuts it off, and whatever it raises,
+even a BaseException, fails the step, never the process; a function its module lacks is refused
+before a run is created."""
+from __future__ import annotations
+
+import pytest
+
+from support.enginekit import Harness, build, contract, task
+from support.engineflows import HOSTILE, TOOLS, flow, linear
+
+
+def test_tool_timeout_fires_within_the_timeout_plus_a_margin(tmp_path):
+    import time
+
+    root = build(tmp_path, {**contract("slow", "slow", extra="timeout: 300ms\n"), **task("a", "slow@1.0.0"),
+                            **flow("a", linear("a"))}, TOOLS)
+    h = Harness(root)
+    started = time.monotonic()
+    result = h.run()
+    elapsed = time.monotonic() - started
+    assert result.error["type"] == "ToolTimeout" and result.error["code"] == "TOOL_TIMEOUT"
+    assert elapsed < 0.3 + 1.0, elapsed  # the tool sleeps 5 s; the timeout cuts it off
+
+@pytest.mark.parametrize("fn, name", [("exits", "SystemExit"), ("weird", "Weird")])
+def test_tools_raising_base_exceptions_fail_the_step_not_the_process(tmp_path, fn, name):
+    root = build(tmp_path, {**contract("x", fn), **task("a", "x@1.0.0"), **flow("a", linear("a"))}, HOSTILE)
+    result = Harness(root).run()
+    assert result.status == "failed"
+    assert result.error["type"] == name and result.error["code"] == "TOOL_CRASHED"
+
+
+def test_a_contract_naming_a_function_its_module_lacks_is_refused_before_the_run_starts(tmp_path):
+    from flowctl.errors import UsageError
+
+    root = build(tmp_path, {**contract("x", "nowhere"), **task("a", "x@1.0.0"), **flow("a", linear("a"))}, TOOLS)
+    h = Harness(root)
+    with pytest.raises(UsageError, match="'tk' has no 'nowhere' \\(named by tk:nowhere\\)"):
+        h.run()
+    assert h.store.list_runs(limit=0) == []
