@@ -17,7 +17,7 @@ from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import cancel as cancelling
 from flowctl.engine import sensitive
 from flowctl.engine.cursor import Cursor
-from flowctl.engine.context import RunContext, live_owner, seal_row, trusted_project
+from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
 from flowctl.engine.loop import Runner
 from flowctl.engine.payload import MAX_PAYLOAD
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
@@ -141,7 +141,8 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
         # a worker's lease, not a process id, says who holds a leased run (the store refuses a live one)
         holder = None if row.get("lease_until") else live_owner(row.get("owner"), engine.owner)
         if holder:
-            raise UsageError(f"run {row['id']} is being executed by {holder}", hint="wait for it, or stop that process")
+            raise UsageError(f"run {row['id']} is being executed by {holder}",
+                             hint=owner_hint(row["owner"], "wait for it, or stop that process"))
     if row.get("cancel_requested"):
         return _requested_cancel(engine, row)
     project = trusted_project(engine, row)
