@@ -137,6 +137,7 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     if token is not None and status != "paused":  # a token decides a paused review, and only that
         raise UsageError(f"run {row['id']} is not paused for review (it is {status}); the token cannot be used",
                          hint=f"continue it without a token: flowctl resume {row['id']} (or flowctl recover)")
+    project = trusted_project(engine, row)  # a forged row is refused before anything else is said of it
     if status == "running":
         # a worker's lease, not a process id, says who holds a leased run (the store refuses a live one)
         holder = None if row.get("lease_until") else live_owner(row.get("owner"), engine.owner)
@@ -145,7 +146,6 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
                              hint=owner_hint(row["owner"], "wait for it, or stop that process"))
     if row.get("cancel_requested"):
         return _requested_cancel(engine, row)
-    project = trusted_project(engine, row)
     flow = project.flows[row["flow"]]
     runner = Runner(engine, project, flow, row, stop=stop)
     if status == "running":
