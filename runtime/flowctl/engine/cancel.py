@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from flowctl.engine import saga
 from flowctl.engine.calls import undo_inflight
-from flowctl.engine.context import RunContext, live_owner, trusted_project
+from flowctl.engine.context import RunContext, live_owner, owner_hint, trusted_project
 from flowctl.engine.result import RunResult
 from flowctl.errors import Cancelled, FlowctlError, UsageError, run_error
 from flowctl.store.sql import FINAL
@@ -29,7 +29,8 @@ def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> Ru
         live = live_owner(row.get("owner"), engine.owner)
         if live:
             raise UsageError(f"run {row['id']} is being executed by {live}",
-                             hint="stop that process first; the run stays resumable and can then be cancelled")
+                             hint=owner_hint(row["owner"], "stop that process first; the run stays resumable "
+                                                       "and can then be cancelled"))
     project = trusted_project(engine, row)
     ctx = RunContext(engine, project, project.flows[row["flow"]], row)
     ctx.emit("run_cancelled", by=by, compensate=compensate)

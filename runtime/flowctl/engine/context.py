@@ -249,23 +249,103 @@ def trusted_project(engine, row):
     return engine.project_for(row["digest"])
 
 
+def process_owner(pid: int | None = None) -> str:
+    """The owner string of process ``pid`` (default: this one) as runs record it:
+    ``host:pid:start``, ``start`` the process's start time (clock ticks since boot, field 22 of
+    ``/proc/<pid>/stat``), so that another process given the same pid later (pid reuse, or the
+    pid a process had inside a pid namespace) is told apart from it; ``host:pid`` where the start
+    time cannot be read (no ``/proc``)."""
+    pid = os.getpid() if pid is None else pid
+    start = _start_time(pid)
+    base = f"{os.uname().nodename}:{pid}"
+    return base if start is None else f"{base}:{start}"
+
+
+def _start_time(pid) -> str | None:
+    """Field 22 (starttime) of ``/proc/<pid>/stat``, or None (no such process, or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()  # the command name (field 2) may hold spaces and ')'
+    return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def _parse_owner(owner: str):
+    """``(host, pid, start)`` of ``host:pid:start`` or an older ``host:pid`` (start None)."""
+    host, _, last = owner.rpartition(":")
+    head, _, middle = host.rpartition(":")
+    if head and middle.isdigit() and last.isdigit():
+        return head, middle, last
+    return host, last, None
+
+
+#: owners an operator declared gone (comma-separated, exact owner strings): their runs are taken over
+GONE_OWNERS_ENV = "FLOWCTL_GONE_OWNERS"
+
+
 def live_owner(owner, me):
-    """The owner string if that process is alive on this host (and is not this process); an owner
-    on another host counts as alive (this process cannot tell)."""
+    """The owner string (``host:pid:start`` or an older ``host:pid``, see :func:`process_owner`)
+    if that process may still be alive (and is not this process), else None.
+
+    Alive: the pid exists on this host with the recorded start time, or exists as a process of
+    another pid namespace (``NSpid`` in ``/proc/*/status``) with that start time. Gone: no such
+    pid, or the pid is another process (another start time) and no process has that instance's
+    pid and start time. Where it cannot be told the owner counts as alive and the string says
+    why: an owner on another host, or an older ``host:pid`` owner whose pid exists. The way out
+    then is naming the owner (exactly as printed before the parenthesis) in the environment
+    variable ``FLOWCTL_GONE_OWNERS`` (comma-separated) once the operator knows it is gone."""
     if not owner or owner == me:
         return None
-    host, _, pid = owner.rpartition(":")
+    if owner in {o.strip() for o in os.environ.get(GONE_OWNERS_ENV, "").split(",")}:
+        return None
+    host, pid, start = _parse_owner(owner)
     if host != os.uname().nodename:
-        return owner
+        return f"{owner} (on another host: this process cannot tell whether it is alive)"
     if not pid.isdigit():
         return None
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        return None
+        return None if start is None or not _elsewhere(pid, start) else owner
     except PermissionError:
+        pass
+    if start is None:
+        return (f"{owner} (pid {pid} is alive, but this owner was recorded without its start time:"
+                f" whether it is still that process cannot be told)")
+    now = _start_time(pid)
+    if now is None or now == start or _elsewhere(pid, start):
         return owner
-    return owner
+    return None
+
+
+def owner_hint(owner, first: str) -> str:
+    """The hint of a refusal because ``owner`` (a run's recorded owner) may be alive: ``first``,
+    then the way out once that process is known to be gone (:data:`GONE_OWNERS_ENV`)."""
+    return f"{first}; if it is gone (its pid now another process's), retry with {GONE_OWNERS_ENV}={owner}"
+
+
+def _elsewhere(pid: str, start: str) -> bool:
+    """Whether a process started at ``start`` has pid ``pid`` in a pid namespace nested under
+    this one (its innermost ``NSpid``): the owner ran inside ``unshare -p`` and still runs."""
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return False
+    for entry in entries:
+        if _start_time(entry) != start:
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("NSpid:"):
+                        if line.split()[-1] == pid:
+                            return True
+                        break
+        except OSError:
+            continue
+    return False
 
 
 def seal_row(run_id, stored: dict, last_seq, last_hash, status, error, identity: str) -> None:
@@ -282,4 +362,5 @@ def seal_row(run_id, stored: dict, last_seq, last_hash, status, error, identity:
     stored["seal"] = run_seal(run_id, last_seq, last_hash, status, error, text, identity)
 
 
-__all__ = ["RunContext", "DONE", "PARKED", "refuse_forged", "trusted_project", "live_owner", "seal_row"]
+__all__ = ["RunContext", "DONE", "PARKED", "refuse_forged", "trusted_project", "live_owner", "process_owner", "owner_hint",
+           "GONE_OWNERS_ENV", "seal_row"]

@@ -23,7 +23,6 @@ The per-run machinery: :mod:`flowctl.engine.lifecycle` (start, resume, recover),
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from flowctl.check.checks import flow_graph, validate
@@ -33,6 +32,7 @@ from flowctl.definition.model import files_digest
 from flowctl.engine import cancel as cancelling
 from flowctl.engine import lifecycle
 from flowctl.engine.clock import SystemClock
+from flowctl.engine.context import process_owner
 from flowctl.engine.flowfiles import flow_files, missing_parts, refuse_broken, started_flows, tool_refs
 from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
@@ -65,7 +65,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.max_inline_wait = max_inline_wait
         self.listener = listener
-        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}"
+        self.owner = owner or process_owner()  # host:pid:start (flowctl.engine.context.process_owner)
         self.check = check
         self.tool_resolver = tool_resolver
         #: ``fn(runner) -> flowctl.expr.expressions.Recorder``: where uuid()/now() values come from

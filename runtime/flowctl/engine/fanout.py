@@ -15,7 +15,8 @@ children fail than ``tolerated_failures`` allows (``{count: N}`` or ``{percent: 
 the running siblings are stopped between steps, and :class:`~flowctl.errors.BranchFailed` (naming
 the first failed child's error) goes through the parent's layers. The completed side effects of
 children that did not fail join the parent's saga, ordered by completion time, so a later
-compensation undoes them newest first. A child that pauses (review) or waits parks the parent
+compensation undoes them newest first. A child cancelled from outside counts as a failed branch
+(:func:`failed_branches`): a parent never succeeds on a cancelled child. A child that pauses (review) or waits parks the parent
 (``waiting`` on its children); the parent continues when the child ends.
 
 **In a worker** (``flowctl worker``: its engine's launcher is a
@@ -31,8 +32,8 @@ A fan-out that began in a worker stays queued (``plan["queued"]``) whoever conti
 ``flowctl resume``/``recover`` re-check and queue children as a worker would, never run them on
 threads beside the workers, and a child that ends outside a worker makes its parent due too.
 
-``response`` is the list of child outputs in branch or item order (a tolerated failed item is
-``{"error": {...}}``); for ``subflow`` it is the child's output. A map with a ``batch`` runs one
+``response`` is the list of child outputs in branch or item order (a tolerated failed or cancelled
+item is ``{"error": {...}}``); for ``subflow`` it is the child's output. A map with a ``batch`` runs one
 child per batch with input ``{"items": [item inputs]}`` and flattens the outputs.
 """
 from __future__ import annotations
@@ -66,7 +67,7 @@ def run_children(ctx, state, planner):
     if any(ch["status"] in ("paused", "waiting") for ch in children) and not fan.get("failed"):
         waiting = [ch["run_id"] for ch in children if ch["status"] in ("paused", "waiting")]
         return ctx.park("waiting", {"kind": "children", "state": state.id, "children": waiting}, None)
-    failed = [ch for ch in children if ch["status"] == "failed"]
+    failed = failed_branches(fan)
     for ch in children:  # the parent takes over the completed side effects of its children
         if ch["status"] in ("succeeded", "cancelled") and ch.get("saga"):
             c.saga.extend(ch.pop("saga"))
@@ -77,7 +78,8 @@ def run_children(ctx, state, planner):
     if len(failed) > fan["tolerated"] or fan.get("failed"):
         first = failed[0] if failed else next(ch for ch in children if ch["status"] != "succeeded")
         err = first.get("error") or {}
-        raise BranchFailed(f"{len(failed)} of {len(children)} child runs of '{state.id}' failed; child "
+        how = "failed" if all(ch["status"] == "failed" for ch in failed) else "failed or were cancelled"
+        raise BranchFailed(f"{len(failed)} of {len(children)} child runs of '{state.id}' {how}; child "
                            f"{first['run_id']} ({first['flow']}#{first['index']}): {err.get('type')}: {err.get('message')}")
     outputs = [ch["output"] if ch["status"] == "succeeded" else {"error": ch.get("error")} for ch in children]
     if state.type == "subflow":
@@ -88,6 +90,22 @@ def run_children(ctx, state, planner):
             flat.extend(out if isinstance(out, list) else [out])
         return flat
     return outputs
+
+
+def failed_branches(fan) -> list:
+    """The children of the plan ``fan`` that count as failed branches (``[child dict]``, plan
+    order): each ``failed`` one, and each ``cancelled`` one unless too many had failed already.
+
+    A child cancelled from outside (``flowctl cancel CHILD``) did not deliver its branch: it counts
+    against ``tolerated_failures`` like a failed one (a tolerated one's response entry is
+    ``{"error": {...CANCELLED}}``), so its parent never succeeds on it. Children cancelled
+    *because* too many siblings failed (stopped between steps, or never started) are not counted
+    again: the plan is then marked ``failed`` and the parent fails anyway. The launchers stop or
+    stop queueing siblings only on failed children; with a cancelled one the others run to their
+    end first and the parent then fails :class:`~flowctl.errors.BranchFailed` as it would for a
+    failed child."""
+    counted = ("failed",) if fan.get("failed") else ("failed", "cancelled")
+    return [ch for ch in fan["children"] if ch["status"] in counted]
 
 
 def plan(ctx, state, visit, planner) -> dict:
@@ -163,4 +181,4 @@ def trusted_result(engine, row) -> RunResult:
     return result_from_row(row)
 
 
-__all__ = ["run_children", "plan", "record", "trusted_result", "child_parent", "refused_child", "DEFAULT_MAX_DEPTH"]
+__all__ = ["run_children", "failed_branches", "plan", "record", "trusted_result", "child_parent", "refused_child", "DEFAULT_MAX_DEPTH"]

@@ -3,7 +3,9 @@
 :func:`start` creates the run row (its definition snapshot saved, input checked, first events
 sealed) and drives it; :func:`create` with ``queued`` writes it ``queued`` for workers instead and
 returns without driving. :func:`resume` continues a paused, waiting or orphaned run;
-:func:`recover` every one that is due. Cancelling: :mod:`flowctl.engine.cancel`.
+:func:`recover` every one that is due. Cancelling: :mod:`flowctl.engine.cancel`; a run whose
+``cancel_requested`` its worker never carried out (it died first) is cancelled as asked by whichever
+resume or recover takes it over, as by a worker that claims it.
 """
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from dataclasses import dataclass
 
 from flowctl.definition.kinds import did_you_mean
 from flowctl.definition.runtime_schemas import check_instance
+from flowctl.engine import cancel as cancelling
 from flowctl.engine import sensitive
 from flowctl.engine.cursor import Cursor
-from flowctl.engine.context import RunContext, live_owner, seal_row, trusted_project
+from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
 from flowctl.engine.loop import Runner
 from flowctl.engine.payload import MAX_PAYLOAD
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
@@ -134,14 +137,18 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     if token is not None and status != "paused":  # a token decides a paused review, and only that
         raise UsageError(f"run {row['id']} is not paused for review (it is {status}); the token cannot be used",
                          hint=f"continue it without a token: flowctl resume {row['id']} (or flowctl recover)")
-    project = trusted_project(engine, row)
-    flow = project.flows[row["flow"]]
-    runner = Runner(engine, project, flow, row, stop=stop)
+    project = trusted_project(engine, row)  # a forged row is refused before anything else is said of it
     if status == "running":
         # a worker's lease, not a process id, says who holds a leased run (the store refuses a live one)
         holder = None if row.get("lease_until") else live_owner(row.get("owner"), engine.owner)
         if holder:
-            raise UsageError(f"run {row['id']} is being executed by {holder}", hint="wait for it, or stop that process")
+            raise UsageError(f"run {row['id']} is being executed by {holder}",
+                             hint=owner_hint(row["owner"], "wait for it, or stop that process"))
+    if row.get("cancel_requested"):
+        return _requested_cancel(engine, row)
+    flow = project.flows[row["flow"]]
+    runner = Runner(engine, project, flow, row, stop=stop)
+    if status == "running":
         runner.emit("run_resumed", reason="orphaned", previous_owner=row.get("owner"), owner=engine.owner)
     elif status == "paused":
         pending = runner.cursor.pending or {}
@@ -164,6 +171,16 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     return runner.drive()
 
 
+def _requested_cancel(engine, row) -> RunResult:
+    """Take over a run whose ``cancel_requested`` (``{by, compensate, at}``) its worker recorded but
+    never carried out (it died or was cut off first): cancel it as asked, compensating unless told
+    not to, as a worker that claims it would. Raises :class:`RunConflict` when another command
+    committed first (nothing is undone then)."""
+    request = row["cancel_requested"]
+    return cancelling.cancel(engine, row, compensate=request.get("compensate", True), by=request.get("by"),
+                             holder=True)
+
+
 def recover(engine) -> list:
     """Continue every due run (see Engine.recover); a refused one is a result with ``error.refused``."""
     results = []
@@ -175,9 +192,11 @@ def recover(engine) -> list:
         if row["status"] == "running" and ((row.get("lease_until") or 0) > now  # a worker holds it
                                            or live_owner(row.get("owner"), engine.owner)):
             continue
-        if row["status"] == "waiting" and (row.get("available_at") or 0) > now + engine.max_inline_wait:
+        if row.get("cancel_requested"):  # a cancel its worker recorded but did not carry out: due now
+            pass
+        elif row["status"] == "waiting" and (row.get("available_at") or 0) > now + engine.max_inline_wait:
             continue
-        if row["status"] == "paused":
+        elif row["status"] == "paused":
             pending = (row.get("cursor") or {}).get("pending") or {}
             deadline = pending.get("deadline")
             if deadline is None or deadline > now:

@@ -10,7 +10,8 @@ tool's input or output, a review decision's data, a child run's secrets — and 
 * by value: a known value is replaced wherever it appears in what is stored — whole values of any
   type (a number too), and inside longer text (exception messages, schema and policy reasons,
   condition results, review ``show`` data under another name, dict keys) for values of at least
-  :data:`MIN_INSIDE` characters; each value's JSON-escaped and ``repr`` forms are matched too.
+  :data:`MIN_INSIDE` characters; each value's escaped forms (:func:`text_forms`: JSON ``\\u``
+  escapes, ``repr``, ``ascii``, ``unicode_escape``, its UTF-8 bytes' ``repr``) are matched too.
 
 What is stored for a sensitive run: audit events redacted (engine fields such as ``to`` stay
 readable); idempotency keys as a keyed digest (:meth:`Secrets.digest`); the steps table's input,
@@ -54,6 +55,21 @@ def _scalar(v) -> bool:
     if isinstance(v, bool):
         return False
     return isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
+
+
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-f]{4})")
+
+
+def text_forms(v: str) -> tuple:
+    """The forms a text value ``v`` can take inside a message, ``v`` first: as written, JSON-escaped
+    (``\\u00e4``, also with upper-case hex, and unescaped non-ASCII), ``repr`` and ``ascii`` (``\\xe4``,
+    ``\\u20ac``, ``\\U0001f600``), ``unicode_escape`` and the ``repr`` of its UTF-8 bytes
+    (``\\xc3\\xa4``); each without its quotes, each once."""
+    as_json = json.dumps(v)[1:-1]
+    forms = (v, as_json, _JSON_ESCAPE.sub(lambda m: "\\u" + m.group(1).upper(), as_json),
+             json.dumps(v, ensure_ascii=False)[1:-1], repr(v)[1:-1], ascii(v)[1:-1],
+             v.encode("unicode_escape").decode("ascii"), repr(v.encode("utf-8", "surrogatepass"))[2:-1])
+    return tuple(dict.fromkeys(forms))
 
 
 class Secrets:
@@ -101,7 +117,7 @@ class Secrets:
             self._exact.add(v)
             if v.isascii() and v.isdigit() and len(v) <= 40:
                 self._numbers.add(int(v))
-            forms = (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1], repr(v)[1:-1])
+            forms = text_forms(v)
         else:
             self._numbers.add(v)
             text = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
