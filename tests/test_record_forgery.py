@@ -315,3 +315,22 @@ def test_an_unsealed_finished_child_whose_log_disagrees_is_not_taken_by_its_pare
     with pytest.raises(RecordTampered):
         fresh.engine.resume(parent.run_id)
     assert [x for x in fresh.ledger() if x[0] == "pay"] == [("pay", "1")]  # only the child's own charge, once
+
+
+@pytest.mark.parametrize("edit", [{"step": "x"}, {"visits": None}, {"state": "nonexistent"}, {"saga": "nothing"}])
+def test_a_resealed_checkpoint_of_the_wrong_shape_is_refused_with_nothing_written(tmp_path, edit):
+    # someone who re-seals the row (the formulas are public) still cannot feed the engine a
+    # checkpoint it never writes: a located refusal, not a crash or a failed run written in its place
+    h, paused = _paused(tmp_path)
+    row = h.store.get_run(paused.run_id)
+    cursor = dict(row["cursor"], **edit)
+    db = _db(tmp_path)
+    db.execute("UPDATE flowctl_runs SET cursor = ?, seal = ? WHERE id = ?",
+               (json.dumps(cursor), run_seal(row["id"], row["last_seq"], row["last_hash"], row["status"], row["error"],
+                                             encode_data(cursor), row_identity(row)), row["id"]))
+    db.commit()
+    before = db.execute("SELECT status, last_seq, cursor FROM flowctl_runs WHERE id = ?", (row["id"],)).fetchone()
+    r = _cli(["resume", paused.run_id, "--token", paused.review["token"], "--decision", "approve"], h.root, tmp_path)
+    assert r.returncode == 2 and "RECORD_TAMPERED" in r.stderr and "internal error" not in r.stderr, r.stderr
+    assert _db(tmp_path).execute("SELECT status, last_seq, cursor FROM flowctl_runs WHERE id = ?",
+                                 (row["id"],)).fetchone() == before

@@ -54,6 +54,10 @@ class RunContext:
         self.row = row
         self.id = row["id"]
         self.cursor = Cursor.from_json(row["cursor"])
+        if self.cursor.state and self.cursor.state not in project.states:
+            raise RecordTampered(f"run {self.id}: its checkpoint is at state {self.cursor.state!r}, which its definition "
+                                 "does not have; it is not continued",
+                                 hint=f"flowctl audit verify {self.id} says what differs; restore the store from a backup")
         self.stop = stop
         self.last_seq = row["last_seq"]
         self.last_hash = row["last_hash"]

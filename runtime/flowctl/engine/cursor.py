@@ -70,7 +70,15 @@ class Cursor:
     @classmethod
     def from_json(cls, data: dict) -> "Cursor":
         """The cursor of a stored checkpoint (a dict as decoded from the row). Missing keys take
-        their defaults; unknown ones go to ``extra``. The values are taken, not copied."""
+        their defaults; unknown ones go to ``extra``. The values are taken, not copied. Raises
+        :class:`~flowctl.errors.RecordTampered` for a checkpoint this engine never writes (not an
+        object, or a known key of the wrong type): nothing may continue from it."""
+        problem = checkpoint_problem(data)
+        if problem:
+            from flowctl.errors import RecordTampered
+
+            raise RecordTampered(f"the run's checkpoint is not one flowctl writes: {problem}; it is not continued",
+                                 hint="flowctl audit verify RUN says what else differs; restore the store from a backup")
         known = {k: v for k, v in data.items() if k in _KNOWN}
         cursor = cls(**known)
         if len(known) != len(data):
@@ -100,3 +108,38 @@ class Cursor:
 
 
 __all__ = ["Cursor", "ALWAYS", "WHEN_SET"]
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: ``{key: (check, what it must be)}`` for every known key (None is allowed where the key may be unset)
+_TYPES = {
+    "state": (lambda v: isinstance(v, str), "a state id"),
+    "entered": (lambda v: isinstance(v, bool), "true or false"),
+    "done": (lambda v: isinstance(v, bool), "true or false"),
+    "step": (_int, "an integer"),
+    "attempt": (_int, "an integer"),
+    "depth": (_int, "an integer"),
+    "visits": (lambda v: isinstance(v, dict) and all(_int(n) for n in v.values()), "an object of counts"),
+    "path": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of state ids"),
+    "saga": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+    "residue": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+    "path_dropped": (lambda v: v is None or _int(v), "an integer"),
+    "gate_granted": (lambda v: v is None or isinstance(v, list), "a list"),
+    **{k: (lambda v: v is None or isinstance(v, dict), "an object or null")
+       for k in ("error", "review", "inflight", "pending", "after_compensation", "state_info", "fanout", "parent",
+                 "secrets", "cancelling")},
+}
+
+
+def checkpoint_problem(data) -> str | None:
+    """Why ``data`` is no checkpoint this engine writes (not an object; a known key of the wrong
+    type), or None. ``context``, ``response`` and unknown keys may hold any JSON."""
+    if not isinstance(data, dict):
+        return f"it is {type(data).__name__}, not an object"
+    for key, (ok, what) in _TYPES.items():
+        if key in data and not ok(data[key]):
+            return f"{key} is {data[key]!r:.60}, not {what}"
+    return None
