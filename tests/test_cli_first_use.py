@@ -180,3 +180,25 @@ def test_sigterm_interrupts_a_run_as_ctrl_c_does_saying_how_to_continue(tmp_path
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     assert "interrupted: a run this command was driving keeps its last checkpoint; `flowctl recover` continues it" in err
+
+
+def test_audit_log_says_when_it_cut_data_short_and_how_to_see_it_whole(tmp_path):
+    write_project(tmp_path, dict(FILES, **{"states/pay.yaml": "id: pay\ntype: task\ntool: charge@^1\n"
+                                                            "input: {note: input.note}\n"}))
+    code, out = _flowctl(tmp_path, "run", "f", "--input", json.dumps({"note": "x" * 400}))
+    assert code == 3, out
+    run_id = out.split("run ", 1)[1].split()[0]
+    code, out = _flowctl(tmp_path, "audit", "log", run_id)
+    assert code == 0 and "…" in out
+    assert "cut short, marked …; --format json shows every event whole" in out
+    code, out = _flowctl(tmp_path, "reviews")
+    assert "the token was printed once, by the process that paused the run" in out, out
+
+
+def test_a_misspelt_flow_filter_is_named_not_silently_empty(tmp_path):
+    write_project(tmp_path, FILES)
+    for command in ("runs", "stats"):
+        code, out = _flowctl(tmp_path, command, "--flow", "g")
+        assert code == 0 and "note: no flow 'g' in this project" in out, out
+        code, out = _flowctl(tmp_path, command, "--flow", "f")
+        assert "note:" not in out, out

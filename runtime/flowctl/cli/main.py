@@ -237,7 +237,10 @@ def audit():
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def audit_log(run_id, root, db, fmt):
-    """Print RUN's audit events in order: sequence, time, type, state, attempt and data."""
+    """Print RUN's audit events in order: sequence, time, type, state, attempt and data.
+
+    In text, an event's data longer than 160 characters is cut short (marked …, and counted at the
+    end); --format json prints every event whole."""
     _call("audit_log", run_id=run_id, root=root, db=db, fmt=fmt)
 
 

@@ -77,6 +77,21 @@ def project_root(root) -> Path:
     return find_root(root)
 
 
+def note_unknown_flow(root, flow) -> None:
+    """On standard error, when ``flow`` (a ``--flow`` filter) is no flow file of the project:
+    ``note: no flow 'x' in this project (did you mean 'y'?)``: an empty listing then says why. Reads
+    only the names of ``orchestration/transitions/`` (no definition is loaded)."""
+    if not flow:
+        return
+    folder = project_root(root) / "orchestration" / "transitions"
+    names = sorted(p.stem for p in folder.glob("*") if p.suffix in (".yaml", ".yml", ".json")) if folder.is_dir() else []
+    if flow in names:
+        return
+    from flowctl.definition.kinds import unknown_flow_hint
+
+    click.echo(f"note: no flow '{flow}' in this project ({unknown_flow_hint(flow, names)})", err=True)
+
+
 def open_reader(db, project_root, *, empty_ok: bool = False):
     """The run store of a read command (trace, runs, stats, reviews, audit): a SQL store at this
     flowctl's schema is read through the DBAPI (:class:`flowctl.store.reader.SqlReader`, no

@@ -53,8 +53,9 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
         if it["parent_id"]:
             click.echo(f"    child run of {it['parent_id']} (which waits for it)")
         if not it["notified"]:  # e.g. paused by a worker: nobody saw the token it printed
-            click.echo(f"    no notify tool: only a `flowctl run`/`resume` that paused it printed the token (a worker, "
-                       f"here {it['paused_by'] or 'none'}, prints none); get a new one: {it['token']}")
+            by = f" ({it['paused_by']})" if it["paused_by"] else ""
+            click.echo(f"    no notify tool: the token was printed once, by the process that paused the run{by} "
+                       f"(a worker prints none); get a new one: {it['token']}")
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_reader, project_root
+from flowctl.cli.commands._common import note_unknown_flow, open_reader, project_root
 
 
 def run(status, flow, limit, root, db, fmt, all_=False) -> int:
@@ -20,6 +20,7 @@ def run(status, flow, limit, root, db, fmt, all_=False) -> int:
 
     if status and status not in STATUSES:
         raise UsageError(f"--status {status!r} is not one of {', '.join(STATUSES)}")
+    note_unknown_flow(root, flow)
     store = open_reader(db, project_root(root), empty_ok=True)
     try:
         rows = store.list_runs(status=status, flow=flow, limit=limit, top_level=not all_)

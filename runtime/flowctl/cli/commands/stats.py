@@ -6,7 +6,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_OK
-from flowctl.cli.commands._common import open_reader, project_root
+from flowctl.cli.commands._common import note_unknown_flow, open_reader, project_root
 from flowctl.store.history import stats
 
 
@@ -37,6 +37,7 @@ def parse_since(text):
 
 
 def run(root, db, fmt, limit, since=None, flow=None, all_=False) -> int:
+    note_unknown_flow(root, flow)
     store = open_reader(db, project_root(root), empty_ok=True)
     try:
         s = compute(store, limit, parse_since(since), flow=flow, children=all_)
