@@ -205,9 +205,10 @@ class SqlStore(QueueMethods, HistoryMethods):
         if digest in self._saved:  # this store saved or found it already: snapshots are immutable
             return
         sa, t = self.sa, self.t
-        blob = json.dumps({k: v.decode("utf-8", "surrogateescape") for k, v in files.items()}, sort_keys=True)
         with self._begin() as conn:
             if conn.execute(sa.select(t.definitions.c.digest).where(t.definitions.c.digest == digest)).first() is None:
+                # built only when missing: a big project's snapshot is megabytes of JSON
+                blob = json.dumps({k: v.decode("utf-8", "surrogateescape") for k, v in files.items()}, sort_keys=True)
                 conn.execute(t.definitions.insert().values(digest=digest, files=blob))
         self._saved.add(digest)
 
