@@ -4,19 +4,15 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 FLOWCTL := $(BIN)/flowctl
 
-.PHONY: install run test bench lint schemas chaos fuzz clean
+.PHONY: install graphviz run test bench lint schemas chaos fuzz clean
 
-install: $(BIN)/.installed
+install: graphviz $(BIN)/.installed
+
+# Runs on every `make install` until `dot` is found, so a failed attempt is tried again next time.
+graphviz:
+	@bash scripts/ensure_graphviz.sh
 
 $(BIN)/.installed: pyproject.toml
-	@command -v dot >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's graphviz (for SVG/PNG graphs)"; \
-	    (apt-get install -y -qq graphviz >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq graphviz >/dev/null 2>&1; }) \
-	      || echo "warning: could not install graphviz; SVG/PNG graphs need 'dot' (DOT and mermaid still work)"; \
-	  else \
-	    echo "note: 'dot' is missing; install graphviz (e.g. sudo apt-get install graphviz) for SVG/PNG graphs"; \
-	  fi; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
 	$(BIN)/python -m compileall -q runtime/flowctl
