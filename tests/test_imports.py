@@ -217,11 +217,12 @@ LAYERS = {
     "graph": {"definition", "check"},
     "diff": {"definition", "check", "graph"},
     "store": set(),
+    "scaffold": set(),
     "gate": {"definition", "expr", "store"},
     "engine": {"definition", "expr", "check", "store", "gate"},
     "workers": {"definition", "engine", "store"},
     "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing"},
+    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold"},
 }
 ROOT = {"flowctl", "errors", "diagnostics"}
 

@@ -91,6 +91,21 @@ def schema(kind):
     _call("schema", kind=kind)
 
 
+@main.command()
+@click.argument("folder", default=".", type=click.Path(file_okay=False))
+@click.option("--template", default="basic", show_default=True, metavar="NAME",
+              help="The project to start from: basic (a sign-up flow with a gated side effect, "
+                   "compensation and golden cases).")
+def init(folder, template):
+    """Create a new project in FOLDER (default: here) that validates, runs and has golden cases.
+
+    \b
+    Refuses, writing nothing, when FOLDER already has orchestration/.
+      flowctl init my-project && cd my-project && flowctl test
+    """
+    _call("init", folder=folder, template=template)
+
+
 # ------------------------------------------------------------------------------------ running
 def _root_db(f):
     f = click.option("--db", envvar="FLOWCTL_DB", metavar="URL",

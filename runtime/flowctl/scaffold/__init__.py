@@ -1,0 +1,66 @@
+"""``flowctl init``: a new project from a template that validates, runs and has golden cases.
+
+Templates live in ``flowctl/scaffold/templates/<name>/`` (package data): an ``orchestration/``
+tree and ``gitignore.txt`` (written as ``.gitignore`` unless one exists). :func:`init` copies a
+template into a folder; it refuses (:class:`~flowctl.errors.UsageError`, nothing written) when the
+folder already holds an ``orchestration/`` folder or the template is unknown.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from flowctl.errors import UsageError
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+SKIP = {"__pycache__"}
+
+# What to try first, per template: (command, what it shows).
+NEXT_STEPS = {
+    "basic": [
+        ("flowctl validate", "checks every file (what CI runs)"),
+        ("flowctl test --min-coverage 100", "runs the golden cases in orchestration/tests/"),
+        ("flowctl run signup --input '{\"email\": \"ada@example.com\", \"plan\": \"team\"}'", "a real run"),
+        ("flowctl trace RUN", "what that run did, step by step"),
+        ("flowctl graph signup -o signup.svg", "the flow drawn"),
+    ],
+}
+
+
+def templates() -> list[str]:
+    """The names of the templates shipped with flowctl, sorted."""
+    return sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and p.name not in SKIP)
+
+
+def init(target: str | Path, template: str = "basic") -> list[Path]:
+    """Copy ``template`` into ``target`` (created when missing). Returns the files written, as paths
+    relative to ``target``. Raises ``UsageError`` for an unknown template or when ``target`` already
+    has ``orchestration/`` (nothing is written then)."""
+    names = templates()
+    if template not in names:
+        raise UsageError(f"no template '{template}'", hint=f"choose one of: {', '.join(names)}")
+    root = Path(target)
+    if (root / "orchestration").exists():
+        raise UsageError(f"{root / 'orchestration'} already exists; nothing was written",
+                         hint="run flowctl init in an empty folder, or give a new folder: flowctl init my-project")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} is a file, not a folder")
+    source = TEMPLATES_DIR / template
+    plan = []
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if path.is_dir() or SKIP & set(rel.parts) or path.suffix == ".pyc":
+            continue
+        dest = Path(".gitignore") if rel == Path("gitignore.txt") else rel
+        if dest == Path(".gitignore") and (root / dest).exists():
+            continue
+        plan.append((path, dest))
+    written = []
+    for path, dest in plan:
+        out = root / dest
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(path.read_bytes())
+        written.append(dest)
+    return written
+
+
+__all__ = ["init", "templates", "NEXT_STEPS", "TEMPLATES_DIR"]

@@ -1,0 +1,65 @@
+"""``flowctl init``: the first ten minutes. A scaffolded project validates, passes its golden cases
+at 100% coverage and its contract tests, and runs for real; init never overwrites a project."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from support.helpers import FLOWCTL_EXE
+
+from flowctl.errors import UsageError
+from flowctl.scaffold import init, templates
+
+
+def _flowctl(cwd, *args):
+    return subprocess.run([FLOWCTL_EXE, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("template", templates())
+def test_a_scaffolded_project_validates_and_passes_its_cases_and_contracts(tmp_path, template):
+    made = _flowctl(tmp_path, "init", "proj", "--template", template)
+    assert made.returncode == 0, made.stderr
+    proj = tmp_path / "proj"
+    for args in (("validate", "--strict"), ("test", "--min-coverage", "100"), ("test", "--contracts")):
+        done = _flowctl(proj, *args)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+    assert "0 skipped" in _flowctl(proj, "test", "--contracts").stdout  # side effects run in a sandbox
+
+
+def test_the_basic_project_runs_for_real_and_undoes_nothing_it_did_not_do(tmp_path):
+    init(tmp_path, "basic")
+    first = _flowctl(tmp_path, "run", "signup", "--format", "json", "-q",
+                     "--input", json.dumps({"email": "ada@example.com", "plan": "team"}))
+    assert first.returncode == 0, first.stderr
+    out = json.loads(first.stdout)
+    assert out["status"] == "succeeded" and out["output"]["welcomed"] is True
+    again = json.loads(_flowctl(tmp_path, "run", "signup", "--format", "json", "-q",
+                                "--input", json.dumps({"email": "ada@example.com", "plan": "free"})).stdout)
+    assert again["path"][-1] == "already_registered"
+    assert again["output"]["account_id"] == out["output"]["account_id"]
+    refused = _flowctl(tmp_path, "run", "signup", "-q", "--input", json.dumps({"email": "al@example.com",
+                                                                                "plan": "enterprise"}))
+    assert refused.returncode == 1 and "PolicyDenied" in refused.stdout + refused.stderr
+
+
+def test_init_refuses_an_existing_project_and_writes_nothing(tmp_path):
+    (tmp_path / "orchestration").mkdir()
+    (tmp_path / "orchestration" / "mine.txt").write_text("keep")
+    done = _flowctl(tmp_path, "init")
+    assert done.returncode == 2 and "already exists" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["mine.txt", "orchestration"]
+
+
+def test_an_unknown_template_is_a_usage_error_naming_the_choices(tmp_path):
+    with pytest.raises(UsageError) as caught:
+        init(tmp_path / "p", "nope")
+    assert "basic" in caught.value.hint and not (tmp_path / "p").exists()
+
+
+def test_an_existing_gitignore_is_kept(tmp_path):
+    (tmp_path / ".gitignore").write_text("mine\n")
+    written = init(tmp_path, "basic")
+    assert (tmp_path / ".gitignore").read_text() == "mine\n"
+    assert all(".gitignore" != p.name for p in written)
