@@ -324,7 +324,7 @@ def _policy(doc: Document) -> Policy:
         ops = [k for k in ("equals", "in", "all_in", "range", "regex") if k in c]
         if len(ops) != 1:
             raise ValueError(f"allow[{i}] needs exactly one of equals, in, all_in, range, regex")
-        checks.append(Check(doc, ("allow", i), c["field"], ops[0], c[ops[0]]))
+        checks.append(Check(doc, ("allow", i), c["field"], ops[0], c[ops[0]], c.get("effect", "deny")))
     rate = d.get("rate")
     if rate:
         rate = {"max": rate["max"], "window": parse_duration(rate["window"]), "per": rate.get("per", "flow")}

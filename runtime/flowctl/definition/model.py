@@ -299,11 +299,14 @@ class Contract(Located):
 
 @dataclass(frozen=True)
 class Check(Located):
-    """One ``allow`` check of a policy: ``op`` is equals | in | range | regex."""
+    """One ``allow`` check of a policy: ``op`` is equals | in | all_in | range | regex; ``effect``
+    what its failure does: ``deny`` (a hard rule, the default), ``warn`` (a soft rule: the call
+    proceeds, the decision records the warning) or ``review`` (a human decides first)."""
 
     field_expr: str = ""
     op: str = ""
     value: Any = None
+    effect: str = "deny"
 
 
 @dataclass(frozen=True)

@@ -223,15 +223,29 @@ def _loosened(b: dict, a: dict) -> list[str]:
     return out
 
 
+#: how hard a check's failure stops a call: a change down this scale lets more through
+EFFECT_STRENGTH = {"deny": 2, "review": 1, "warn": 0}
+
+
 def _check_loosened(field_name: str, old: dict, new: dict) -> list[str]:
-    ops = ("equals", "in", "range", "regex")
+    softened = []
+    e_old, e_new = old.get("effect", "deny"), new.get("effect", "deny")
+    if EFFECT_STRENGTH.get(e_new, 2) < EFFECT_STRENGTH.get(e_old, 2):
+        what = {"warn": "only warns", "review": "asks a human"}[e_new]
+        softened.append(f"check on {field_name} now {what} where it used to {e_old} (effect {e_old} → {e_new})")
+    ops = ("equals", "in", "all_in", "range", "regex")
     op_old = next((o for o in ops if o in old), None)
     op_new = next((o for o in ops if o in new), None)
     if op_old != op_new:
-        return [f"check on {field_name} changed from {op_old} to {op_new} (may allow more)"]
-    vo, vn = old[op_old], new[op_new]
-    if op_old == "in":
-        added = [v for v in vn or () if v not in (vo or ())]
+        return softened + [f"check on {field_name} changed from {op_old} to {op_new} (may allow more)"]
+    return softened + _value_loosened(field_name, op_old, old[op_old], new[op_new])
+
+
+def _value_loosened(field_name: str, op_old: str, vo, vn) -> list[str]:
+    if op_old in ("in", "all_in"):
+        if not (isinstance(vn, list) and isinstance(vo, list)):  # an {expr: …} list on either side
+            return [f"{field_name} {op_old} changed (may allow more): {fmt(vo)} → {fmt(vn)}"] if vo != vn else []
+        added = [v for v in vn if v not in vo]
         return [f"{field_name} now also allows {fmt(added)}"] if added else []
     if op_old == "range":
         lo_o, hi_o = (list(vo) + [None, None])[:2]

@@ -95,7 +95,8 @@ def _policy_review(ctx, state, contract, decision, tool_input, digest):
     policy = ctx.project.policies.get(decision.policy)
     deadline = ctx.clock.time() + ctx.gate.review_timeout(decision.policy)
     show = {"tool": contract.ref, "input": redact(tool_input, contract.sensitive), "policy": decision.policy,
-            "rule": decision.rule, "when": policy.review_when if policy is not None else None,
+            "rule": decision.rule,
+            "when": policy.review_when if policy is not None and decision.rule == "review_when" else None,
             "reason": decision.reason}
     pending = {"kind": "review", "state": state.id, "token_hash": token_hash, "decisions": ["approve", "reject"],
                "show": show, "deadline": deadline, "policy": True, "step": c.step, "call": call}

@@ -19,6 +19,11 @@ and rule that decided and why (a :class:`Decision`). Rules, in order:
 4. If all hold and some policy's ``review_when`` is true, the answer is ``review``: the run pauses
    for a human before the tool is invoked.
 
+A check's ``effect`` says what its failure does: ``deny`` (a hard rule, the default, as in 3),
+``warn`` (a soft rule: the call goes on, and the decision lists the warning in ``warnings`` —
+recorded with the ``policy_decided`` event) or ``review`` (as ``review_when``: a human decides
+before the call; the rule is ``allow[i] …``, and an approval of this very call lets it pass).
+
 The gate follows the function: a contract's policies are its own plus those of every contract with
 the same ``entrypoint``, and a function declared side-effecting by any contract is gated under all
 of them. Allowed calls are recorded in the store (``gate_log``) for rate and dedupe.
@@ -43,9 +48,14 @@ class Decision:
     rule: str = ""
     reason: str = ""
     checks: tuple = field(default=())
+    #: soft rules (``effect: warn``) that failed: ``({"policy", "rule", "reason"}, …)``
+    warnings: tuple = field(default=())
 
     def as_dict(self) -> dict:
-        return {"outcome": self.outcome, "policy": self.policy, "rule": self.rule, "reason": self.reason}
+        out = {"outcome": self.outcome, "policy": self.policy, "rule": self.rule, "reason": self.reason}
+        if self.warnings:  # absent when none: a decision without soft rules is recorded as before
+            out["warnings"] = [dict(w) for w in self.warnings]
+        return out
 
 
 def input_digest(tool_input) -> str:
@@ -121,14 +131,23 @@ class Gate:
         if digest is None:
             digest = input_digest(tool_input)
         review = denied = None
-        approved, passed = {tuple(a) for a in approved or ()}, []
+        approved, passed, warnings = {tuple(a) for a in approved or ()}, [], []
         limits, owners = [], []  # the store's checks (rate, dedupe), in rule order, and their policies
         for p in policies:
             for i, check in enumerate(p.allow):
                 ok, why = _check(check, scope)
-                if not ok:
-                    denied = Decision("deny", p.name, f"allow[{i}] {check.op} on {check.field_expr}", why)
+                if ok:
+                    continue
+                rule = f"allow[{i}] {check.op} on {check.field_expr}"
+                if check.effect == "warn":
+                    warnings.append({"policy": p.name, "rule": rule, "reason": why})
+                elif check.effect != "review":
+                    denied = Decision("deny", p.name, rule, why)
                     break
+                elif (p.name, rule) in approved:  # a reviewer approved this very call for this check
+                    passed.append((p.name, rule))
+                elif review is None:
+                    review = Decision("review", p.name, rule, why)
             if denied is not None:
                 break
             if p.rate and not retry:
@@ -144,7 +163,7 @@ class Gate:
                 if not truthy(value):
                     pass
                 elif (p.name, "review_when") in approved:  # a reviewer approved this very call for p
-                    passed.append(p.name)
+                    passed.append((p.name, "review_when"))
                 else:
                     review = Decision("review", p.name, "review_when", f"{p.review_when} is true")
         write = record and not retry and denied is None and review is None
@@ -167,10 +186,17 @@ class Gate:
         if review is not None:
             return review
         names = ", ".join(p.name for p in policies)
+        warned = tuple(warnings)
+        soft = f"; {len(warned)} soft rule(s) warned" if warned else ""
+        every = "every hard check" if warned else "every check"
         if passed:
-            return Decision("allow", names, "review", f"every check of {names} holds; approved in review "
-                                                      f"({', '.join(passed)}: review_when)")
-        return Decision("allow", names, "allow", f"every check of {names} holds")
+            if all(rule == "review_when" for _, rule in passed):
+                shown = f"{', '.join(name for name, _ in passed)}: review_when"
+            else:
+                shown = ", ".join(f"{name}: {rule}" for name, rule in passed)
+            return Decision("allow", names, "review", f"{every} of {names} holds{soft}; approved in review "
+                                                      f"({shown})", warnings=warned)
+        return Decision("allow", names, "allow", f"{every} of {names} holds{soft}", warnings=warned)
 
     def function_ids(self, contract, also=()) -> list:
         """The contract ids of the function ``contract`` runs (same entrypoint, or an alias in

@@ -62,4 +62,6 @@ def run(tool, input, flow, run_id, root, db, fmt, run_input=None, context=None, 
         click.echo(f"{contract.ref}: " + click.style(decision.outcome, fg=colour, bold=True))
         click.echo(f"  decided by: {decision.policy or '(no policy)'} / {decision.rule}")
         click.echo(f"  why: {decision.reason}")
+        for w in decision.warnings:
+            click.echo("  " + click.style("warning", fg="yellow") + f" ({w['policy']} / {w['rule']}): {w['reason']}")
     return {"allow": EXIT_OK, "deny": EXIT_FAILED}.get(decision.outcome, EXIT_PAUSED)
