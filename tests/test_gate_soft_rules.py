@@ -102,3 +102,19 @@ def test_the_diff_names_a_hard_rule_made_soft_as_a_risk():
     hardened = policy_risks({**before, "allow": [{"field": "input.amount", "range": [0, 10], "effect": "warn"}]},
                             before, "cap")
     assert hardened == []
+
+
+def test_validate_warns_of_a_policy_that_only_warns(tmp_path):
+    from support.helpers import of, problems
+
+    root = build(tmp_path, {**effect_contract("pay", "pay"),
+                            "policies/cap.yaml": "policy: cap\napplies_to: [pay]\n"
+                                                 "allow:\n  - {field: input.amount, range: [0, 10], effect: warn}\n"},
+                 TOOLS)
+    found = of(problems(root), "FC703")
+    assert found and "only warns" in found[0].message and found[0].line == 4
+    root2 = build(tmp_path / "two", {**effect_contract("pay", "pay"),
+                                     "policies/cap.yaml": "policy: cap\napplies_to: [pay]\nallow:\n"
+                                                          "  - {field: input.amount, range: [0, 10], effect: warn}\n"
+                                                          "  - {field: input.amount, range: [0, 99]}\n"}, TOOLS)
+    assert not of(problems(root2), "FC703")

@@ -342,7 +342,13 @@ def check_policies(project: Project):
                 if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
                     yield policy.doc.diag("FC701", f"range [{lo}, {hi}] is empty", check.path + ("range",))
         data = policy.doc.data if isinstance(policy.doc.data, dict) else {}
-        if "allow" not in data and not (policy.rate or policy.dedupe_window or policy.review_when):
+        limits = policy.rate or policy.dedupe_window or policy.review_when
+        if policy.allow and not limits and all(c.effect == "warn" for c in policy.allow):
+            yield policy.doc.diag("FC703", f"policy '{policy.name}' only warns: every check says effect: warn and "
+                                  f"there is no rate, dedupe or review_when, so it allows every call of "
+                                  f"{', '.join(policy.applies_to) or 'its tools'}", ("allow",), severity="warning",
+                                  hint="make at least one check hard (drop effect: warn) or review (effect: review)")
+        if "allow" not in data and not limits:
             yield policy.doc.diag("FC703", f"policy '{policy.name}' sets no checks, rate, dedupe or review_when: "
                                   f"it allows every call of {', '.join(policy.applies_to) or 'its tools'}",
                                   ("policy",), severity="warning",
