@@ -272,20 +272,21 @@ class Secrets:
         return out
 
 
-# ---------------------------------------------------------------------- a runner's secrets
-def for_run(runner, inherited=None):
-    """The :class:`Secrets` of ``runner``'s run, or None when it is not sensitive. ``inherited``:
-    the parent's ``{fields, values}`` (a child run starting). Raises
+# ------------------------------------------------------------------------- a run's secrets
+def for_run(ctx, inherited=None):
+    """The :class:`Secrets` of the run of ``ctx`` (a :class:`~flowctl.engine.context.RunContext`),
+    or None when it is not sensitive. ``inherited``: the parent's ``{fields, values}`` (a child run
+    starting). Raises
     :class:`~flowctl.errors.SecretKeyError` when the store needs a key it cannot have."""
-    kept = runner.cursor.secrets
-    if not runner.sensitive and not kept and not inherited:
+    kept = ctx.cursor.secrets
+    if not ctx.sensitive and not kept and not inherited:
         return None
-    keyring = getattr(runner.store, "keyring", None)
-    s = Secrets(runner.sensitive, (), keyring() if keyring is not None else None)
+    keyring = getattr(ctx.store, "keyring", None)
+    s = Secrets(ctx.sensitive, (), keyring() if keyring is not None else None)
     s.absorb(inherited)
     s.absorb(kept)
-    s.learn(runner.row.get("input"))
-    s.learn(runner.row.get("params"))
+    s.learn(ctx.row.get("input"))
+    s.learn(ctx.row.get("params"))
     if kept is None:
         s.changed = True
     return s
@@ -299,56 +300,56 @@ def _seal(s: Secrets, run_id: str, column: str, value):
     return sealed
 
 
-def new_row(runner, row: dict) -> dict:
+def new_row(ctx, row: dict) -> dict:
     """The first row of a sensitive run as the store keeps it: input, params and cursor sealed."""
-    s = runner.secrets
-    runner.cursor.secrets = s.kept()
+    s = ctx.secrets
+    ctx.cursor.secrets = s.kept()
     s.changed = False
-    out = dict(row, cursor=runner.cursor.to_json())
+    out = dict(row, cursor=ctx.cursor.to_json())
     for column in ("input", "params", "cursor"):
         out[column] = _seal(s, row["id"], column, out.get(column))
     return out
 
 
-def protect(runner, run: dict, steps: list, status) -> tuple:
+def protect(ctx, run: dict, steps: list, status) -> tuple:
     """``(run, steps)`` of one commit as the store keeps them (see the module docstring)."""
-    s = runner.secrets
+    s = ctx.secrets
     if s.changed:
-        runner.cursor.secrets = s.kept()
+        ctx.cursor.secrets = s.kept()
         s.changed = False
-    cursor = runner.cursor.to_json()
+    cursor = ctx.cursor.to_json()
     steps = [s.step(row) for row in steps]
     out = dict(run)
     if out.get("error") is not None:
         out["error"] = s.scrub(out["error"])
-    if status in FINAL and not _parent_live(runner):  # the run ended: no plaintext is needed any more
+    if status in FINAL and not _parent_live(ctx):  # the run ended: no plaintext is needed any more
         out["cursor"] = s.scrub({k: v for k, v in cursor.items() if k != "secrets"})
-        out["input"] = s.scrub(runner.row.get("input"))
-        out["params"] = s.scrub(runner.row.get("params"))
+        out["input"] = s.scrub(ctx.row.get("input"))
+        out["params"] = s.scrub(ctx.row.get("params"))
         if "output" in out:
             out["output"] = s.scrub(out["output"])
         return out, steps
-    out["cursor"] = _seal(s, runner.id, "cursor", cursor)
+    out["cursor"] = _seal(s, ctx.id, "cursor", cursor)
     if "output" in out:  # a child run: its parent reads the output, then drops it (drop_children)
-        out["output"] = _seal(s, runner.id, "output", out["output"])
+        out["output"] = _seal(s, ctx.id, "output", out["output"])
     return out, steps
 
 
-def _parent_live(runner) -> bool:
+def _parent_live(ctx) -> bool:
     """A child run whose parent has not ended: the parent still reads its output and saga."""
-    parent_id = runner.row.get("parent_id")
+    parent_id = ctx.row.get("parent_id")
     if not parent_id:
         return False
     try:
-        return runner.store.get_run(parent_id, exact=True)["status"] not in FINAL
+        return ctx.store.get_run(parent_id, exact=True)["status"] not in FINAL
     except FlowctlError:
         return False  # no parent to keep anything for
 
 
-def drop_children(runner) -> None:
-    """``runner``'s run ended: its finished child runs, kept sealed for it, are redacted for good."""
-    store = runner.store
-    for child in store.list_runs(parent_id=runner.id, limit=0):
+def drop_children(ctx) -> None:
+    """the run of ``ctx`` (a :class:`~flowctl.engine.context.RunContext`) ended: its finished child runs, kept sealed for it, are redacted for good."""
+    store = ctx.store
+    for child in store.list_runs(parent_id=ctx.id, limit=0):
         kept = (child.get("cursor") or {}).get("secrets")
         if child["status"] not in FINAL or not kept:
             continue
