@@ -218,11 +218,12 @@ LAYERS = {
     "diff": {"definition", "check", "graph"},
     "store": set(),
     "scaffold": set(),
+    "telemetry": set(),
     "gate": {"definition", "expr", "store"},
-    "engine": {"definition", "expr", "check", "store", "gate"},
+    "engine": {"definition", "expr", "check", "store", "gate", "telemetry"},
     "workers": {"definition", "engine", "store"},
     "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold"},
+    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold", "telemetry"},
 }
 ROOT = {"flowctl", "errors", "diagnostics"}
 
