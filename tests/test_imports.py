@@ -222,7 +222,9 @@ LAYERS = {
     "engine": {"definition", "expr", "check", "store", "gate"},
     "workers": {"definition", "engine", "store"},
     "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold"},
+    "server": {"definition", "expr", "check", "store", "gate", "engine", "workers", "testing"},
+    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold",
+            "server"},
 }
 ROOT = {"flowctl", "errors", "diagnostics"}
 
