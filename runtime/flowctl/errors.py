@@ -6,6 +6,9 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
     FlowctlError                      base of everything flowctl raises on purpose
     ├── UsageError        USAGE       the invocation itself is unusable (CLI exit 2)
     ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
+    ├── AccessError       UNAUTHORIZED  ``flowctl serve``: no API key, or one not known or revoked (HTTP 401)
+    │   ├── ScopeError    FORBIDDEN     the key lacks the scope the request needs (HTTP 403)
+    │   └── RateLimited   RATE_LIMITED  the key's request rate is spent; try again later (HTTP 429)
     ├── StoreError        STORE       the run store cannot be opened or used (CLI exit 2)
     │   ├── RunNotFound   RUN_NOT_FOUND   no run with that id or prefix (CLI exit 2)
     │   ├── SecretKeyError SECRET_KEY     no usable key to encrypt or open a run's secrets (CLI exit 2)
@@ -59,6 +62,28 @@ class UsageError(FlowctlError):
 
 class ProjectError(FlowctlError):
     code = "PROJECT"
+
+
+class AccessError(FlowctlError):
+    """A request to ``flowctl serve`` without a usable API key (none, unknown, wrong secret, revoked)."""
+
+    code = "UNAUTHORIZED"
+
+
+class ScopeError(AccessError):
+    """The API key is valid but lacks the scope the request needs."""
+
+    code = "FORBIDDEN"
+
+
+class RateLimited(AccessError):
+    """The API key sent more requests than its rate allows; ``retry_after`` seconds until one is free."""
+
+    code = "RATE_LIMITED"
+
+    def __init__(self, message: str = "", *, hint: str = "", retry_after: float = 1.0) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after = retry_after
 
 
 class StoreError(FlowctlError):

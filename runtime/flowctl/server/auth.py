@@ -1,0 +1,103 @@
+"""Who is calling ``flowctl serve``, and whether they may: API keys, scopes, per-key rate limits.
+
+Every ``/v1`` request carries ``Authorization: Bearer fck_…`` (a key from ``flowctl keys create``,
+see :mod:`flowctl.store.apikeys`). No key, an unknown, wrong or revoked one: 401 ``UNAUTHORIZED``;
+a key without the endpoint's scope: 403 ``FORBIDDEN``; a key past its request rate: 429
+``RATE_LIMITED`` with ``Retry-After``. Each refusal is recorded in the service log (session
+``access``: :mod:`flowctl.store.servicelog`) with the key's name when it was recognised, the
+method, the path and why — never the presented key.
+
+The rate limit is a token bucket per key name, in this process: ``rate`` requests per second on
+average, bursts of ``burst``. Every authenticated request takes one token (a dry-run gate check
+too: the bucket protects the server; it is the *policies'* ``rate`` and ``dedupe`` that a dry run
+does not count toward).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from flowctl.errors import AccessError, RateLimited, ScopeError
+from flowctl.store.apikeys import allows
+
+#: Requests per second per key, on average, and the burst a key may send at once.
+DEFAULT_RATE = 50.0
+DEFAULT_BURST = 100
+
+bearer = HTTPBearer(auto_error=False, description="an API key from `flowctl keys create`")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated caller: the key's ``name`` (what records name) and its ``scopes``."""
+
+    name: str
+    scopes: tuple
+    key_id: str
+
+    @property
+    def by(self) -> str:
+        """How the run's audit log names this caller (``--by`` of the CLI)."""
+        return f"key:{self.name}"
+
+
+class Buckets:
+    """Token buckets per key name: ``take(name)`` is 0 when a request may go, else the seconds until
+    one may. ``clock``: a ``() -> seconds`` monotonic function (tests pass a fake one)."""
+
+    def __init__(self, rate: float = DEFAULT_RATE, burst: int = DEFAULT_BURST, clock=time.monotonic):
+        self.rate, self.burst, self.clock = float(rate), float(burst), clock
+        self._state: dict = {}
+        self._lock = threading.Lock()
+
+    def take(self, name: str) -> float:
+        now = self.clock()
+        with self._lock:
+            tokens, last = self._state.get(name, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens >= 1.0:
+                self._state[name] = (tokens - 1.0, now)
+                return 0.0
+            self._state[name] = (tokens, now)
+            return (1.0 - tokens) / self.rate if self.rate > 0 else 3600.0
+
+
+def _refuse(service, request: Request, exc, caller_name: str = ""):
+    service.log.append("access", {"at": time.time(), "caller": caller_name, "kind": "access_denied",
+                                  "outcome": exc.code.lower(), "reason": exc.message,
+                                  "data": {"method": request.method, "path": request.url.path}})
+    raise exc
+
+
+def need(scope: str):
+    """A FastAPI dependency: the :class:`Caller` when its key is live, has ``scope`` and rate left.
+    ``scope`` may name ``{tool}``: the request's path parameter ``tool`` fills it in."""
+
+    def dependency(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+        service = request.app.state.service
+        if credentials is None or not credentials.credentials:
+            _refuse(service, request, AccessError("this endpoint needs an API key (Authorization: Bearer fck_…)",
+                                                  hint="create one with: flowctl keys create NAME --scope " + scope))
+        row = service.keys.verify(credentials.credentials)
+        if row is None:
+            _refuse(service, request, AccessError("the API key is not known, or it was revoked",
+                                                  hint="flowctl keys list shows the live keys"))
+        needed = scope.format(**request.path_params) if "{" in scope else scope
+        caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
+        if not allows(caller.scopes, needed):
+            _refuse(service, request, ScopeError(f"key '{caller.name}' lacks the scope '{needed}'",
+                                                 hint=f"create a key with --scope {needed}"), caller.name)
+        wait = service.buckets.take(caller.name)
+        if wait > 0:
+            _refuse(service, request, RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} "
+                                                  f"requests per second", retry_after=wait), caller.name)
+        return caller
+
+    return dependency
+
+
+__all__ = ["Buckets", "Caller", "DEFAULT_BURST", "DEFAULT_RATE", "need"]

@@ -1,0 +1,151 @@
+"""Request and response bodies of ``flowctl serve`` (pydantic): what ``/openapi.json`` describes.
+
+Requests forbid unknown fields and take types strictly (``"true"`` is not a boolean, ``"5"`` not a
+number): an agent's mistake is a 422 problem naming the field, not a guess. Times are epoch
+seconds; ids as the store writes them.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+#: A session or trace id: what ties a caller's gate checks into one causal sequence.
+SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,40}$"
+#: A tool reference: contract id, optionally ``@`` and a version range (``refund_payment@^3``).
+TOOL_PATTERN = r"^[A-Za-z0-9_.-]{1,200}(@[A-Za-z0-9^~<>=*.,| +-]{1,60})?$"
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GateCheck(Request):
+    """``POST /v1/gate/check``: may this call happen?"""
+
+    tool: StrictStr = Field(pattern=TOOL_PATTERN, description="contract id, optionally @version-range")
+    input: Any = Field(default_factory=dict, description="the tool input the caller means to send")
+    session: Optional[StrictStr] = Field(default=None, pattern=SESSION_PATTERN,
+                                         description="session or trace id; default: the API key's name")
+    dry_run: StrictBool = Field(default=False, description="explain only: not recorded, not counted by rate or dedupe")
+
+
+class GateDecision(BaseModel):
+    decision: Literal["allow", "deny", "review"]
+    tool: str = Field(description="the contract that decided (id@version), or the reference asked for")
+    policy: str = Field(description="the policies that decided ('' for read-only and default deny)")
+    rule: str = Field(description="read-only | default-deny | unknown-tool | input-schema | allow | review_when | rate | dedupe | allow[i] …")
+    reason: str
+    session: str
+    seq: Optional[int] = Field(description="this decision's number in the session's causal order (null: dry run)")
+    dry_run: bool
+    caller: str = Field(description="the API key's name")
+
+
+class RunSummary(BaseModel):
+    id: str
+    flow: str
+    flow_version: Optional[str] = None
+    status: str
+    steps: int
+    created_at: float
+    updated_at: float
+    parent_id: Optional[str] = None
+    queue: Optional[str] = None
+    error: Optional[dict] = None
+
+
+class PendingReview(BaseModel):
+    state: Optional[str] = None
+    decisions: list = Field(default_factory=list)
+    show: Any = None
+    deadline: Optional[float] = None
+    policy: bool = False
+
+
+class RunDetail(RunSummary):
+    input: Any = None
+    params: Any = None
+    output: Any = None
+    available_at: Optional[float] = None
+    review: Optional[PendingReview] = None
+
+
+class RunPage(BaseModel):
+    runs: list[RunSummary]
+    next_cursor: Optional[str] = Field(description="pass as ?cursor= for the next page; null: no more")
+
+
+class Event(BaseModel):
+    seq: int
+    ts: float
+    type: str
+    state: Optional[str] = None
+    attempt: Optional[int] = None
+    data: Any = None
+    hash: str
+
+
+class EventPage(BaseModel):
+    events: list[Event]
+    next_after: Optional[int] = Field(description="pass as ?after= for the next page; null: no more yet")
+
+
+class ReviewItem(BaseModel):
+    run_id: str
+    flow: str
+    state: Optional[str] = None
+    decisions: list = Field(default_factory=list)
+    show: Any = None
+    deadline: Optional[float] = None
+    policy: bool = False
+    parent_id: Optional[str] = None
+
+
+class SubmitRun(Request):
+    flow: StrictStr = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")
+    input: Any = Field(default_factory=dict)
+    params: dict = Field(default_factory=dict)
+    queue: StrictStr = Field(default="default", pattern=r"^[A-Za-z0-9_.:-]{1,100}$")
+    priority: int = Field(default=0, ge=-2147483648, le=2147483647, strict=True)
+
+
+class Submitted(BaseModel):
+    run_id: str
+    flow: str
+    status: Literal["queued"]
+    queue: str
+
+
+class CancelRun(Request):
+    compensate: StrictBool = True
+
+
+class Decide(Request):
+    decision: StrictStr = Field(min_length=1, max_length=100)
+    token: Optional[StrictStr] = Field(default=None, min_length=1, max_length=200,
+                                       description="the review's one-time token; without it a key with the reviews scope decides")
+    data: Any = None
+
+
+class Outcome(BaseModel):
+    """A run after a request acted on it."""
+
+    run_id: str
+    flow: str
+    status: str
+    error: Optional[dict] = None
+    steps: int = 0
+    cancel_requested: bool = False
+    residue: list = Field(default_factory=list)
+    review: Optional[PendingReview] = None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+    store: str
+
+
+__all__ = ["CancelRun", "Decide", "Event", "EventPage", "GateCheck", "GateDecision", "Health", "Outcome",
+           "PendingReview", "ReviewItem", "RunDetail", "RunPage", "RunSummary", "SubmitRun", "Submitted"]

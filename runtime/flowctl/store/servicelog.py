@@ -1,0 +1,132 @@
+"""The service log of ``flowctl serve``: every gate decision and every refused request, with who asked.
+
+One append-only row per record, numbered per *session* (the caller's session or trace id): ``seq``
+1, 2, 3 … is the causal order of that session's records, and each row carries ``hash =
+sha256(prev_hash \\n session \\n seq \\n canonical(record))`` with the previous row's hash
+(``""`` for the first), so a deleted, reordered or edited row breaks the chain
+(:meth:`ServiceLog.verify`). Refused requests (401, 403, 429) are recorded in the session
+``access``.
+
+A record: ``{session, seq, at, caller, kind, tool, digest, outcome, policy, rule, reason, data,
+prev_hash, hash}``; ``at`` epoch seconds; ``kind`` one of ``gate_check``, ``access_denied``,
+``run_submitted``, ``run_cancelled``, ``review_decided``; ``caller`` the API key's name ('' when no
+key was presented or it was not recognised); ``digest`` the tool input's sha256 (the input itself is
+never kept: it may hold secrets). Storage: ``flowctl_service_log`` in the SQL run store (created on
+first use, no schema version needed), or a list on a memory store.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+
+from flowctl.store.audit import canonical
+
+FIELDS = ("at", "caller", "kind", "tool", "digest", "outcome", "policy", "rule", "reason", "data")
+
+
+def record_hash(prev_hash: str, session: str, seq: int, record: dict) -> str:
+    body = canonical({k: record.get(k) for k in FIELDS})
+    return hashlib.sha256(f"{prev_hash}\n{session}\n{seq}\n{body}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def verify_chain(rows) -> list:
+    """Problems of one session's rows in ``seq`` order (empty: intact)."""
+    problems, prev, want = [], "", 1
+    for r in rows:
+        if r["seq"] != want:
+            problems.append(f"seq {r['seq']}: expected {want} (a record is missing)")
+        if r["prev_hash"] != prev or r["hash"] != record_hash(prev, r["session"], r["seq"], r):
+            problems.append(f"seq {r['seq']}: hash does not match (the record was changed)")
+        prev, want = r["hash"], r["seq"] + 1
+    return problems
+
+
+class MemoryLog:
+    def __init__(self):
+        self._rows: dict = {}
+        self._lock = threading.Lock()
+
+    def append(self, session: str, record: dict) -> dict:
+        with self._lock:
+            rows = self._rows.setdefault(session, [])
+            seq = len(rows) + 1
+            prev = rows[-1]["hash"] if rows else ""
+            row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
+                       hash=record_hash(prev, session, seq, record))
+            rows.append(row)
+            return row
+
+    def session(self, session: str) -> list:
+        with self._lock:
+            return [dict(r) for r in self._rows.get(session, ())]
+
+    def verify(self, session: str) -> list:
+        return verify_chain(self.session(session))
+
+
+class SqlLog:
+    """The log in ``flowctl_service_log``. Appends take the next ``seq`` of the session in the same
+    transaction; two writers racing for one number: the loser retries (primary key ``(session, seq)``)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.sa = sa = store.sa
+        meta = sa.MetaData()
+        self.t = sa.Table("flowctl_service_log", meta,
+                          sa.Column("session", sa.String(64), primary_key=True),
+                          sa.Column("seq", sa.Integer, primary_key=True),
+                          sa.Column("at", sa.Float, nullable=False),
+                          sa.Column("caller", sa.String(64), nullable=False),
+                          sa.Column("kind", sa.String(32), nullable=False),
+                          sa.Column("tool", sa.String(200)),
+                          sa.Column("digest", sa.String(64)),
+                          sa.Column("outcome", sa.String(16)),
+                          sa.Column("policy", sa.Text),
+                          sa.Column("rule", sa.Text),
+                          sa.Column("reason", sa.Text),
+                          sa.Column("data", sa.Text),
+                          sa.Column("prev_hash", sa.String(64), nullable=False),
+                          sa.Column("hash", sa.String(64), nullable=False))
+        with store.engine.begin() as conn:
+            meta.create_all(conn, checkfirst=True)
+
+    def append(self, session: str, record: dict) -> dict:
+        sa, t = self.sa, self.t
+        for attempt in range(5):
+            try:
+                with self.store._begin() as conn:
+                    last = conn.execute(sa.select(t.c.seq, t.c.hash).where(t.c.session == session)
+                                        .order_by(t.c.seq.desc()).limit(1)).first()
+                    seq, prev = (last[0] + 1, last[1]) if last else (1, "")
+                    row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
+                               hash=record_hash(prev, session, seq, record))
+                    conn.execute(t.insert().values(**dict(row, data=None if row["data"] is None
+                                                          else json.dumps(row["data"], sort_keys=True))))
+                    return row
+            except sa.exc.IntegrityError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def session(self, session: str) -> list:
+        sa, t = self.sa, self.t
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(sa.select(t).where(t.c.session == session).order_by(t.c.seq)).mappings().all()
+        return [dict(r, data=None if r["data"] is None else json.loads(r["data"])) for r in rows]
+
+    def verify(self, session: str) -> list:
+        return verify_chain(self.session(session))
+
+
+def log_of(store):
+    """The service log of ``store`` (one :class:`MemoryLog` per memory store object)."""
+    if getattr(store, "engine", None) is not None and getattr(store, "sa", None) is not None:
+        return SqlLog(store)
+    found = store.__dict__.get("_service_log")
+    if found is None:
+        found = store.__dict__["_service_log"] = MemoryLog()
+    return found
+
+
+__all__ = ["MemoryLog", "SqlLog", "log_of", "record_hash", "verify_chain"]

@@ -1,0 +1,68 @@
+"""A project, a store and an API for the server tests (tests/server/)."""
+from __future__ import annotations
+
+import textwrap
+
+from support.enginekit import contract, effect_contract, task
+from support.helpers import write_project
+
+TOOLS = """
+LEDGER = []
+
+def get_order(input, call):
+    return {"order_id": input["order_id"], "total": 80}
+
+def refund(input, call):
+    LEDGER.append(("refund", input.get("amount")))
+    return {"ok": True}
+
+def verify_refund(input, output, call):
+    return True
+
+def undo_refund(input, output, call):
+    LEDGER.append(("undo", input.get("amount")))
+
+def wipe(input, call):
+    LEDGER.append(("wipe",))
+    return {}
+
+def verify_wipe(input, output, call):
+    return True
+
+def undo_wipe(input, output, call):
+    pass
+"""
+
+AMOUNT = "input_schema:\n  type: object\n  required: [amount]\n  properties:\n    amount: {type: number}\n"
+
+FILES = {
+    **contract("get_order", "get_order", extra="input_schema:\n  type: object\n  required: [order_id]\n"
+                                              "  properties:\n    order_id: {type: string}\n"),
+    **effect_contract("refund", "refund", extra=AMOUNT + "sensitive: [card]\n"),
+    **effect_contract("wipe", "wipe"),
+    "policies/refunds.yaml": textwrap.dedent("""\
+        policy: refunds
+        applies_to: [refund]
+        allow:
+          - {field: input.amount, range: [0, 100]}
+        review_when: "input.amount > `50`"
+        rate: {max: 2, window: 1h, per: run}
+        """),
+    **task("charge", "refund@^1", extra="input: {amount: input.amount, card: input.card}\n"),
+    "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "transitions/charge.yaml": textwrap.dedent("""\
+        flow: charge
+        version: 1
+        start: charge
+        transitions:
+          - {from: charge, to: ask}
+          - {from: ask, to: done}
+        """),
+}
+
+
+def make_server_project(tmp_path):
+    files = dict(FILES)
+    files["tools/tk.py"] = textwrap.dedent(TOOLS)
+    return write_project(tmp_path / "p", files)
