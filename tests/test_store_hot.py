@@ -65,7 +65,7 @@ def test_memory_store_seals_the_chain_when_read_and_detects_edits(tmp_path):
 def _refuse_events_sqlite(path):
     db = sqlite3.connect(path)
     db.execute("CREATE TRIGGER no_more BEFORE INSERT ON flowctl_events "
-               "WHEN NEW.type = 'transition_taken' BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+               "WHEN instr(NEW.data, '\"transition_taken\"') > 0 BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
     db.commit()
     db.close()
 
@@ -90,7 +90,7 @@ def test_a_failing_postgresql_commit_is_a_store_error_and_writes_nothing(tmp_pat
     root = build(tmp_path, LOOP, TOOLS)
     with psycopg.connect(pg_url, autocommit=True) as db:
         db.execute("CREATE FUNCTION no_more() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                   "IF NEW.type = 'transition_taken' THEN RAISE EXCEPTION 'disk says no'; END IF; RETURN NEW; END $$")
+                   "IF position('\"transition_taken\"' in NEW.data) > 0 THEN RAISE EXCEPTION 'disk says no'; END IF; RETURN NEW; END $$")
         db.execute("CREATE TRIGGER no_more BEFORE INSERT ON flowctl_events FOR EACH ROW EXECUTE FUNCTION no_more()")
     with pytest.raises(StoreError, match="disk says no"):
         Harness(root, store=store).run()

@@ -9,7 +9,9 @@ commit in flight, at most :data:`MAX_IDLE` kept idle):
 * the run-row UPDATE (optimistic ``last_seq`` fence, worker fencing token and lease, database
   clock) is the very statement :class:`~flowctl.store.sql.SqlStore` builds, compiled once per set of
   columns by SQLAlchemy into SQL text and a parameter order;
-* **SQLite**: ``BEGIN IMMEDIATE``; UPDATE; one INSERT per event (``executemany``); ``COMMIT`` —
+* **SQLite**: ``BEGIN IMMEDIATE``; UPDATE; the INSERT of the step's packed event row (schema 7:
+  one row per commit, :func:`flowctl.store.audit.seal_commit`; one per event for events sealed
+  one by one); ``COMMIT`` —
   WAL with ``synchronous=NORMAL`` as before: a committed step survives a crash of the process;
   the last commits before an OS crash or power loss may be lost (SQLite's documented trade-off);
 * **PostgreSQL**: one statement, sent in autocommit mode — the UPDATE in a data-modifying CTE
@@ -30,14 +32,16 @@ import threading
 
 from flowctl.errors import StoreError
 from flowctl.errors import first_line
+from flowctl.store.records import EVENT_ROW
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: More events than this in one commit (a task retried inline thousands of times) take the
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
-_EVENT_COLUMNS = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_hash", "hash", "fence")
+_EVENT_COLUMNS = EVENT_ROW
 # PostgreSQL types of the event columns: VALUES rows carry no column types of their own
-_PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer")
+_PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer",
+             "integer")
 
 
 class HotPath:
@@ -158,7 +162,9 @@ class HotPath:
             if cur.rowcount != 1:
                 cur.execute("ROLLBACK")
                 return False
-            if event_rows:
+            if len(event_rows) == 1:
+                cur.execute(self._sqlite_insert(), event_rows[0])
+            elif event_rows:
                 cur.executemany(self._sqlite_insert(), event_rows)
             cur.execute("COMMIT")
         except BaseException:
