@@ -111,10 +111,17 @@ PACK_VERSION = "flowctl-pack-1"
 _JSTR = json.encoder.encode_basestring  # a str's JSON text, non-ASCII kept (C where available)
 
 
+_NAMES: dict = {}  # (type, state) -> their JSON texts joined: a run has few of them
+
+
 def _line_head(seq, ts, type_, state, attempt) -> str:
     """The text of one packed event up to its data: ``[seq,ts,type,state,attempt,``."""
-    return (f"[{seq},{ts!r},{_JSTR(type_)},{'null' if state is None else _JSTR(state)},"
-            f"{'null' if attempt is None else int(attempt)},")
+    names = _NAMES.get((type_, state))
+    if names is None:
+        names = f"{_JSTR(type_)},{'null' if state is None else _JSTR(state)}"
+        if len(_NAMES) < 4096:
+            _NAMES[(type_, state)] = names
+    return f"[{seq},{ts!r},{names},{'null' if attempt is None else int(attempt)},"
 
 
 def pack_text(events: list) -> str:

@@ -130,17 +130,29 @@ class HotPath:
         return found
 
     # ------------------------------------------------------------------ the commit
+    def _plan(self, stmt, params: dict) -> tuple:
+        """``(sql, names, constants)`` of the UPDATE ``stmt`` for ``params``' keys (cached): the SQL
+        text, its parameters in SQL order and the values SQLAlchemy fixed when compiling."""
+        key = (id(stmt), tuple(params))
+        found = self._sql.get(key)
+        if found is None:
+            columns = tuple(k for k in params if not k.startswith("b_"))
+            sql, compiled = self._update(stmt, columns)
+            names, constants = self._positional(compiled)
+            found = self._sql[key] = (sql, compiled, columns, names, constants)
+        return found
+
     def commit(self, stmt, params: dict, event_rows: list) -> bool:
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written."""
-        columns = tuple(k for k in params if not k.startswith("b_"))
+        plan = self._plan(stmt, params)
         conn = None
         try:
             conn = self._checkout()
             if self.pg:
-                done = self._commit_pg(conn, stmt, columns, params, event_rows)
+                done = self._commit_pg(conn, stmt, plan, params, event_rows)
             else:
-                done = self._commit_sqlite(conn, stmt, columns, params, event_rows)
+                done = self._commit_sqlite(conn, plan, params, event_rows)
             self._checkin(conn)
             return done
         except StoreError:
@@ -151,9 +163,8 @@ class HotPath:
             raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
                              hint="nothing of this step was written; resume the run when the store is back") from None
 
-    def _commit_sqlite(self, conn, stmt, columns, params, event_rows) -> bool:
-        sql, compiled = self._update(stmt, columns)
-        names, constants = self._positional(compiled)
+    def _commit_sqlite(self, conn, plan, params, event_rows) -> bool:
+        sql, _compiled, _columns, names, constants = plan
         values = [params[name] if name in params else constants[name] for name in names]
         cur = conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
@@ -175,9 +186,9 @@ class HotPath:
             raise
         return True
 
-    def _commit_pg(self, conn, stmt, columns, params, event_rows) -> bool:
-        sql, compiled = self._pg_statement(stmt, columns, len(event_rows))
-        values = dict(self._positional(compiled)[1])
+    def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
+        sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
+        values = dict(plan[4])
         values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))
