@@ -21,6 +21,14 @@ commit in flight, at most :data:`MAX_IDLE` kept idle):
   after its WAL record is flushed. The statement text depends only on the column set and the
   number of events, so psycopg prepares it server-side after a few executions.
 
+**Group commit** (SQLite, issue 17 target 2b): the commits that arrive while a transaction is being
+written (the runs a worker drives at once, each in its thread) are written together in the next
+one, each in a savepoint of its own; every caller returns only once that transaction has committed,
+and one commit's failure (its UPDATE matched no row, a statement failed) undoes only its own
+savepoint. SQLite has one writer at a time anyway: several runs' steps then cost one ``BEGIN
+IMMEDIATE`` … ``COMMIT`` (one WAL append) instead of one each, and no thread sleeps in SQLite's
+busy handler waiting for another's lock.
+
 :meth:`HotPath.commit` returns ``False`` when the conditioned UPDATE matched no row (nothing was
 written; the caller explains why), raises :class:`~flowctl.errors.StoreError` when the database
 fails, and is used only for commits without step records and with at most :data:`MAX_EVENTS`
@@ -44,6 +52,16 @@ _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "
              "integer")
 
 
+class _Request:
+    """One caller's commit in a group (:meth:`HotPath._grouped`)."""
+
+    __slots__ = ("plan", "params", "rows", "done", "result", "error")
+
+    def __init__(self, plan, params, rows):
+        self.plan, self.params, self.rows = plan, params, rows
+        self.done, self.result, self.error = False, None, None
+
+
 class HotPath:
     def __init__(self, store):
         self.store = store
@@ -53,6 +71,9 @@ class HotPath:
         self._lock = threading.Lock()
         self._sql: dict = {}
         self._insert_sql = None
+        self._group = threading.Condition(threading.Lock())  # group commit (SQLite): the queue and its leader
+        self._queue: list = []
+        self._leading = False
 
     # ------------------------------------------------------------------ connections
     def _checkout(self):
@@ -144,46 +165,107 @@ class HotPath:
 
     def commit(self, stmt, params: dict, event_rows: list) -> bool:
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
-        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written."""
+        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written.
+        Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
+        if self.pg:
+            conn = None
+            try:
+                conn = self._checkout()
+                done = self._commit_pg(conn, stmt, plan, params, event_rows)
+                self._checkin(conn)
+                return done
+            except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
+                if conn is not None:
+                    _close(conn)  # it may be broken: the next commit makes a new one
+                raise self._failed(exc) from None
+        return self._grouped(_Request(plan, params, event_rows))
+
+    def _failed(self, exc) -> StoreError:
+        return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                          hint="nothing of this step was written; resume the run when the store is back")
+
+    # ------------------------------------------------------------------ group commit (SQLite)
+    def _grouped(self, req) -> bool:
+        """Group commit: the commits that arrive while one transaction is being written wait, and the
+        first of them then writes all of them in the next transaction (one ``BEGIN IMMEDIATE`` …
+        ``COMMIT``, one savepoint each). Each caller returns once that transaction has committed;
+        a commit whose UPDATE matches no row, or whose statements fail, is undone alone (its
+        savepoint) and the others are written. The driver runs the SQL without the GIL, so the
+        threads of a worker go on with their steps meanwhile."""
+        group = self._group
+        with group:
+            self._queue.append(req)
+            while self._leading and not req.done:
+                group.wait()
+            if not req.done:
+                self._leading = True
+                batch, self._queue = self._queue, []
+        if not req.done:
+            try:
+                self._commit_sqlite(batch)
+            finally:
+                with group:
+                    self._leading = False
+                    for r in batch:
+                        if not r.done:
+                            r.error = r.error or RuntimeError("the group commit was interrupted")
+                            r.done = True
+                    group.notify_all()
+        if req.error is not None:
+            raise req.error if isinstance(req.error, StoreError) else self._failed(req.error)
+        return req.result
+
+    def _commit_sqlite(self, batch: list) -> None:
+        """Write ``batch`` (requests) in one transaction on a connection of our own; each gets its result or error."""
         conn = None
         try:
             conn = self._checkout()
-            if self.pg:
-                done = self._commit_pg(conn, stmt, plan, params, event_rows)
-            else:
-                done = self._commit_sqlite(conn, plan, params, event_rows)
-            self._checkin(conn)
-            return done
-        except StoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
-            if conn is not None:
-                _close(conn)  # it may be broken: the next commit makes a new one
-            raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
-                             hint="nothing of this step was written; resume the run when the store is back") from None
-
-    def _commit_sqlite(self, conn, plan, params, event_rows) -> bool:
-        sql, _compiled, _columns, names, constants = plan
-        values = [params[name] if name in params else constants[name] for name in names]
-        cur = conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            cur.execute(sql, values)
-            if cur.rowcount != 1:
-                cur.execute("ROLLBACK")
-                return False
-            if len(event_rows) == 1:
-                cur.execute(self._sqlite_insert(), event_rows[0])
-            elif event_rows:
-                cur.executemany(self._sqlite_insert(), event_rows)
-            cur.execute("COMMIT")
-        except BaseException:
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
             try:
-                cur.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - no transaction left to roll back
-                pass
-            raise
+                if len(batch) == 1:
+                    batch[0].result = self._write_one(cur, batch[0])
+                else:
+                    for r in batch:
+                        cur.execute("SAVEPOINT flowctl_step")
+                        try:
+                            r.result = self._write_one(cur, r)
+                        except Exception as exc:  # noqa: BLE001 - this commit's own failure (a trigger, a constraint)
+                            cur.execute("ROLLBACK TO flowctl_step")
+                            r.error = exc
+                        cur.execute("RELEASE flowctl_step")
+                if len(batch) == 1 and not batch[0].result:
+                    cur.execute("ROLLBACK")
+                else:
+                    cur.execute("COMMIT")
+            except BaseException:
+                try:
+                    cur.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001 - no transaction left to roll back
+                    pass
+                raise
+            self._checkin(conn)
+        except Exception as exc:  # noqa: BLE001 - BEGIN or COMMIT failed (locked, full disk): nothing was written
+            if conn is not None:
+                _close(conn)
+            for r in batch:
+                r.result, r.error = None, r.error or exc
+        for r in batch:
+            r.done = True
+
+    def _write_one(self, cur, req) -> bool:
+        """One commit's UPDATE and INSERT inside the open transaction. False: the UPDATE matched no row."""
+        sql, _compiled, _columns, names, constants = req.plan
+        params = req.params
+        cur.execute(sql, [params[name] if name in params else constants[name] for name in names])
+        if cur.rowcount != 1:
+            return False
+        rows = req.rows
+        if len(rows) == 1:
+            cur.execute(self._sqlite_insert(), rows[0])
+        elif rows:
+            cur.executemany(self._sqlite_insert(), rows)
         return True
 
     def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
