@@ -222,7 +222,7 @@ LAYERS = {
     "engine": {"definition", "expr", "check", "store", "gate"},
     "workers": {"definition", "engine", "store"},
     "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "server": {"definition", "expr", "check", "store", "gate", "engine", "workers", "testing"},
+    "server": {"definition", "expr", "check", "graph", "store", "gate", "engine", "workers", "testing"},
     "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold",
             "server"},
 }
