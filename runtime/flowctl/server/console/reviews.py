@@ -1,10 +1,12 @@
 """The reviews inbox: ``GET /console/reviews`` [reviews] and ``POST /console/reviews/{run_id}/decide``.
 
 Each run paused for a decision is shown with its ``show`` data (redacted), its deadline (a
-countdown), the decisions it offers and, when the review state has an ``input_schema`` (the data a
-reviewer gives with the decision), a form made from the schema's top-level properties: a
-``string`` (a select for an ``enum``), ``number``/``integer``, ``boolean`` (a checkbox) each a
-field, required ones marked. The decision (confirmed in the browser first) is taken as the API's
+countdown), the decisions it offers and, when the review state has a data schema (``data_schema``
+or ``input_schema`` on the state: the data a reviewer gives with the decision), a form made from
+the schema's top-level properties: a ``string`` (a select for an ``enum``), ``number``/``integer``,
+``boolean`` (a checkbox) each a field, required ones marked. Without one, an optional JSON object.
+(The definition language has no such field on review states yet — ``flowctl validate`` rejects
+``input_schema`` there — so today every review gets the JSON field; the form is ready for when it does.) The decision (confirmed in the browser first) is taken as the API's
 ``decide`` without a token: a new token is issued and used at once, both recorded as by
 ``key:<name>`` (the signed-in key), and the run goes on in this request until it ends, pauses or
 parks; the data is checked against the schema first (a 422 page says what is wrong, nothing is
@@ -12,6 +14,7 @@ decided). The service log records ``review_decided`` with the key's name.
 """
 from __future__ import annotations
 
+import json
 import time
 
 from flowctl.server import views
@@ -30,7 +33,9 @@ def schema_of(service, row, state_id: str):
     except FlowctlError:
         project = service.project
     state = project.states.get(state_id or "")
-    schema = getattr(state, "input_schema", None) if state is not None else None
+    if state is None:
+        return None
+    schema = state.get("data_schema") or getattr(state, "input_schema", None)
     return schema if schema and hasattr(schema, "get") else None
 
 
@@ -52,10 +57,20 @@ def form_fields(schema) -> list:
 
 
 def data_from(fields: list, posted: dict):
-    """The decision's data from the posted ``data.<name>`` values, typed by ``fields`` (None when
-    the schema has no fields); raises ``ValueError`` naming a number that is not one."""
+    """The decision's data from the posted ``data.<name>`` values, typed by ``fields``; without
+    fields, the JSON object posted as ``data_json`` (None when empty). Raises ``ValueError`` naming
+    a number that is not one, or JSON that is not an object."""
     if not fields:
-        return None
+        text = (posted.get("data_json") or "").strip()
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"the data is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("the data must be a JSON object")
+        return data
     data = {}
     for f in fields:
         raw = posted.get(f"data.{f['name']}")
