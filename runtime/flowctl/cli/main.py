@@ -506,5 +506,57 @@ def workers(root, db, show_all, fmt):
     _call("workers", root=root, db=db, show_all=show_all, fmt=fmt)
 
 
+# ------------------------------------------------------------------------------------ serve (issue 19)
+@main.command()
+@_root_db
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; another than loopback needs at least one live API key.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--rate", default=50.0, show_default=True, type=click.FloatRange(min=0.001), metavar="N",
+              help="Requests per second per API key, on average.")
+@click.option("--burst", default=100, show_default=True, type=click.IntRange(min=1), metavar="N",
+              help="Requests an API key may send at once.")
+def serve(root, db, host, port, rate, burst):
+    """Serve the gate, runs and reviews over HTTP (OpenAPI at /openapi.json). Needs flowctl[serve].
+
+    \b
+    Examples:
+      flowctl keys create agent --scope gate && flowctl serve
+      flowctl serve --host 0.0.0.0 --port 9000 --db postgresql://flowctl@db/flowctl
+    """
+    _call("serve", host=host, port=port, root=root, db=db, rate=rate, burst=burst)
+
+
+@main.group()
+def keys():
+    """API keys of flowctl serve: stored hashed in the run store, scoped, revocable."""
+
+
+@keys.command(name="create")
+@click.argument("name")
+@click.option("--scope", "scopes", multiple=True, required=True, metavar="SCOPE",
+              help="gate, runs:read, runs:write, reviews, invoke:<tool>, admin (repeatable).")
+@_root_db
+def keys_create(name, scopes, root, db):
+    """Create key NAME and print it once (only its hash is kept)."""
+    _call("keys", action="create", name=name, scopes=scopes, root=root, db=db, by=_login())
+
+
+@keys.command(name="list")
+@_root_db
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def keys_list(root, db, fmt):
+    """List keys: name, scopes, live or revoked (never a key)."""
+    _call("keys", action="list", name=None, scopes=(), root=root, db=db, fmt=fmt)
+
+
+@keys.command(name="revoke")
+@click.argument("name")
+@_root_db
+def keys_revoke(name, root, db):
+    """Revoke key NAME at once."""
+    _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,53 @@
+"""``flowctl serve [--host 127.0.0.1] [--port 8080] [--db URL] [--root DIR]``: the gate, the runs
+and the reviews of the project over HTTP (:mod:`flowctl.server`), on uvicorn.
+
+Binds to 127.0.0.1 unless ``--host`` says otherwise; on any other address it refuses to start
+(exit 2) while the store holds no live API key. Every ``/v1`` request needs a key
+(``flowctl keys create``). Needs the ``flowctl[serve]`` extra (fastapi, uvicorn)."""
+from __future__ import annotations
+
+import ipaddress
+
+import click
+
+from flowctl.cli.commands._common import open_project, open_store
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def run(host, port, root, db, rate, burst) -> int:
+    from flowctl.errors import UsageError
+
+    try:
+        import uvicorn
+
+        from flowctl.server import create_app
+    except ImportError as exc:
+        raise UsageError(f"flowctl serve needs FastAPI and uvicorn ({exc.name} is not installed)",
+                         hint="pip install 'flowctl[serve]'") from None
+    from flowctl.store.apikeys import keys_of
+
+    project = open_project(root)
+    store = open_store(db, project.root, create=True)
+    try:
+        live = keys_of(store).any_live()
+        if not loopback(host) and not live:
+            raise UsageError(f"refusing to listen on {host}: the store holds no live API key, so nothing could call it",
+                             hint="create one first: flowctl keys create NAME --scope gate (or listen on 127.0.0.1)")
+        if not live:
+            click.echo("note: no API key yet: every /v1 request is refused (401) until one is created with "
+                       "flowctl keys create NAME --scope gate", err=True)
+        app = create_app(project, store, rate=rate, burst=burst)
+        click.echo(f"flowctl serve: http://{host}:{port} (OpenAPI at /openapi.json; store {store.url})", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)
+    finally:
+        store.close()
+    return 0

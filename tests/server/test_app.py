@@ -1,0 +1,114 @@
+"""The run and review endpoints (flowctl.server.app, flowctl.server.views): sensitive values never
+leave in plaintext, paging is stable, submit/cancel/decide act through the engine and record who did."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import uvicorn
+
+CARD = "4111-2222-3333-4444"
+
+
+def paused_run(api, amount=10):
+    result = api.service.engine.run("charge", {"amount": amount, "card": CARD})
+    assert result.status == "paused", result
+    return result
+
+
+def test_a_run_and_its_events_never_show_a_sensitive_value(api):
+    run = paused_run(api)
+    h = api.key("dash", "runs:read")
+    r = api.client.get(f"/v1/runs/{run.run_id}", headers=h)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "paused" and body["input"] == {"amount": 10, "card": "***redacted***"}
+    assert body["review"]["state"] == "ask" and body["review"]["decisions"] == ["approve", "reject"]
+    assert "cursor" not in body and "token" not in r.text
+    events = api.client.get(f"/v1/runs/{run.run_id[:8]}/events", headers=h).json()["events"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert "tool_succeeded" in [e["type"] for e in events]
+    for text in (r.text, json.dumps(events), api.client.get("/v1/runs", headers=h).text,
+                 api.client.get("/v1/reviews", headers=api.key("rev", "reviews")).text):
+        assert CARD not in text
+
+
+def test_runs_are_listed_newest_first_page_by_page(api):
+    h = api.key("ops", "runs:read", "runs:write")
+    ids = [api.client.post("/v1/runs", json={"flow": "charge", "input": {"amount": i, "card": CARD}}, headers=h)
+           .json()["run_id"] for i in range(5)]
+    seen, cursor = [], None
+    while True:
+        page = api.client.get("/v1/runs", params={"limit": 2, **({"cursor": cursor} if cursor else {})}, headers=h).json()
+        seen += [r["id"] for r in page["runs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))
+    queued = api.client.get("/v1/runs", params={"status": "queued", "flow": "charge"}, headers=h).json()["runs"]
+    assert len(queued) == 5 and api.client.get("/v1/runs", params={"flow": "other"}, headers=h).json()["runs"] == []
+
+
+def test_a_submitted_run_is_queued_for_workers_and_can_be_cancelled(api):
+    h = api.key("ops", "runs:read", "runs:write")
+    r = api.client.post("/v1/runs", json={"flow": "charge", "input": {"amount": 1, "card": CARD}}, headers=h)
+    assert r.status_code == 201 and r.json()["status"] == "queued"
+    run_id = r.json()["run_id"]
+    assert api.store.get_run(run_id)["status"] == "queued"
+    bad = api.client.post("/v1/runs", json={"flow": "nope"}, headers=h)
+    assert bad.status_code == 400 and bad.json()["code"] == "USAGE"
+    cancelled = api.client.post(f"/v1/runs/{run_id}/cancel", json={"compensate": True}, headers=h)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    events = api.store.events(run_id)
+    assert any(e["type"] == "run_cancelled" and "key:ops" in json.dumps(e["data"]) for e in events), events
+    again = api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)
+    assert again.status_code == 409 and again.json()["code"] == "USAGE"
+
+
+def test_a_review_is_decided_over_http_with_its_token_or_by_a_reviewer(api):
+    h = api.key("alice", "reviews")
+    with_token = paused_run(api)
+    pending = api.client.get("/v1/reviews", headers=h).json()
+    assert [p["run_id"] for p in pending] == [with_token.run_id] and pending[0]["state"] == "ask"
+    wrong = api.client.post(f"/v1/reviews/{with_token.run_id}/decide", json={"decision": "approve", "token": "nope"},
+                            headers=h)
+    assert 400 <= wrong.status_code < 500 and wrong.headers["content-type"] == "application/problem+json"
+    ok = api.client.post(f"/v1/reviews/{with_token.run_id}/decide",
+                         json={"decision": "approve", "token": with_token.review["token"]}, headers=h)
+    assert ok.status_code == 200 and ok.json()["status"] == "succeeded", ok.text
+    by_reviewer = paused_run(api, amount=20)
+    done = api.client.post(f"/v1/reviews/{by_reviewer.run_id}/decide", json={"decision": "reject"}, headers=h)
+    assert done.status_code == 200 and done.json()["status"] in ("succeeded", "failed"), done.text
+    decided = [e for e in api.store.events(by_reviewer.run_id) if e["type"] == "review_decided"]
+    assert decided and "key:alice" in json.dumps(decided[0]["data"])
+    assert [r["kind"] for r in api.service.log.session("alice")] == ["review_decided", "review_decided"]
+    assert api.client.get("/v1/reviews", headers=h).json() == []
+
+
+def test_the_app_serves_real_http_on_uvicorn(api):
+    h = api.key("agent", "gate")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(api.asgi, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/healthz").json()["status"] == "ok"
+        r = httpx.post(f"{base}/v1/gate/check", json={"tool": "refund", "input": {"amount": 5}}, headers=h)
+        assert r.status_code == 200 and r.json()["decision"] == "allow"
+        assert httpx.post(f"{base}/v1/gate/check", json={"tool": "refund"}).status_code == 401
+        assert "/v1/gate/check" in httpx.get(f"{base}/openapi.json").json()["paths"]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    assert not thread.is_alive()

@@ -1,0 +1,72 @@
+"""Who may call: API keys stored hashed, scopes, revocation, per-key rate limits; every refusal
+recorded (flowctl.server.auth, flowctl.store.apikeys)."""
+from __future__ import annotations
+
+import hashlib
+
+from flowctl.store.apikeys import keys_of
+
+GATE = ("/v1/gate/check", {"tool": "get_order", "input": {"order_id": "A"}})
+
+
+def post_gate(api, headers=None):
+    return api.client.post(GATE[0], json=GATE[1], headers=headers or {})
+
+
+def test_no_key_or_a_wrong_key_is_401_and_recorded(api):
+    api.key("agent", "gate")
+    for headers in ({}, {"Authorization": "Bearer fck_000000000000_" + "A" * 43}, {"Authorization": "Bearer nonsense"},
+                    {"Authorization": "Basic dXNlcjpwdw=="}):
+        r = post_gate(api, headers)
+        assert r.status_code == 401, (headers, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["code"] == "UNAUTHORIZED" and r.headers["www-authenticate"] == "Bearer"
+    rows = api.service.log.session("access")
+    assert [(r["outcome"], r["caller"], r["data"]["path"]) for r in rows] == [("unauthorized", "", "/v1/gate/check")] * 4
+    assert "A" * 43 not in str(rows) and "nonsense" not in str(rows)  # the presented key is never kept
+
+
+def test_a_tampered_secret_of_a_real_key_id_is_refused(api):
+    good = api.key("agent", "gate")["Authorization"]
+    forged = good[:-1] + ("B" if good[-1] != "B" else "C")
+    assert post_gate(api, {"Authorization": forged}).status_code == 401
+    assert post_gate(api, {"Authorization": good}).status_code == 200
+
+
+def test_a_key_without_the_scope_is_403_and_recorded_with_its_name(api):
+    reader = api.key("dashboard", "runs:read")
+    r = post_gate(api, reader)
+    assert r.status_code == 403 and r.json()["code"] == "FORBIDDEN" and "gate" in r.json()["detail"]
+    assert api.client.get("/v1/runs", headers=reader).status_code == 200
+    assert api.client.get("/v1/reviews", headers=reader).status_code == 403
+    admin = api.key("root", "admin")
+    assert post_gate(api, admin).status_code == 200 and api.client.get("/v1/reviews", headers=admin).status_code == 200
+    rows = api.service.log.session("access")
+    assert [(r["outcome"], r["caller"]) for r in rows] == [("forbidden", "dashboard"), ("forbidden", "dashboard")]
+
+
+def test_a_revoked_key_stops_working_at_once(api):
+    h = api.key("agent", "gate")
+    assert post_gate(api, h).status_code == 200
+    keys_of(api.store).revoke("agent")
+    assert post_gate(api, h).status_code == 401
+
+
+def test_keys_are_stored_as_a_sha256_of_the_secret_only(api):
+    printed = api.key("agent", "gate")["Authorization"].split()[1]
+    secret = printed.split("_", 2)[2]
+    with api.store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT * FROM flowctl_api_keys").mappings().all()
+    (row,) = rows
+    assert secret not in str(dict(row)) and printed not in str(dict(row))
+    assert row["secret_hash"] == hashlib.sha256(secret.encode()).hexdigest()
+
+
+def test_each_key_has_its_own_rate_and_a_spent_one_is_429_with_retry_after(make_api):
+    api = make_api(rate=0.01, burst=2)
+    a, b = api.key("a", "gate"), api.key("b", "gate")
+    assert [post_gate(api, a).status_code for _ in range(3)] == [200, 200, 429]
+    r = post_gate(api, a)
+    assert r.json()["code"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
+    assert post_gate(api, b).status_code == 200  # another key's bucket is untouched
+    assert [r["outcome"] for r in api.service.log.session("access")] == ["rate_limited", "rate_limited"]

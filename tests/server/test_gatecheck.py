@@ -1,0 +1,80 @@
+"""POST /v1/gate/check answers as the engine's gate would, records who asked in causal order, and
+a dry run neither records nor counts (flowctl.server.gatecheck)."""
+from __future__ import annotations
+
+from flowctl.store.audit import REDACTED
+
+
+def check(api, headers, tool, tool_input, **kw):
+    r = api.client.post("/v1/gate/check", json={"tool": tool, "input": tool_input, **kw}, headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_allow_deny_and_review_name_the_rule_that_decided(api):
+    h = api.key("agent", "gate")
+    allowed = check(api, h, "refund@^1", {"amount": 10})
+    assert (allowed["decision"], allowed["policy"], allowed["rule"]) == ("allow", "refunds", "allow")
+    assert allowed["tool"] == "refund@1.0.0" and allowed["caller"] == "agent"
+    over = check(api, h, "refund", {"amount": 500})
+    assert (over["decision"], over["rule"]) == ("deny", "allow[0] range on input.amount")
+    assert "outside [0, 100]" in over["reason"]
+    review = check(api, h, "refund", {"amount": 70})
+    assert (review["decision"], review["rule"]) == ("review", "review_when")
+    read_only = check(api, h, "get_order", {"order_id": "A-1"})
+    assert (read_only["decision"], read_only["rule"]) == ("allow", "read-only")
+
+
+def test_a_side_effecting_tool_no_policy_covers_and_an_unknown_tool_are_denied(api):
+    h = api.key("agent", "gate")
+    wipe = check(api, h, "wipe", {})
+    assert (wipe["decision"], wipe["rule"], wipe["policy"]) == ("deny", "default-deny", "")
+    ghost = check(api, h, "drop_database", {})
+    assert (ghost["decision"], ghost["rule"]) == ("deny", "unknown-tool")
+    none_satisfies = check(api, h, "refund@^2", {"amount": 1})  # no version in that range
+    assert none_satisfies["decision"] == "deny" and none_satisfies["rule"] == "unknown-tool"
+
+
+def test_the_input_is_checked_against_the_contract_schema_before_the_gate(api):
+    h = api.key("agent", "gate")
+    bad = check(api, h, "refund", {"amount": "ten"})
+    assert (bad["decision"], bad["rule"]) == ("deny", "input-schema")
+    assert "/amount" in bad["reason"]
+    assert api.store.gate_count("run_id", "agent", "refund", 0) == 0  # never reached the gate's counters
+
+
+def test_decisions_are_recorded_with_the_caller_in_causal_order_per_session(api):
+    a, b = api.key("agent-a", "gate"), api.key("agent-b", "gate")
+    first = check(api, a, "refund", {"amount": 1}, session="trace-1")
+    second = check(api, b, "wipe", {}, session="trace-1")
+    other = check(api, a, "refund", {"amount": 2})
+    assert (first["seq"], second["seq"], other["seq"], other["session"]) == (1, 2, 1, "agent-a")
+    rows = api.service.log.session("trace-1")
+    assert [(r["seq"], r["caller"], r["outcome"], r["rule"]) for r in rows] == [
+        (1, "agent-a", "allow", "allow"), (2, "agent-b", "deny", "default-deny")]
+    assert all("input" not in r for r in rows) and rows[0]["digest"]
+    assert api.service.log.verify("trace-1") == []
+
+
+def test_a_dry_run_is_neither_recorded_nor_counted_toward_rate_limits(api):
+    h = api.key("agent", "gate")  # refunds: at most 2 allowed calls per session (rate per run)
+    for _ in range(3):
+        dry = check(api, h, "refund", {"amount": 1}, session="s", dry_run=True)
+        assert dry["decision"] == "allow" and dry["seq"] is None and dry["dry_run"] is True
+    assert api.service.log.session("s") == []
+    assert check(api, h, "refund", {"amount": 1}, session="s")["decision"] == "allow"
+    assert check(api, h, "refund", {"amount": 2}, session="s")["decision"] == "allow"
+    third = check(api, h, "refund", {"amount": 3}, session="s")
+    assert (third["decision"], third["rule"]) == ("deny", "rate")
+    explained = check(api, h, "refund", {"amount": 3}, session="s", dry_run=True)
+    assert explained["rule"] == "rate"  # a dry run explains the limit it would hit
+    assert [r["seq"] for r in api.service.log.session("s")] == [1, 2, 3]
+
+
+def test_sensitive_values_do_not_reach_the_recorded_reason(api):
+    h = api.key("agent", "gate")
+    card = "4111-1111-1111-1111"
+    r = check(api, h, "refund", {"amount": card, "card": card})  # the schema names the value
+    assert r["decision"] == "deny" and card not in r["reason"] and REDACTED in r["reason"]
+    (row,) = api.service.log.session("agent")
+    assert card not in str(row)

@@ -1,0 +1,51 @@
+"""``flowctl keys`` and ``flowctl serve`` (cli/commands/keys.py, serve.py): a key printed once and
+usable, listed without its secret, revoked; serve refuses a non-loopback host without a live key."""
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from flowctl.cli.commands.serve import loopback
+from flowctl.cli.main import main
+from flowctl.store.apikeys import keys_of
+from flowctl.store.sql import open_store
+from support.serverkit import make_server_project
+
+
+def cli(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_keys_create_list_revoke(tmp_path):
+    root = make_server_project(tmp_path)
+    db = f"sqlite:///{tmp_path}/k.db"
+    made = cli("keys", "create", "agent", "--scope", "gate", "--scope", "invoke:refund", "--root", str(root), "--db", db)
+    assert made.exit_code == 0, made.output
+    printed = made.stdout.strip().splitlines()[-1]
+    assert printed.startswith("fck_")
+    store = open_store(db)
+    try:
+        assert keys_of(store).verify(printed)["scopes"] == ["gate", "invoke:refund"]
+    finally:
+        store.close()
+    listed = cli("keys", "list", "--root", str(root), "--db", db)
+    assert "agent" in listed.output and "live" in listed.output and printed.split("_")[2] not in listed.output
+    assert cli("keys", "create", "agent", "--scope", "gate", "--root", str(root), "--db", db).exit_code == 2
+    assert cli("keys", "create", "x", "--scope", "root", "--root", str(root), "--db", db).exit_code == 2
+    assert cli("keys", "revoke", "agent", "--root", str(root), "--db", db).exit_code == 0
+    store = open_store(db)
+    try:
+        assert keys_of(store).verify(printed) is None
+    finally:
+        store.close()
+    assert "revoked" in cli("keys", "list", "--root", str(root), "--db", db).output
+
+
+def test_serve_refuses_a_public_host_without_a_key(tmp_path):
+    root = make_server_project(tmp_path)
+    r = cli("serve", "--host", "0.0.0.0", "--port", "0", "--root", str(root), "--db", f"sqlite:///{tmp_path}/s.db")
+    assert r.exit_code == 2 and "no live API key" in r.output
+
+
+def test_loopback_addresses():
+    assert all(loopback(h) for h in ("127.0.0.1", "127.3.2.1", "::1", "[::1]", "localhost"))
+    assert not any(loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))

@@ -1,0 +1,60 @@
+"""API keys and the service log in the run store (flowctl.store.apikeys, flowctl.store.servicelog):
+the same behaviour on SQLite, PostgreSQL and the memory store; a changed log row is detected."""
+from __future__ import annotations
+
+import pytest
+
+from flowctl.errors import UsageError
+from flowctl.store.apikeys import keys_of
+from flowctl.store.memory import MemoryStore
+from flowctl.store.servicelog import log_of
+from flowctl.store.sql import open_store
+from support.pg import pg_url  # noqa: F401 - the fixture
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        s = MemoryStore()
+    elif request.param == "sqlite":
+        s = open_store(f"sqlite:///{tmp_path}/s.db")
+    else:
+        s = open_store(request.getfixturevalue("pg_url"))
+    yield s
+    s.close()
+
+
+def test_a_key_verifies_until_revoked_and_never_by_a_near_miss(store):
+    keys = keys_of(store)
+    row, printed = keys.create("agent", ["gate", "invoke:refund", "gate"])
+    assert row["scopes"] == ["gate", "invoke:refund"] and "secret_hash" not in row
+    assert keys.verify(printed)["name"] == "agent"
+    key_id, secret = printed.split("_")[1], printed.split("_", 2)[2]
+    for wrong in ("", "fck_", printed + "x", printed[:-1], f"fck_{key_id}_{'A' * 43}", printed.upper()):
+        assert keys.verify(wrong) is None, wrong
+    with pytest.raises(UsageError):
+        keys.create("agent", ["gate"])
+    with pytest.raises(UsageError):
+        keys.create("Agent!", ["gate"])
+    with pytest.raises(UsageError):
+        keys.create("other", ["everything"])
+    keys.revoke("agent")
+    assert keys.verify(printed) is None and keys.list()[0]["revoked_at"] is not None
+    assert secret not in str(keys.list())
+    with pytest.raises(UsageError):
+        keys.revoke("ghost")
+
+
+def test_the_service_log_numbers_each_session_and_detects_a_changed_row(store):
+    log = log_of(store)
+    for i in range(3):
+        log.append("s1", {"at": float(i), "caller": "a", "kind": "gate_check", "outcome": "allow", "data": {"i": i}})
+    log.append("s2", {"at": 9.0, "caller": "b", "kind": "gate_check", "outcome": "deny"})
+    assert [r["seq"] for r in log.session("s1")] == [1, 2, 3] and [r["seq"] for r in log.session("s2")] == [1]
+    assert log.verify("s1") == [] and log.verify("s2") == []
+    if getattr(store, "engine", None) is None:
+        log._rows["s1"][1]["outcome"] = "deny"
+    else:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE flowctl_service_log SET outcome = 'deny' WHERE session = 's1' AND seq = 2")
+    assert log.verify("s1") == ["seq 2: hash does not match (the record was changed)"]
