@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import textwrap
 
+import pytest
+
 import flowctl
 from flowctl.engine.tools import resolve
 from flowctl.server import create_app
@@ -107,3 +109,12 @@ class Console:
 
     def close(self):
         self.store.close()
+
+
+@pytest.fixture
+def console(tmp_path):
+    """A :class:`Console` (import it into a test module: tests/server/console/ has no conftest.py,
+    so that ``from conftest import …`` in tests/server stays unambiguous)."""
+    c = Console(tmp_path)
+    yield c
+    c.close()

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from flowctl.server.console.auth import COOKIE, decode, encode
+from support.consolekit import console  # noqa: F401 - the fixture
 
 
 def test_signing_in_sets_a_signed_httponly_strict_cookie_and_never_the_key(console):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from support.consolekit import console  # noqa: F401 - the fixture
+
 
 def admin(console):
     return console.client(console.key("ann", "admin"))
