@@ -8,7 +8,9 @@ from flowctl.engine.redrive import redrive
 from flowctl.engine.tools import resolve
 from flowctl.errors import UsageError
 from flowctl.store.audit import verify_run
+from flowctl.store.sql import open_store
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
+from support.pg import pg_url  # noqa: F401 - the fixture
 
 TOOLS = """
 LEDGER = []
@@ -53,8 +55,10 @@ def fix(h):
     resolve("tk:BROKEN", str(h.root / "orchestration" / "tools"))[0] = False
 
 
-def test_a_failed_run_continues_from_the_failed_step_after_its_tool_is_fixed(tmp_path):
-    h = harness(tmp_path, sqlite_store(tmp_path))
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_a_failed_run_continues_from_the_failed_step_after_its_tool_is_fixed(tmp_path, backend, request):
+    store = sqlite_store(tmp_path) if backend == "sqlite" else open_store(request.getfixturevalue("pg_url"))
+    h = harness(tmp_path, store)
     failed = h.run("f", {"id": "1", "to": "Oslo"})
     assert failed.status == "failed" and failed.error["state"] == "s"
     assert h.ledger() == [("pay", "1"), ("ship", "Oslo"), ("undo", "1")]  # the default handler compensated
@@ -69,6 +73,7 @@ def test_a_failed_run_continues_from_the_failed_step_after_its_tool_is_fixed(tmp
     assert redriven[0]["data"]["by"] == "key:ann" and redriven[0]["data"]["reason"] == "carrier back up"
     assert redriven[0]["state"] == "s" and redriven[0]["data"]["error"]["state"] == "s"
     assert verify_run(row, h.store.events(failed.run_id)) == []  # one run, one unbroken chain
+    store.close()
 
 
 def test_an_edited_context_is_used_and_recorded_before_and_after(tmp_path):
@@ -109,3 +114,20 @@ def test_what_cannot_be_redriven_is_refused_and_nothing_is_recorded(tmp_path, ca
     with pytest.raises(UsageError, match=match):
         redrive(h.engine, run.run_id, **kw)
     assert h.store.get_run(run.run_id)["last_seq"] == before
+
+
+def test_a_redrive_that_read_the_run_before_another_won_is_refused_and_calls_nothing(tmp_path, monkeypatch):
+    from flowctl.errors import RunConflict
+
+    h = harness(tmp_path, sqlite_store(tmp_path))
+    failed = h.run("f", {"id": "1", "to": "Oslo"})
+    stale = h.store.get_run(failed.run_id)  # the second redrive read the row here ...
+    fix(h)
+    assert redrive(h.engine, failed.run_id, by="ann").status == "succeeded"  # ... then the first one won
+    calls = len(h.ledger())
+    monkeypatch.setattr(h.store, "get_run", lambda run_id: dict(stale))
+    with pytest.raises(RunConflict):
+        redrive(h.engine, failed.run_id, by="bob")
+    assert len(h.ledger()) == calls  # nothing called again
+    monkeypatch.undo()
+    assert [e["data"]["by"] for e in h.store.events(failed.run_id) if e["type"] == "run_redriven"] == ["ann"]

@@ -2,7 +2,7 @@
 
 The project is serverkit's (``charge``: a refund with compensation, then a review) plus ``ship``
 (a tool that fails while ``tk.BROKEN[0]`` holds, or when sent to ``nowhere``) and ``grant`` (a
-review with a 2-hour deadline). :class:`Console` signs in
+review with a 2-hour deadline) and ``parent`` (``ship`` as a child run). :class:`Console` signs in
 through the sign-in form with a :class:`starlette.testclient.TestClient` (it keeps the cookie).
 """
 from __future__ import annotations
@@ -53,6 +53,8 @@ CONSOLE_FILES = {
         timeout: 2h
         on_timeout: {goto: done}
         """),
+    "states/fan.yaml": "id: fan\ntype: subflow\nflow: ship\ninput: {to: input.to}\n",
+    "transitions/parent.yaml": "flow: parent\nversion: 1\nstart: fan\ntransitions:\n  - {from: fan, to: done}\n",
     "transitions/grant.yaml": textwrap.dedent("""\
         flow: grant
         version: 1

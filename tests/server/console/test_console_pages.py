@@ -42,6 +42,17 @@ def test_a_run_page_shows_graph_marks_timeline_masked_data_and_audit(console):
     assert 'kind-gate' in page and 'kind-effect' in page and 'kind-verify' in page
 
 
+def test_a_parent_run_shows_its_child_runs_as_a_tree_and_a_child_links_back(console):
+    console.fix()
+    parent = console.engine.run("parent", {"to": "Oslo"})
+    child = console.store.list_runs(parent_id=parent.run_id, limit=0)[0]
+    c = admin(console)
+    page = c.get(f"/console/runs/{parent.run_id}").text
+    assert re.search(rf'<ul class="tree">\s*<li><a href="/console/runs/{child["id"]}">', page)
+    assert f'child of <a href="/console/runs/{parent.run_id}">' in c.get(f"/console/runs/{child['id']}").text
+    assert f'data-run="{child["id"]}"' not in c.get("/console/runs").text  # the list shows top-level runs
+
+
 def test_cancelling_with_compensation_undoes_and_shows_it_in_the_timeline(console):
     paused = console.engine.run("charge", {"amount": 10, "card": "4111"})
     c = admin(console)
