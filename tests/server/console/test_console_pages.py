@@ -164,3 +164,17 @@ def test_health_shows_the_rates_against_their_thresholds(console):
     assert re.search(r'id="runs-count">2<', page) and re.search(r'id="success-rate">100.0%<', page)
     assert re.search(r'<tr class="over" id="rate-human_takeover_rate">', page)  # 1 of 2 runs > 5%
     assert re.search(r'<tr class="fine" id="rate-rollback_failure_rate">', page)
+
+
+def test_without_jinja2_the_console_says_what_to_install_and_the_api_still_works(console, monkeypatch):
+    import sys
+
+    from starlette.testclient import TestClient
+
+    from flowctl.server import create_app
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # import jinja2 now raises ImportError
+    c = TestClient(create_app(console.project, console.store), base_url="http://testserver")
+    r = c.get("/console/runs")
+    assert r.status_code == 503 and "pip install 'flowctl[serve]'" in r.text
+    assert c.get("/healthz").status_code == 200

@@ -13,7 +13,7 @@ import secrets as _secrets
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import PlainTextResponse, RedirectResponse
 
 from flowctl.server.console import actions, auth, health, reviews, run, runs
 from flowctl.server.console.web import PREFIX, static
@@ -30,9 +30,19 @@ class Console:
 def mount(app, service, *, secret: bytes | None = None) -> None:
     """Serve the console on ``app`` under ``/console`` over ``service``
     (:class:`flowctl.server.app.Service`). ``secret``: the key signing session cookies (default:
-    32 random bytes, so a restart signs everyone out)."""
+    32 random bytes, so a restart signs everyone out). Without Jinja2 installed every console path
+    answers 503 saying so (the API still works)."""
     app.state.console = Console(service, secret or _secrets.token_bytes(32))
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
+    try:
+        import jinja2  # noqa: F401 - the templates' engine, part of the flowctl[serve] extra
+    except ImportError:
+        @router.get("{rest:path}")
+        def missing(rest: str):
+            return PlainTextResponse("the console needs Jinja2: pip install 'flowctl[serve]'", status_code=503)
+
+        app.include_router(router)
+        return
 
     @router.get("")
     @router.get("/")
