@@ -43,8 +43,9 @@ def _aliases(service, contract) -> tuple:
     return cache[contract.ref]
 
 
-def decide(service, tool: str, tool_input, *, dry_run: bool) -> tuple:
-    """``(Decision, contract or None)`` for one call, without recording it."""
+def refusal(service, tool: str, tool_input) -> tuple:
+    """``(Decision or None, contract or None)``: the denial a call gets before the gate is asked
+    (rules 1 and 2 above), or None and the contract the gate decides for."""
     contract = service.project.resolve_tool(tool)
     if contract is None:
         return Decision("deny", rule="unknown-tool", reason=f"no contract matches '{tool}' (default deny)"), None
@@ -59,7 +60,7 @@ def decide(service, tool: str, tool_input, *, dry_run: bool) -> tuple:
 def check(service, caller, tool: str, tool_input, session: str | None, dry_run: bool) -> dict:
     """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`)."""
     session = session or caller.name
-    decision, contract = decide(service, tool, tool_input, dry_run=dry_run)
+    decision, contract = refusal(service, tool, tool_input)
     digest = input_digest(tool_input)
     if decision is None:
         decision = service.gate.decide(contract, tool_input, run_id=session, flow="", record=not dry_run,
@@ -79,4 +80,4 @@ def check(service, caller, tool: str, tool_input, session: str | None, dry_run: 
             "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}
 
 
-__all__ = ["check", "decide"]
+__all__ = ["check", "refusal"]
