@@ -223,7 +223,7 @@ LAYERS = {
     "engine": {"definition", "expr", "check", "store", "gate", "telemetry"},
     "workers": {"definition", "engine", "store"},
     "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "server": {"definition", "expr", "check", "store", "gate", "engine", "workers", "testing", "telemetry"},
+    "server": {"definition", "expr", "check", "graph", "store", "gate", "engine", "workers", "testing", "telemetry"},
     "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold",
             "server", "telemetry"},
 }
