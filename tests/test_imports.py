@@ -218,10 +218,11 @@ LAYERS = {
     "diff": {"definition", "check", "graph"},
     "store": set(),
     "gate": {"definition", "expr", "store"},
-    "engine": {"definition", "expr", "check", "store", "gate"},
+    "models": {"definition"},
+    "engine": {"definition", "expr", "check", "store", "gate", "models"},
     "workers": {"definition", "engine", "store"},
-    "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing"},
+    "testing": {"definition", "expr", "check", "store", "gate", "engine", "models"},
+    "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "models"},
 }
 ROOT = {"flowctl", "errors", "diagnostics"}
 

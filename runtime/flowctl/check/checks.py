@@ -19,7 +19,7 @@ from flowctl.check.dataflow import check_dataflow
 from flowctl.diagnostics import Diagnostic, sort_key
 from flowctl.definition.durations import parse_duration
 from flowctl.expr.expressions import lint as lint_expression
-from flowctl.check.gate import check_gate, check_helpers_outside_the_gate, check_same_function, check_tool_code
+from flowctl.check.gate import check_gate, check_helpers_outside_the_gate, check_same_function, check_tool_code, tool_refs
 from flowctl.definition.model import Project
 from flowctl.definition.schema_lint import schema_problems
 from flowctl.definition.kinds import did_you_mean
@@ -127,9 +127,7 @@ def check_references(project: Project):
                                     hint=did_you_mean(name, project.states) or f"add orchestration/states/{name}.yaml")
     for state in project.states.values():
         doc = state.doc
-        refs = [(state.tool, ("tool",)), (state.raw.get("notify"), ("notify",))]
-        refs += [(h.fallback, h.path + ("fallback",)) for h in state.on_error]
-        for ref, path in refs:
+        for ref, path in tool_refs(state):
             if ref:
                 problem = _tool_problem(project, ref)
                 if problem:
@@ -185,8 +183,7 @@ def check_unused(project: Project):
                                  hint="remove it, or name it in a flow's transitions")
     used_tools = set()
     for state in project.states.values():
-        refs = [state.tool, state.raw.get("notify")] + [h.fallback for h in state.on_error]
-        used_tools.update(versions.split_ref(r)[0] for r in refs if r)
+        used_tools.update(versions.split_ref(r)[0] for r, _ in tool_refs(state))
     for tool_id, found in project.contracts.items():
         if tool_id not in used_tools and "state" not in broken_kinds:
             c = found[-1]
