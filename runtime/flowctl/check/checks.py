@@ -25,6 +25,7 @@ from flowctl.definition.schema_lint import schema_problems
 from flowctl.definition.kinds import did_you_mean
 from flowctl.check.callables import import_check, resolve_callable_problem
 from flowctl.check.topology import check_children, check_graph, child_flows, flow_graph
+from flowctl.check.models import RUN_SCOPE, check_model_states
 
 __all__ = ["CHECKS", "SCOPES", "RUN_SCOPE", "validate", "iter_expressions", "policy_regex_problems",
            "flow_graph", "child_flows", "import_check", "resolve_callable_problem"]
@@ -44,7 +45,8 @@ def _expressions_in(value, path):
 
 
 #: The names an expression can start with, by where it is written (scope.py, task.py, policy.py).
-RUN_SCOPE = ("input", "params", "context", "response", "error", "review", "visits", "state", "run", "item", "index")
+# RUN_SCOPE (imported above from flowctl.check.models, where the template checks need it too):
+# input, params, context, response, error, review, visits, state, run, item, index
 SCOPES = {"run": RUN_SCOPE, "key": RUN_SCOPE + ("run_input",),
           "policy": ("input", "run", "flow", "tool", "run_input", "params", "context")}
 
@@ -435,7 +437,7 @@ def check_fail_states(project: Project):
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
           check_same_function, check_helpers_outside_the_gate, check_tool_code, check_sensitive,
-          check_review_decisions, check_dataflow)
+          check_review_decisions, check_dataflow, check_model_states)
 
 
 def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:

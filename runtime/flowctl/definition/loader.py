@@ -325,7 +325,8 @@ def _state(doc: Document) -> State:
 def _flow(doc: Document) -> Flow:
     d = doc.data
     lim = d.get("limits") or {}
-    limits = Limits(lim.get("max_steps", 1000), lim.get("max_visits"), _seconds(lim.get("timeout")), lim.get("max_depth"))
+    limits = Limits(lim.get("max_steps", 1000), lim.get("max_visits"), _seconds(lim.get("timeout")), lim.get("max_depth"),
+                    lim.get("tokens"), lim.get("cost"))
     transitions = tuple(
         Transition(doc, ("transitions", i), t["from"], t["to"], t.get("when"), t.get("set"), i)
         for i, t in enumerate(d.get("transitions") or ())

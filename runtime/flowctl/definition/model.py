@@ -266,12 +266,15 @@ class Transition(Located):
 
 @dataclass(frozen=True)
 class Limits:
-    """``max_steps`` (default 1000), ``max_visits`` per state (None: unlimited), ``timeout`` seconds."""
+    """``max_steps`` (default 1000), ``max_visits`` per state (None: unlimited), ``timeout`` seconds;
+    ``tokens`` (input + output) and ``cost`` (by ``models.yaml`` prices) of the run's model calls."""
 
     max_steps: int = 1000
     max_visits: int | None = None
     timeout: float | None = None
     max_depth: int | None = None
+    tokens: int | None = None
+    cost: float | None = None
 
 
 @dataclass(frozen=True)
