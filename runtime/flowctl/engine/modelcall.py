@@ -52,12 +52,18 @@ def profile_of(ctx, state):
 
 def provider_of(ctx, state, profile):
     """The provider for ``state``: a flow test's scripted replies for it (``engine.model_mocks``,
-    ``{state id: [reply, …]}``) win over its profile."""
+    ``{state id: [reply, …]}``) win over its profile. Under a flow test (``model_mocks`` set) only a
+    ``fake`` profile answers a state the test does not mock: a test never calls a real model."""
     mocks = getattr(ctx.engine, "model_mocks", None)
-    if mocks and state.id in mocks:
+    if mocks is not None:
         from flowctl.models.fake import FakeProvider
 
-        return FakeProvider(mocks)
+        if state.id in mocks:
+            return FakeProvider(mocks)
+        if profile.provider != "fake":
+            raise ToolError("Model.NotMocked", f"the case mocks no model reply for '{state.id}' (its profile "
+                            f"'{profile.name}' is {profile.provider}; flow tests never call a real model)",
+                            hint=f"add models: {{{state.id}: [{{json: ...}}]}} to the case")
     return provider_for(profile)
 
 
