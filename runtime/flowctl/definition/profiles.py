@@ -74,6 +74,8 @@ def load_models(rel: str, data: bytes):
             problems.append(doc.diag("FC010", "the models file holds one mapping: profiles (and prices)"))
         return None, problems, doc
     problems.extend(kinds.check("models", doc))
+    if any(p.severity == ERROR for p in problems):
+        return None, problems, doc
     for name, p in doc.data["profiles"].items():
         if p["provider"] != "fake" and not p.get("model"):
             problems.append(doc.diag("FC010", f"profile '{name}' ({p['provider']}) names no model", ("profiles", name),
