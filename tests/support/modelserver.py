@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class ModelServer:
     """``with ModelServer(script) as server:`` — ``server.openai_url`` / ``server.anthropic_url``."""
 
-    def __init__(self, script=None):
+    def __init__(self, script=None, delay_s: float = 0.0):
         self.script = list(script or [])
+        #: seconds each answer waits (a model's latency, for the benchmark)
+        self.delay_s = delay_s
         self.requests: list = []
         self._lock = threading.Lock()
         self._http = None
@@ -39,6 +42,8 @@ class ModelServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 status, payload = server._answer(self.path, body)
+                if server.delay_s:
+                    time.sleep(server.delay_s)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
