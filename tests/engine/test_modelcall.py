@@ -63,7 +63,8 @@ def test_sensitive_values_are_redacted_from_the_recorded_messages(tmp_path):
                                             "input_schema: {type: object, properties: {card: {type: string}}}\n",
              "states/keep.yaml": "id: keep\ntype: task\ntool: vault@^1\ninput: {card: input.card}\n",
              "transitions/f.yaml": "flow: f\nstart: keep\ntransitions:\n  - {from: keep, to: ask}\n  - {from: ask, to: done}\n"}
-    root = project(tmp_path, extra=extra)
+    echo = "[{text: 'ok: {\"ok\": true, \"card\": \"4111111111111111\"}'}]"  # the model echoes the card
+    root = project(tmp_path, replies=echo, extra=extra)
     (root / "orchestration" / "tools").mkdir(exist_ok=True)
     (root / "orchestration" / "tools" / "tk.py").write_text("def vault(input, call):\n    return {}\n")
     h = Harness(root)
@@ -72,4 +73,5 @@ def test_sensitive_values_are_redacted_from_the_recorded_messages(tmp_path):
     stored = h.store.events(result.run_id) if hasattr(h.store, "events") else None
     [data] = called(h)
     assert "4111111111111111" not in str(data) and "Ada" in data["messages"][-1]["content"]
+    assert data["parsed"]["card"] == data["raw"]["text"].split('"card": "')[1][:14] == "***redacted***"
     assert stored is None or "4111111111111111" not in str(stored)

@@ -114,6 +114,8 @@ def record(ctx, state, provider, profile, req, reply, latency_ms, *, sent_from=0
             "model": reply.model or req.model, "messages": req.messages[sent_from:], "messages_from": sent_from,
             "digest": digest(ctx, req.messages), "raw": reply.raw, "parsed": parsed, "problem": problem,
             "reask": reask, "usage": usage, "latency_ms": round(latency_ms, 3), "index": req.index}
+    if ctx.secrets is not None:  # emit scrubs every field but a raw reply (text it drops): scrubbed here
+        data["raw"] = ctx.secrets.scrub(reply.raw)
     if reply.tool_calls:
         data["tool_calls"] = [{"id": t.id, "name": t.name, "arguments": t.arguments} for t in reply.tool_calls]
     if cost is not None:
