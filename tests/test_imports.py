@@ -21,7 +21,8 @@ import pytest
 
 from support.helpers import MINIMAL
 
-HEAVY = ("sqlalchemy", "networkx", "jsonschema", "rich", "graphviz", "cryptography")
+HEAVY = ("sqlalchemy", "networkx", "jsonschema", "rich", "graphviz", "cryptography", "jinja2", "openai", "anthropic",
+         "httpx", "httpx2")
 
 SCRIPT = """
 import json, sys

@@ -75,3 +75,19 @@ def test_sensitive_values_are_redacted_from_the_recorded_messages(tmp_path):
     assert "4111111111111111" not in str(data) and "Ada" in data["messages"][-1]["content"]
     assert data["parsed"]["card"] == data["raw"]["text"].split('"card": "')[1][:14] == "***redacted***"
     assert stored is None or "4111111111111111" not in str(stored)
+
+
+def test_running_a_flow_without_model_states_imports_no_sdk_nor_jinja(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    root = build(tmp_path, {"states/t.yaml": "id: t\ntype: task\ntool: ping@^1\n",
+                            "contracts/ping.v1.0.0.yaml": "id: ping\nversion: 1.0.0\nentrypoint: tk:ping\n",
+                            "transitions/f.yaml": "flow: f\nstart: t\ntransitions:\n  - {from: t, to: done}\n"},
+                 tools="def ping(input, call):\n    return {}\n")
+    code = ("import json, sys, flowctl; from flowctl.store.sql import MemoryStore;"
+            "r = flowctl.Engine(flowctl.load_project(sys.argv[1]), MemoryStore()).run('f', {});"
+            "print(json.dumps([r.status, sorted(m for m in ('openai', 'anthropic', 'jinja2', 'httpx', 'httpx2') if m in sys.modules)]))")
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["succeeded", []], out.stderr

@@ -241,3 +241,23 @@ def test_a_crash_mid_loop_resumes_without_asking_again_or_repeating_the_effect(t
     assert content["refunded"] == 40
     recovered = [e for e in h.events if e["type"] == "step_recovered"]
     assert [e["data"]["happened"] for e in recovered] == [True]
+
+
+@pytest.mark.parametrize("decision, refunds, told", [("approve", [("refund", 60)], True), ("reject", [], False)])
+def test_a_gate_review_pauses_the_loop_and_the_decided_call_goes_on_without_asking_again(
+        tmp_path, server, decision, refunds, told):
+    server.script = [{"tool_calls": [("refund_payment", {"order_id": "A1", "amount": 60})]}, FINAL]
+    root = project(tmp_path, "openai")
+    (root / "orchestration" / "policies" / "refunds.yaml").write_text(
+        "policy: refunds\napplies_to: [refund_payment]\nallow:\n  - {field: input.amount, range: [0, 100]}\n"
+        "review_when: \"input.amount > `50`\"\n")
+    h = Harness(root)
+    paused = h.run(input=INPUT)
+    assert paused.status == "paused" and paused.review["show"]["tool"] == "refund_payment@1.0.0"
+    assert len(server.requests) == 1 and h.ledger() == []
+    done = h.engine.resume(paused.run_id, token=paused.review["token"], decision=decision)
+    assert done.status == "succeeded", done.error
+    assert len(server.requests) == 2  # the recorded turn is not asked again
+    assert h.ledger() == refunds
+    [(_, result)] = tool_results(server.bodies()[1])
+    assert ("error" not in result) is told and (told or result["error"] == "PolicyDenied")
