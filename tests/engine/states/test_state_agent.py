@@ -261,3 +261,20 @@ def test_a_gate_review_pauses_the_loop_and_the_decided_call_goes_on_without_aski
     assert h.ledger() == refunds
     [(_, result)] = tool_results(server.bodies()[1])
     assert ("error" not in result) is told and (told or result["error"] == "PolicyDenied")
+
+
+def test_trace_shows_the_re_asks_and_the_tools_the_model_called(tmp_path, server):
+    from click.testing import CliRunner
+
+    from flowctl.cli.main import main
+
+    server.script = [{"tool_calls": [("get_order", {"order_id": "A1"})]},
+                     {"tool_calls": [("refund_payment", {"order_id": "A1", "amount": 10})]},
+                     {"text": "done!"}, {"json": {"resolution": "answered"}}]
+    root = project(tmp_path, "openai")
+    h = Harness(root, store=sqlite_store(tmp_path))
+    result = h.run(input=INPUT)
+    assert result.status == "succeeded", result.error
+    out = CliRunner().invoke(main, ["trace", result.run_id, "--root", str(root), "--db", f"sqlite:///{tmp_path}/flowctl.db"])
+    assert out.exit_code == 0, out.output
+    assert "resolve (re-asked ×1) [get_order, refund_payment] → done" in out.output
