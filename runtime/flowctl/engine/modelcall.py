@@ -3,11 +3,11 @@
 :func:`ask` sends a :class:`~flowctl.models.base.ModelRequest` to the state's profile and
 :func:`record` writes what came back, once the reply is read::
 
-    model_called  {call_id, provider, profile, model, messages, messages_from, digest, raw, parsed,
-                   problem, reask, tool_calls, usage: {input_tokens, output_tokens}, cost,
+    model_called  {call_id, provider, profile, model, messages, messages_from, digest, raw, content,
+                   parsed, problem, reask, tool_calls, usage: {input_tokens, output_tokens}, cost,
                    latency_ms, index}
 
-``messages`` are the messages sent that the previous call of this state visit had not sent
+``content`` is the reply's text; ``messages`` are the messages sent that the previous call of this state visit had not sent
 (``messages_from``: the index of the first; all of them on the first call), so a long agent loop
 stores each message once; ``digest`` is the sha256 of the whole conversation as sent (as stored,
 for a run with secrets: after redaction). Events are redacted by the run's sensitive-value machinery
@@ -58,7 +58,7 @@ def provider_of(ctx, state, profile):
     if mocks is not None:
         from flowctl.models.fake import FakeProvider
 
-        if state.id in mocks:
+        if state.id in mocks or f"{state.id}#{ctx.cursor.visits.get(state.id, 1)}" in mocks:  # (a replay's: by visit)
             return FakeProvider(mocks)
         if profile.provider != "fake":
             raise ToolError("Model.NotMocked", f"the case mocks no model reply for '{state.id}' (its profile "
@@ -67,7 +67,7 @@ def provider_of(ctx, state, profile):
     return provider_for(profile)
 
 
-def request(state, profile, messages, *, tools=(), index=0) -> ModelRequest:
+def request(state, profile, messages, *, tools=(), index=0, visit=1) -> ModelRequest:
     """The request of one call of ``state`` on ``profile``."""
     structured = profile.structured_output if profile.structured_output is not None else profile.provider == "openai"
     timeout = state.timeout if isinstance(state.timeout, (int, float)) else None
@@ -75,7 +75,7 @@ def request(state, profile, messages, *, tools=(), index=0) -> ModelRequest:
                         timeout=float(timeout or profile.timeout or DEFAULT_TIMEOUT),
                         max_output_tokens=state.max_output_tokens or profile.max_output_tokens,
                         temperature=profile.temperature, structured=structured and not tools,
-                        state=state.id, index=index)
+                        state=state.id, index=index, visit=visit)
 
 
 def call_id(ctx, state, index: int) -> str:
@@ -112,7 +112,7 @@ def record(ctx, state, provider, profile, req, reply, latency_ms, *, sent_from=0
     cost = price(ctx.project, profile.model or reply.model, usage)
     data = {"call_id": call_id(ctx, state, req.index), "provider": provider.name, "profile": profile.name,
             "model": reply.model or req.model, "messages": req.messages[sent_from:], "messages_from": sent_from,
-            "digest": digest(ctx, req.messages), "raw": reply.raw, "parsed": parsed, "problem": problem,
+            "digest": digest(ctx, req.messages), "raw": reply.raw, "content": reply.text, "parsed": parsed, "problem": problem,
             "reask": reask, "usage": usage, "latency_ms": round(latency_ms, 3), "index": req.index}
     if ctx.secrets is not None:  # emit scrubs every field but a raw reply (text it drops): scrubbed here
         data["raw"] = ctx.secrets.scrub(reply.raw)

@@ -27,8 +27,8 @@ class ModelRequest:
     the module docstring; ``output_schema``: the JSON Schema the final answer must satisfy (None:
     any text); ``tools``: ``[{name, description, parameters}]``, ``parameters`` a JSON Schema of
     the arguments; ``timeout`` seconds; ``structured``: ask the server to enforce
-    ``output_schema`` where it can. ``state`` and ``index`` (the 0-based model call of this state
-    visit) say which call this is (the fake provider's script is keyed by them)."""
+    ``output_schema`` where it can. ``state``, ``visit`` (1-based) and ``index`` (the 0-based model
+    call of this state visit) say which call this is (the fake provider's script is keyed by them)."""
 
     model: str | None
     messages: list
@@ -40,6 +40,7 @@ class ModelRequest:
     structured: bool = False
     state: str = ""
     index: int = 0
+    visit: int = 1
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 The script maps a state id to its replies in order: the *n*-th model call of one visit of that
 state (``ModelRequest.index``, re-asks and agent turns counted) gets reply *n*, and the last reply
-repeats. A reply is ``{text: "…"}``, ``{json: VALUE}`` (its text is the value as JSON), and/or
+repeats (a key ``STATE#VISIT`` holds the replies of that visit only: a replayed run's). A reply is ``{text: "…"}``, ``{json: VALUE}`` (its text is the value as JSON), and/or
 ``{tool_calls: [{name, arguments}]}``, with an optional ``usage: {input_tokens, output_tokens}``
 (default: about four characters a token of the messages and of the text).
 """
@@ -23,7 +23,7 @@ class FakeProvider:
         self.script = script or {}
 
     def complete(self, request: ModelRequest) -> ModelReply:
-        replies = self.script.get(request.state)
+        replies = self.script.get(f"{request.state}#{request.visit}") or self.script.get(request.state)
         if not replies:
             raise ToolError("Model.NoScriptedReply", f"the fake model has no reply for state '{request.state}'",
                             hint=f"add replies: {{{request.state}: [...]}} to the fake profile (or mock it in the case)")

@@ -191,3 +191,25 @@ def test_the_fake_profile_replays_scripted_replies_without_a_network(tmp_path):
     })
     result = Harness(root).run(input={"text": "hello"})
     assert result.status == "succeeded" and result.output == {"intent": "other"}
+
+
+def test_a_replay_uses_the_recorded_replies_and_says_when_a_prompt_changed(tmp_path, server):
+    import flowctl
+    from flowctl.testing.replay import load_recording, replay
+    from support.enginekit import sqlite_store
+
+    server.script = [{"text": "hmm"}, {"json": GOOD}]
+    root = project(tmp_path, "openai")
+    store = sqlite_store(tmp_path)
+    run = Harness(root, store=store).run(input={"customer": "a", "text": "b"})
+    assert run.status == "succeeded" and len(server.requests) == 2
+    stored = [e["data"] for e in store.events(run.run_id) if e["type"] == "model_called"]
+    assert [d["content"] for d in stored] == ["hmm", json.dumps(GOOD)]  # the reply is data, never the record itself
+    assert all(d["call_id"].startswith("classify:1:") and len(d["digest"]) == 64 for d in stored)
+    same = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert not same.diverged and same.replayed_status == "succeeded" and same.notes == []
+    (root / "orchestration" / "prompts" / "classify.md").write_text("Another prompt for {{ input.customer }}")
+    changed = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert not changed.diverged
+    assert any("differ from the recorded ones" in n and "'classify'" in n for n in changed.notes), changed.notes
+    assert len(server.requests) == 2  # neither replay called the model

@@ -97,7 +97,7 @@ def _loop(ctx, state, t, profile, provider):
         if t["turns"] >= state.max_turns:
             raise AgentLimitExceeded(f"'{state.id}' made {t['turns']} model calls (max_turns {state.max_turns}) "
                                      "without a final answer")
-        req = modelcall.request(state, profile, t["messages"], tools=offered, index=t["turns"])
+        req = modelcall.request(state, profile, t["messages"], tools=offered, index=t["turns"], visit=t["visit"])
         reply, took = modelcall.ask(ctx, state, provider, req)
         t["turns"] += 1
         sent, t["sent"] = t["sent"], len(t["messages"])

@@ -30,7 +30,7 @@ def run(ctx, state):
 def _exchange(ctx, state, profile, provider, messages):
     index, sent, reask = 0, 0, None
     while True:
-        req = modelcall.request(state, profile, messages, index=index)
+        req = modelcall.request(state, profile, messages, index=index, visit=ctx.cursor.visits.get(state.id, 1))
         reply, took = modelcall.ask(ctx, state, provider, req)
         value, problem = extract_json(reply.text, state.output_schema)
         if state.output_schema is None and problem is not None:
