@@ -64,6 +64,8 @@ class RunContext:
         self.events: list = []
         self.step_rows: list = []
         self.tool_fns: dict = {}  # (contract ref, entrypoint) -> its entrypoint callable
+        self.guards: dict = {}  # (contract id, entrypoint, side effects) -> (fn, also, gated): engine.gatecall
+        self.plans: dict = {}  # state id -> its step plan for this run (flowctl.engine.calls.plan)
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)

@@ -18,9 +18,10 @@ import importlib
 import signal
 import sys
 import threading
+from threading import get_ident
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError
 
 from flowctl.engine.watchdog import WATCHDOG
 from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
@@ -28,22 +29,54 @@ from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: 
 DEFAULT_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+_CALL_FIELDS = ("run_id", "step", "state", "attempt", "idempotency_key", "deadline", "tool")
+
+
 class ToolCall:
-    """What a tool is told about its call.
+    """What a tool is told about its call (read-only: a tool cannot change what the run records).
 
     ``run_id``; ``step`` (1-based step number of the run); ``state`` id; ``attempt`` (1-based);
     ``idempotency_key`` (the same for every attempt of the step, and after a crash);
     ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version).
+    Assigning or deleting an attribute raises :class:`dataclasses.FrozenInstanceError`. Made on
+    every step, so it is a ``__slots__`` class whose constructor writes the slots directly.
     """
 
-    run_id: str
-    step: int
-    state: str
-    attempt: int
-    idempotency_key: str
-    deadline: float | None
-    tool: str = ""
+    __slots__ = _CALL_FIELDS
+
+    def __init__(self, run_id: str, step: int, state: str, attempt: int, idempotency_key: str,
+                 deadline: float | None, tool: str = ""):
+        _set_run_id(self, run_id)
+        _set_step(self, step)
+        _set_state(self, state)
+        _set_attempt(self, attempt)
+        _set_key(self, idempotency_key)
+        _set_deadline(self, deadline)
+        _set_tool(self, tool)
+
+    def __setattr__(self, name, value):
+        raise FrozenInstanceError(f"cannot assign to field '{name}'")
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"cannot delete field '{name}'")
+
+    def _fields(self) -> tuple:
+        return (self.run_id, self.step, self.state, self.attempt, self.idempotency_key, self.deadline, self.tool)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "ToolCall(" + ", ".join(f"{n}={v!r}" for n, v in zip(_CALL_FIELDS, self._fields())) + ")"
+
+
+(_set_run_id, _set_step, _set_state, _set_attempt, _set_key, _set_deadline, _set_tool) = (
+    ToolCall.__dict__[name].__set__ for name in _CALL_FIELDS)
 
 
 _cache: dict = {}
@@ -203,10 +236,12 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
 def _call(fn, args, timeout, what):
     if not timeout or timeout <= 0:
         return fn(*args)
-    timeout = max(timeout, MIN_TIMEOUT)
+    if timeout < MIN_TIMEOUT:
+        timeout = MIN_TIMEOUT
     global _armed
-    if _WATCHED and not _armed and threading.current_thread() is threading.main_thread():
-        _install_alarm()
+    if _WATCHED and not _armed and get_ident() == threading.main_thread().ident:
+        if not _installed:
+            _install_alarm()
         try:
             _armed = True
             WATCHDOG.arm(timeout)
@@ -214,7 +249,7 @@ def _call(fn, args, timeout, what):
         except _Deadline:
             raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
         finally:
-            WATCHDOG.disarm()
+            WATCHDOG.deadline = None  # WATCHDOG.disarm(), inlined: this runs on every tool call
             _armed = False
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and not _armed:
         _install_alarm()

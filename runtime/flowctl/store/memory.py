@@ -6,6 +6,7 @@ the process, nothing is sealed (no keyring), and it is no
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import marshal
 import threading
@@ -17,27 +18,50 @@ from flowctl.store.records import FINAL, review_due_at
 
 
 def _kept(events) -> list:
-    """Events as MemoryStore keeps them: flat dicts of strings and numbers, the data as its JSON
-    text, or (not encoded yet) as ``marshal`` bytes. A long run keeps hundreds of thousands of
-    events; nested dicts would be walked by every full collection of the cyclic garbage collector
-    (a third of an in-memory step at 100,000 steps), flat ones of atoms are not tracked at all."""
+    """Events as MemoryStore keeps them until they are sealed: tuples ``(seq, ts, type, state,
+    attempt, data_json, blob)`` of strings and numbers, the data as its JSON text or (not encoded
+    yet) as ``marshal`` bytes in ``blob``. A long run keeps hundreds of thousands of events; nested
+    dicts would be walked by every full collection of the cyclic garbage collector (a third of an
+    in-memory step at 100,000 steps), tuples of atoms are untracked once the collector has seen them.
+    Hashes an event arrives with are not kept: the chain is computed here, when the run is read."""
     out = []
+    add = out.append
     for e in events:
-        kept = {"seq": e["seq"], "ts": e["ts"], "type": e["type"], "state": e.get("state"), "attempt": e.get("attempt")}
-        if e.get("data_json") is not None:
-            kept["data_json"] = e["data_json"]
-        else:
+        text = e.get("data_json")
+        blob = None
+        if text is None:
             try:
-                kept["blob"] = marshal.dumps(e.get("data"))
+                blob = marshal.dumps(e.get("data"))
             except ValueError:  # not plain data after all: encode it now
                 from flowctl.store.audit import encode_data
 
-                kept["data_json"] = encode_data(e.get("data"))
-        for key in ("prev_hash", "hash"):
-            if key in e:
-                kept[key] = e[key]
-        out.append(kept)
+                text = encode_data(e.get("data"))
+        add((e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"), text, blob))
     return out
+
+
+def _chain(tail: list, prev: str) -> str:
+    """Seal ``tail`` (kept events, in ``seq`` order) after ``prev`` in place: each becomes
+    ``(seq, ts, type, state, attempt, data_json, prev_hash, hash)``. The hash is
+    :func:`flowctl.store.audit.event_hash`'s, over the same text (a differential test holds it to
+    it); an event without its text yet is encoded by :func:`~flowctl.store.audit.encode_data`."""
+    from flowctl.store.audit import encode_data
+
+    sha256 = hashlib.sha256
+    loads = marshal.loads
+    for i, (seq, ts, type_, state, attempt, text, blob) in enumerate(tail):
+        if text is None:
+            text = encode_data(loads(blob))
+        h = sha256(f"{prev}\n{seq}\n{ts!r}\n{type_}\n{state!r}\n{attempt!r}\n{text}".encode("utf-8")).hexdigest()
+        tail[i] = (seq, ts, type_, state, attempt, text, prev, h)
+        prev = h
+    return prev
+
+
+def _read(e, run_id) -> dict:
+    """A sealed kept event as the store's readers get it (the keys in SqlStore's order)."""
+    return {"seq": e[0], "ts": e[1], "type": e[2], "state": e[3], "attempt": e[4], "data_json": e[5],
+            "prev_hash": e[6], "hash": e[7], "run_id": run_id, "data": json.loads(e[5])}
 
 
 class MemoryStore:
@@ -118,16 +142,10 @@ class MemoryStore:
         done = self._sealed.get(run_id, 0)
         if events is None or done == len(events):
             return
-        from flowctl.store.audit import seal
-
         tail = events[done:]
-        for e in tail:
-            if "blob" in e:
-                e["data"] = marshal.loads(e.pop("blob"))
-        prev = events[done - 1]["hash"] if done else ""
-        self._runs[run_id]["last_hash"] = seal(tail, prev)
-        for e in tail:
-            e.pop("data", None)  # read back from data_json, as SqlStore does
+        prev = events[done - 1][7] if done else ""
+        self._runs[run_id]["last_hash"] = _chain(tail, prev)
+        events[done:] = tail
         self._sealed[run_id] = len(events)
 
     def _put_steps(self, run_id, steps):
@@ -169,7 +187,7 @@ class MemoryStore:
         with self._lock:
             self._seal(run_id)
             # data as stored: parsed from its JSON text, like SqlStore (a snapshot, not the engine's dict)
-            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in self._events.get(run_id, ())]
+            return [_read(e, run_id) for e in self._events.get(run_id, ())]
 
     def events_page(self, run_id, after_seq, limit):
         """At most ``limit`` events with ``seq > after_seq`` (see :func:`flowctl.store.events.iter_events`)."""
@@ -178,8 +196,8 @@ class MemoryStore:
         with self._lock:
             self._seal(run_id)
             kept = self._events.get(run_id, ())
-            start = bisect.bisect_right(kept, after_seq, key=lambda e: e["seq"])
-            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in kept[start:start + limit]]
+            start = bisect.bisect_right(kept, after_seq, key=lambda e: e[0])
+            return [_read(e, run_id) for e in kept[start:start + limit]]
 
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
