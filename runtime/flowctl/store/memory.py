@@ -23,20 +23,26 @@ def _kept(events) -> list:
     yet) as ``marshal`` bytes in ``blob``. A long run keeps hundreds of thousands of events; nested
     dicts would be walked by every full collection of the cyclic garbage collector (a third of an
     in-memory step at 100,000 steps), tuples of atoms are untracked once the collector has seen them.
+    ``events``: dicts (``seq``, ``ts``, ``type``, ``state``, ``attempt``, ``data``, ``data_json``) or
+    the tuples :meth:`flowctl.engine.context.RunContext.emit` buffers for a store that seals on read.
     Hashes an event arrives with are not kept: the chain is computed here, when the run is read."""
     out = []
     add = out.append
     for e in events:
-        text = e.get("data_json")
+        if type(e) is tuple:  # (seq, ts, type, state, attempt, data_json or None, data): RunContext.emit's
+            seq, ts, type_, state, attempt, text, data = e
+        else:
+            seq, ts, type_, state, attempt = e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt")
+            text, data = e.get("data_json"), e.get("data")
         blob = None
         if text is None:
             try:
-                blob = marshal.dumps(e.get("data"))
+                blob = marshal.dumps(data)
             except ValueError:  # not plain data after all: encode it now
                 from flowctl.store.audit import encode_data
 
-                text = encode_data(e.get("data"))
-        add((e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"), text, blob))
+                text = encode_data(data)
+        add((seq, ts, type_, state, attempt, text, blob))
     return out
 
 
