@@ -25,7 +25,7 @@ from flowctl.engine import saga
 from flowctl.engine.context import PARKED
 from flowctl.engine.eventtext import flat_text, invoked_text, succeeded_text
 from flowctl.engine.evidence import take_snapshot
-from flowctl.engine.gatecall import gate
+from flowctl.engine.gatecall import gate, guarded
 from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
 from flowctl.engine.tokens import hash_token
 from flowctl.engine.tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
@@ -128,7 +128,8 @@ class StepPlan:
     input mapping compiled, the three schema checks (:func:`_checker`), the tool function (resolved
     at its first call, before the gate), the timeout when it is a constant (None: an expression)."""
 
-    __slots__ = ("contract", "build", "state_input", "contract_input", "output", "fn", "timeout", "keyed", "what")
+    __slots__ = ("contract", "build", "state_input", "contract_input", "output", "fn", "timeout", "keyed", "what",
+                 "plain")
 
     def __init__(self, ctx, state, contract):
         self.contract = contract
@@ -141,6 +142,10 @@ class StepPlan:
         self.timeout = None if isinstance(t, dict) else (t or contract.timeout or DEFAULT_TIMEOUT)
         self.keyed = bool(contract.idempotency_key)
         self.what = f"tool {contract.ref} in '{state.id}'"
+        #: a read-only call the gate does not check, with nothing to redact, snapshot or evaluate per
+        #: call (None: not known until the first call has resolved the function and asked the gate)
+        self.plain = (None if not (contract.side_effecting or contract.sensitive or contract.snapshot or self.keyed
+                                   or self.timeout is None) else False)
 
 
 def plan(ctx, state, contract) -> StepPlan:
@@ -158,8 +163,11 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     output schema, verify, saga. ``tool_input`` given (a review's notify payload) replaces the
     state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
     without its token); ``purpose`` is recorded on the tool_invoked event (``notify``)."""
-    c = ctx.cursor
     p = plan(ctx, state, contract)
+    if p.plain and tool_input is None and not fallback and not purpose and not key and not timeout \
+            and ctx.secrets is None:
+        return _call_plain(ctx, state, p, attempt)
+    c = ctx.cursor
     built = tool_input is None  # a notify payload is given, not built from the state's input mapping
     if built:
         tool_input = p.build(ctx.scope())
@@ -182,6 +190,8 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         p.fn = fn
     if gate(ctx, state, contract, attempt, tool_input, fn, purpose=purpose, fallback=fallback) is PARKED:
         return PARKED
+    if p.plain is None:
+        p.plain = not guarded(ctx, contract, fn)[1]
     if not key:
         key = (_key(ctx, state, contract, tool_input) if p.keyed
                else f"{ctx.id}:{state.id}:{ctx.cursor.visits.get(state.id, 1)}")
@@ -216,21 +226,79 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         raw = call_with_timeout(fn, (given, call), timeout, p.what)
         output, raw_text, owned, output_text = _parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
-        _tag_tool_error(exc)
-        took = (time.perf_counter() - started) * 1000
-        where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
-        ctx.emit("tool_failed", state.id, attempt, tool=contract.ref, error=handler_names(exc)[0], message=str(exc),
-                    duration_ms=round(took, 3), **where)
-        if contract.side_effecting:
-            c.inflight = None
-            ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
-                                              ctx.clock.time()))
-            if contract.compensate_on_failure:
-                _undo_partial(ctx, state, contract, tool_input, call)
+        _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call)
         raise
     took = (time.perf_counter() - started) * 1000
     return _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
                      stored_input=stored_input, output_text=output_text, check=p.output or False)
+
+
+def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call) -> None:
+    """The tool raised ``exc``: its names for the handlers, ``tool_failed``, and for a side effect
+    the ``failed`` step record (and, if the contract asks, compensation of a partial effect)."""
+    _tag_tool_error(exc)
+    took = (time.perf_counter() - started) * 1000
+    where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
+    ctx.emit("tool_failed", state.id, attempt, tool=contract.ref, error=handler_names(exc)[0], message=str(exc),
+             duration_ms=round(took, 3), **where)
+    if contract.side_effecting:
+        c = ctx.cursor
+        c.inflight = None
+        ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
+                                       ctx.clock.time()))
+        if contract.compensate_on_failure:
+            _undo_partial(ctx, state, contract, tool_input, call)
+
+
+def _call_plain(ctx, state, p, attempt):
+    """:func:`call_tool` for a plain call (:attr:`StepPlan.plain`: read-only, no gate check, nothing
+    to redact or snapshot, a constant timeout, the default idempotency key) of a run without
+    secrets: the same checks, records and copies, without the branches that cannot apply."""
+    contract = p.contract
+    tool_input = p.build(ctx.scope())
+    if p.state_input is not None:
+        problem = p.state_input(tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
+    if p.contract_input is not None:
+        problem = p.contract_input(tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
+    c = ctx.cursor
+    sid, ref, timeout = state.id, contract.ref, p.timeout
+    key = f"{ctx.id}:{sid}:{c.visits.get(sid, 1)}"
+    call = ToolCall(ctx.id, c.step, sid, attempt, key, ctx.clock.time() + timeout, ref)
+    input_text = flat_text(tool_input)
+    if input_text is not None:  # flat, small and plain: its stored text made at once, the tool's copy shallow
+        given = dict(tool_input)
+        text = invoked_text(ref, input_text, key, timeout)
+    else:
+        given = flat_copy(tool_input)
+        text = None
+    ctx.emit("tool_invoked", sid, attempt, owned=True if given is not None and len(key) <= FIT_STRING
+             else (tool_input, key), text=text, tool=ref, input=tool_input, idempotency_key=key, timeout_s=timeout)
+    if given is None:
+        given = copy.deepcopy(tool_input)
+    started = time.perf_counter()
+    try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
+        output, raw_text, owned, output_text = _parse_output(call_with_timeout(p.fn, (given, call), timeout, p.what),
+                                                             contract)
+    except Exception as exc:  # noqa: BLE001
+        _failed(ctx, state, contract, attempt, exc, started, key, tool_input, tool_input, call)
+        raise
+    took = round((time.perf_counter() - started) * 1000, 3)
+    problem = p.output(output) if p.output is not None else None
+    text = None
+    if raw_text is not None:
+        data = {"tool": ref, "output": output, "duration_ms": took, "raw": raw_text}
+    else:
+        data = {"tool": ref, "output": output, "duration_ms": took}
+        if output_text is not None:
+            text = succeeded_text(ref, output_text, took)
+    ctx.emit("tool_succeeded", sid, attempt, strict=True, owned=owned, text=text, **data)
+    if problem:
+        raise SchemaMismatch(f"output of {ref} in '{sid}' does not match its output_schema {problem}")
+    return output
 
 
 def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,

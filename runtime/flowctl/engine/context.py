@@ -65,7 +65,9 @@ class RunContext:
         self.step_rows: list = []
         self.tool_fns: dict = {}  # (contract ref, entrypoint) -> its entrypoint callable
         self.guards: dict = {}  # (contract id, entrypoint, side effects) -> (fn, also, gated): engine.gatecall
-        self.plans: dict = {}  # state id -> its step plan for this run (flowctl.engine.calls.plan)
+        #: per-run caches of the step: ``(state id, contract ref)`` -> its :class:`flowctl.engine.calls.StepPlan`,
+        #: ``state id`` -> its transitions and their texts (:func:`flowctl.engine.transitions.advance`)
+        self.plans: dict = {}
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)

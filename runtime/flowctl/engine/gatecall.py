@@ -22,8 +22,8 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
     step (same tool, same input digest: a technical retry) is exempt from ``rate`` and ``dedupe``;
     a retry after a *denied* call, with another input, or a fallback is a new call and counted as one.
     A gate review's approval covers only the call it showed (:func:`_approved`)."""
-    also, guarded = _guarded(ctx, contract, fn)
-    if not guarded:  # read-only everywhere: allowed without a word (policy.py rule 1)
+    also, checked = guarded(ctx, contract, fn)
+    if not checked:  # read-only everywhere: allowed without a word (policy.py rule 1)
         return
     c = ctx.cursor
     digest = input_digest(tool_input)
@@ -44,7 +44,7 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
     return None
 
 
-def _guarded(ctx, contract, fn) -> tuple:
+def guarded(ctx, contract, fn) -> tuple:
     """``(also, guarded)``: the other contracts on ``fn`` (:func:`function_aliases`) and whether the
     gate checks this call (:meth:`Gate.guards`). Both depend only on the definition and the
     resolved function, so they are worked out once per run and contract (``ctx.guards``)."""
@@ -116,4 +116,4 @@ def _policy_review(ctx, state, contract, decision, tool_input, digest):
     return ctx.park("paused", pending, None)
 
 
-__all__ = ["gate"]
+__all__ = ["gate", "guarded"]

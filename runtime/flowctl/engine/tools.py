@@ -223,7 +223,23 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
     :class:`ToolCrashed`, except ``KeyboardInterrupt``, which stops the process as it should (the
     run stays resumable).
     """
+    global _armed
     try:
+        if _WATCHED and timeout and timeout > 0 and not _armed and get_ident() == threading.main_thread().ident:
+            # the common case, inlined (it runs on every tool call): the watchdog keeps the deadline
+            if timeout < MIN_TIMEOUT:
+                timeout = MIN_TIMEOUT
+            if not _installed:
+                _install_alarm()
+            try:
+                _armed = True
+                WATCHDOG.arm(timeout)
+                return fn(*args)
+            except _Deadline:
+                raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
+            finally:
+                WATCHDOG.deadline = None  # WATCHDOG.disarm()
+                _armed = False
         return _call(fn, args, timeout, what)
     except (Exception, KeyboardInterrupt):
         raise

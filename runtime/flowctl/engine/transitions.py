@@ -48,10 +48,13 @@ def advance(ctx, state, response) -> None:
     c = ctx.cursor
     c.response = response
     scope = ctx.scope()
+    found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per run
+    if found is None:
+        found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id), _texts(ctx.project, ctx.flow, state.id))
     chosen = None
     evaluated = []
     small = True  # every result a boolean or null and every condition short: the event is small
-    for move in moves(ctx.project, ctx.flow, state.id):
+    for move in found[0]:
         if move.when is None:
             chosen = move
             evaluated.append({"when": None, "result": True})
@@ -78,7 +81,7 @@ def advance(ctx, state, response) -> None:
     small = small and len(evaluated) <= 16
     text = None
     if small:  # the text depends on the results alone (each true, false or null): made once per outcome
-        taken = _texts(ctx.project, ctx.flow, state.id)
+        taken = found[1]
         outcome = tuple(e["result"] for e in evaluated)
         text = taken.get(outcome)
         if text is None:
