@@ -22,6 +22,7 @@ from threading import get_ident
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import FrozenInstanceError
+from operator import itemgetter
 
 from flowctl.engine.watchdog import WATCHDOG
 from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
@@ -32,27 +33,29 @@ DEFAULT_TIMEOUT = 30.0
 _CALL_FIELDS = ("run_id", "step", "state", "attempt", "idempotency_key", "deadline", "tool")
 
 
-class ToolCall:
+class ToolCall(tuple):
     """What a tool is told about its call (read-only: a tool cannot change what the run records).
 
     ``run_id``; ``step`` (1-based step number of the run); ``state`` id; ``attempt`` (1-based);
     ``idempotency_key`` (the same for every attempt of the step, and after a crash);
     ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version).
-    Assigning or deleting an attribute raises :class:`dataclasses.FrozenInstanceError`. Made on
-    every step, so it is a ``__slots__`` class whose constructor writes the slots directly.
+    Made on every step, so it is an immutable tuple (``__slots__ = ()``: no instance dict) whose
+    fields are read by name; assigning one raises :class:`dataclasses.FrozenInstanceError`.
     """
 
-    __slots__ = _CALL_FIELDS
+    __slots__ = ()
 
-    def __init__(self, run_id: str, step: int, state: str, attempt: int, idempotency_key: str,
-                 deadline: float | None, tool: str = ""):
-        _set_run_id(self, run_id)
-        _set_step(self, step)
-        _set_state(self, state)
-        _set_attempt(self, attempt)
-        _set_key(self, idempotency_key)
-        _set_deadline(self, deadline)
-        _set_tool(self, tool)
+    def __new__(cls, run_id: str, step: int, state: str, attempt: int, idempotency_key: str,
+                deadline: float | None, tool: str = ""):
+        return _new(cls, (run_id, step, state, attempt, idempotency_key, deadline, tool))
+
+    run_id = property(itemgetter(0))
+    step = property(itemgetter(1))
+    state = property(itemgetter(2))
+    attempt = property(itemgetter(3))
+    idempotency_key = property(itemgetter(4))
+    deadline = property(itemgetter(5))
+    tool = property(itemgetter(6))
 
     def __setattr__(self, name, value):
         raise FrozenInstanceError(f"cannot assign to field '{name}'")
@@ -60,23 +63,14 @@ class ToolCall:
     def __delattr__(self, name):
         raise FrozenInstanceError(f"cannot delete field '{name}'")
 
-    def _fields(self) -> tuple:
-        return (self.run_id, self.step, self.state, self.attempt, self.idempotency_key, self.deadline, self.tool)
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self):
-        return hash(self._fields())
+    def __getnewargs__(self):  # pickle and copy: the fields, one by one
+        return tuple(self)
 
     def __repr__(self) -> str:
-        return "ToolCall(" + ", ".join(f"{n}={v!r}" for n, v in zip(_CALL_FIELDS, self._fields())) + ")"
+        return "ToolCall(" + ", ".join(f"{n}={v!r}" for n, v in zip(_CALL_FIELDS, self)) + ")"
 
 
-(_set_run_id, _set_step, _set_state, _set_attempt, _set_key, _set_deadline, _set_tool) = (
-    ToolCall.__dict__[name].__set__ for name in _CALL_FIELDS)
+_new = tuple.__new__
 
 
 _cache: dict = {}
