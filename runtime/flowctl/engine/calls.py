@@ -23,7 +23,8 @@ import time
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import saga
 from flowctl.engine.context import PARKED
-from flowctl.engine.eventtext import flat_text, invoked_text, succeeded_text
+from flowctl.engine.eventtext import (flat_text, invoked_frame, invoked_text, key_text, succeeded_head,
+                                      succeeded_text)
 from flowctl.engine.evidence import take_snapshot
 from flowctl.engine.gatecall import gate, guarded
 from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
@@ -129,7 +130,7 @@ class StepPlan:
     at its first call, before the gate), the timeout when it is a constant (None: an expression)."""
 
     __slots__ = ("contract", "build", "state_input", "contract_input", "output", "fn", "timeout", "keyed", "what",
-                 "plain")
+                 "plain", "invoked", "succeeded")
 
     def __init__(self, ctx, state, contract):
         self.contract = contract
@@ -146,6 +147,9 @@ class StepPlan:
         #: call (None: not known until the first call has resolved the function and asked the gate)
         self.plain = (None if not (contract.side_effecting or contract.sensitive or contract.snapshot or self.keyed
                                    or self.timeout is None) else False)
+        #: the fixed parts of the step's event texts (flowctl.engine.eventtext), or None
+        self.invoked = invoked_frame(contract.ref, self.timeout) if self.timeout is not None else None
+        self.succeeded = succeeded_head(contract.ref)
 
 
 def plan(ctx, state, contract) -> StepPlan:
@@ -271,7 +275,8 @@ def _call_plain(ctx, state, p, attempt):
     input_text = flat_text(tool_input)
     if input_text is not None:  # flat, small and plain: its stored text made at once, the tool's copy shallow
         given = dict(tool_input)
-        text = invoked_text(ref, input_text, key, timeout)
+        frame, k = p.invoked, key_text(key)
+        text = None if frame is None or k is None else f'{frame[0]}{input_text},"idempotency_key":{k}{frame[1]}'
     else:
         given = flat_copy(tool_input)
         text = None
@@ -293,8 +298,8 @@ def _call_plain(ctx, state, p, attempt):
         data = {"tool": ref, "output": output, "duration_ms": took, "raw": raw_text}
     else:
         data = {"tool": ref, "output": output, "duration_ms": took}
-        if output_text is not None:
-            text = succeeded_text(ref, output_text, took)
+        if output_text is not None and p.succeeded is not None:  # took: a finite float, as _number formats it
+            text = f'{p.succeeded}{output_text},"duration_ms":{took!r}}}'
     ctx.emit("tool_succeeded", sid, attempt, strict=True, owned=owned, text=text, **data)
     if problem:
         raise SchemaMismatch(f"output of {ref} in '{sid}' does not match its output_schema {problem}")

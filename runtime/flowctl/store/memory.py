@@ -139,8 +139,10 @@ class MemoryStore:
             if current["last_seq"] != expect_seq:
                 raise RunConflict(f"run {run_id} was advanced by another process; this one stops")
             current.update(run)
-            self._events[run_id].extend(_kept(events))
-            self._put_steps(run_id, steps)
+            if events:
+                self._events[run_id].extend(_kept(events))
+            if steps:
+                self._put_steps(run_id, steps)
 
     def _seal(self, run_id) -> None:
         """Hash the events committed since the last read (under the lock)."""
