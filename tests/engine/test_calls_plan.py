@@ -99,4 +99,4 @@ def test_a_tool_changing_its_input_changes_neither_the_record_nor_the_run(tmp_pa
     result, events, row, seen = _run(tmp_path, monkeypatch, "mutate", plain=True)
     invoked = [e for e in seen if e["type"] == "tool_invoked"]
     assert [e["data"]["input"]["n"] for e in invoked] == [None, 1, 2, 3]
-    assert row["cursor"]["context"] == {"n": 4}
+    assert row["cursor"]["context"] == {"n": 3}  # the last response (4) ends the loop: no set
