@@ -46,28 +46,31 @@ def _kept(events) -> list:
     return out
 
 
-def _chain(tail: list, prev: str) -> str:
-    """Seal ``tail`` (kept events, in ``seq`` order) after ``prev`` in place: each becomes
-    ``(seq, ts, type, state, attempt, data_json, prev_hash, hash)``. The hash is
-    :func:`flowctl.store.audit.event_hash`'s, over the same text (a differential test holds it to
-    it); an event without its text yet is encoded by :func:`~flowctl.store.audit.encode_data`."""
+def _chain(events: list, done: int, hashes: list) -> str:
+    """Seal ``events[done:]`` (kept events, in ``seq`` order) after ``hashes[-1]`` (or ""): each one's
+    hash is appended to ``hashes`` (the event keeps its tuple; an event kept as ``blob`` gets its
+    text). The hash is :func:`flowctl.store.audit.event_hash`'s, over the same text (the golden
+    record of tests/engine/test_step_golden.py and the audit tests hold it to it); the last hash."""
     from flowctl.store.audit import encode_data
 
     sha256 = hashlib.sha256
-    loads = marshal.loads
-    for i, (seq, ts, type_, state, attempt, text, blob) in enumerate(tail):
+    add = hashes.append
+    prev = hashes[-1] if hashes else ""
+    for i in range(done, len(events)):
+        seq, ts, type_, state, attempt, text, blob = events[i]
         if text is None:
-            text = encode_data(loads(blob))
-        h = sha256(f"{prev}\n{seq}\n{ts!r}\n{type_}\n{state!r}\n{attempt!r}\n{text}".encode("utf-8")).hexdigest()
-        tail[i] = (seq, ts, type_, state, attempt, text, prev, h)
-        prev = h
+            text = encode_data(marshal.loads(blob))
+            events[i] = (seq, ts, type_, state, attempt, text, None)
+        prev = sha256(f"{prev}\n{seq}\n{ts!r}\n{type_}\n{state!r}\n{attempt!r}\n{text}".encode("utf-8")).hexdigest()
+        add(prev)
     return prev
 
 
-def _read(e, run_id) -> dict:
-    """A sealed kept event as the store's readers get it (the keys in SqlStore's order)."""
+def _read(e, i: int, hashes: list, run_id) -> dict:
+    """Sealed kept event ``e`` (number ``i`` of its run) as the store's readers get it (the keys in
+    SqlStore's order)."""
     return {"seq": e[0], "ts": e[1], "type": e[2], "state": e[3], "attempt": e[4], "data_json": e[5],
-            "prev_hash": e[6], "hash": e[7], "run_id": run_id, "data": json.loads(e[5])}
+            "prev_hash": hashes[i - 1] if i else "", "hash": hashes[i], "run_id": run_id, "data": json.loads(e[5])}
 
 
 class MemoryStore:
@@ -88,7 +91,7 @@ class MemoryStore:
         self._defs: dict = {}
         self._runs: dict = {}
         self._events: dict = {}
-        self._sealed: dict = {}  # run id -> how many of its events are sealed
+        self._hashes: dict = {}  # run id -> the hashes of its events sealed so far (event i: hashes[i])
         self._steps: dict = {}
         self._gate: list = []
 
@@ -127,7 +130,7 @@ class MemoryStore:
         with self._lock:
             self._runs[run["id"]] = dict(run)
             self._events[run["id"]] = _kept(events)  # run_id is added on read
-            self._sealed[run["id"]] = 0
+            self._hashes[run["id"]] = []
             self._steps[run["id"]] = {}
             self._put_steps(run["id"], steps)
 
@@ -147,14 +150,10 @@ class MemoryStore:
     def _seal(self, run_id) -> None:
         """Hash the events committed since the last read (under the lock)."""
         events = self._events.get(run_id)
-        done = self._sealed.get(run_id, 0)
-        if events is None or done == len(events):
+        hashes = self._hashes.get(run_id)
+        if events is None or len(hashes) == len(events):
             return
-        tail = events[done:]
-        prev = events[done - 1][7] if done else ""
-        self._runs[run_id]["last_hash"] = _chain(tail, prev)
-        events[done:] = tail
-        self._sealed[run_id] = len(events)
+        self._runs[run_id]["last_hash"] = _chain(events, len(hashes), hashes)
 
     def _put_steps(self, run_id, steps):
         table = self._steps[run_id]
@@ -195,7 +194,8 @@ class MemoryStore:
         with self._lock:
             self._seal(run_id)
             # data as stored: parsed from its JSON text, like SqlStore (a snapshot, not the engine's dict)
-            return [_read(e, run_id) for e in self._events.get(run_id, ())]
+            hashes = self._hashes.get(run_id)
+            return [_read(e, i, hashes, run_id) for i, e in enumerate(self._events.get(run_id, ()))]
 
     def events_page(self, run_id, after_seq, limit):
         """At most ``limit`` events with ``seq > after_seq`` (see :func:`flowctl.store.events.iter_events`)."""
@@ -205,7 +205,8 @@ class MemoryStore:
             self._seal(run_id)
             kept = self._events.get(run_id, ())
             start = bisect.bisect_right(kept, after_seq, key=lambda e: e[0])
-            return [_read(e, run_id) for e in kept[start:start + limit]]
+            hashes = self._hashes.get(run_id)
+            return [_read(kept[i], i, hashes, run_id) for i in range(start, min(start + limit, len(kept)))]
 
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
