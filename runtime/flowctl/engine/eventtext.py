@@ -84,12 +84,22 @@ def flat_text(value):
     return "{" + ",".join(parts) + "}"
 
 
+_ENTERED: dict = {}  # state type -> the text of state_entered up to its step number
+
+
 def entered_text(kind: str, step: int, visit: int):
     """``state_entered``'s ``{"type", "step", "visit"}``."""
-    name = _name(kind)
-    if name is None or type(step) is not int or type(visit) is not int:
+    head = _ENTERED.get(kind)
+    if head is None:
+        name = _name(kind)
+        if name is None:
+            return None
+        head = f'{{"type":{name},"step":'
+        if len(_ENTERED) < _NAMES_KEPT:
+            _ENTERED[kind] = head
+    if type(step) is not int or type(visit) is not int:
         return None
-    return f'{{"type":{name},"step":{step!r},"visit":{visit!r}}}'
+    return f'{head}{step!r},"visit":{visit!r}}}'
 
 
 def invoked_frame(tool: str, timeout):
