@@ -98,7 +98,10 @@ class RunContext:
         when every value is small by construction, else a tuple of the values that are not (tool
         input, output ...), which must pass :func:`flowctl.engine.payload.fits` to skip encoding.
         ``text``: ``data``'s stored text already made (:mod:`flowctl.engine.eventtext`: exactly what
-        :func:`~flowctl.store.audit.encode_data` gives, and small); used unless the run has secrets."""
+        :func:`~flowctl.store.audit.encode_data` gives, and small); used unless the run has secrets.
+        For a store that seals on read the event is buffered as the tuple ``(seq, ts, type, state,
+        attempt, data_json or None, data)`` (:func:`flowctl.store.memory._kept` takes it as it is),
+        else as a dict; :meth:`take_events` gives dicts either way."""
         seq = self.last_seq + len(self.events) + 1
         secrets = self.secrets
         if secrets is not None:  # run data only: engine fields such as "to" (the next state) stay readable
