@@ -1,6 +1,7 @@
 """Profile flowctl's step (the loop of :mod:`loop_flow`) with cProfile: in memory and on SQLite
 (and PostgreSQL with --pg). Prints, and writes to ``benchmarks/results/profile_<store>.txt``,
-the wall time per step with and without the profiler, the time per source file (self time summed
+the wall time per step with and without the profiler (in memory including the hash chain, which
+the memory store computes when the run is first read, as ``bench_memory.py`` times it), the time per source file (self time summed
 over its functions), the top functions by self time and by cumulative time, and the SQL
 statements per step that go through SQLAlchemy (counted with a ``before_cursor_execute`` listener;
 the per-step commit itself runs on the DBAPI connection of ``flowctl.store.hot`` and is not among
@@ -38,6 +39,7 @@ def _short(path: str) -> str:
 COMPONENTS = [
     ("enter", "flowctl/engine/loop.py", "enter the state: limits, visits, path, state_entered event"),
     ("call_tool", "flowctl/engine/calls.py", "the task: input, checks, gate, tool, output, 2 events"),
+    ("_call_plain", "flowctl/engine/calls.py", "the same for a plain read-only call (its step plan: StepPlan)"),
     ("build", "flowctl/expr/scope.py", "input mappings and set values (JMESPath)"),
     ("check_instance", "flowctl/definition/runtime_schemas.py", "input/output schema checks"),
     ("decide", "flowctl/gate/policy.py", "policy gate"),
@@ -60,9 +62,11 @@ COMPONENTS = [
     ("dumps", "json/__init__.py", "every json.dumps"),
     ("commit", "flowctl/engine/context.py", "checkpoint (runner side)"),
     ("to_json", "flowctl/engine/cursor.py", "the typed cursor as the checkpoint dict"),
-    ("commit", "flowctl/store/sql.py", "checkpoint (store: one transaction)"),
+    ("commit", "flowctl/store/memory.py", "checkpoint (MemoryStore)"),
+    ("commit", "flowctl/store/core.py", "checkpoint (SqlStore: one transaction)"),
     ("_dumps", "flowctl/store/sql.py", "run row JSON other than the cursor"),
-    ("_kept", "flowctl/store/sql.py", "MemoryStore keeps the events flat (data as marshal bytes)"),
+    ("_kept", "flowctl/store/memory.py", "MemoryStore keeps the events as tuples (data as its text, or marshal bytes)"),
+    ("_chain", "flowctl/store/memory.py", "MemoryStore's hash chain, computed when the run is first read (sha256)"),
     ("_commit_sqlite", "flowctl/store/hot.py", "per-step commit on SQLite: BEGIN IMMEDIATE, UPDATE, INSERTs, COMMIT"),
     ("_commit_pg", "flowctl/store/hot.py", "per-step commit on PostgreSQL: one statement"),
     ("begin", "sqlalchemy/engine/base.py", "SQLAlchemy `with engine.begin()` enter+exit: pool checkout, BEGIN, COMMIT, check-in"),
@@ -96,6 +100,8 @@ def profile(name: str, url: str, transitions: int, top: int = 30) -> str:
             if prof:
                 prof.enable()
             result = engine.run("loop", {})
+            if getattr(store, "seals_on_read", False):  # the memory store's hash chain, as bench_memory times it
+                store.get_run(result.run_id, exact=True)
             if prof:
                 prof.disable()
             took = time.perf_counter() - started

@@ -37,3 +37,25 @@ def test_a_contract_naming_a_function_its_module_lacks_is_refused_before_the_run
     with pytest.raises(UsageError, match="'tk' has no 'nowhere' \\(named by tk:nowhere\\)"):
         h.run()
     assert h.store.list_runs(limit=0) == []
+
+
+def test_a_tool_cannot_change_its_call_and_the_call_survives_copy_and_pickle():
+    import copy
+    import dataclasses
+    import pickle
+
+    from flowctl.engine.tools import ToolCall
+
+    call = ToolCall("run-1", 3, "charge", 2, "run-1:charge:1", 12.5, "pay@1.0.0")
+    assert (call.run_id, call.step, call.state, call.attempt, call.idempotency_key, call.deadline, call.tool) == (
+        "run-1", 3, "charge", 2, "run-1:charge:1", 12.5, "pay@1.0.0")
+    for name in ("idempotency_key", "attempt", "other"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(call, name, "changed")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del call.step
+    assert call.idempotency_key == "run-1:charge:1"
+    assert not hasattr(call, "__dict__")
+    assert pickle.loads(pickle.dumps(call)) == call == copy.deepcopy(call)
+    assert ToolCall("r", 1, "s", 1, "k", None).tool == ""
+    assert "idempotency_key='run-1:charge:1'" in repr(call)

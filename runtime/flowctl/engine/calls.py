@@ -23,9 +23,10 @@ import time
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import saga
 from flowctl.engine.context import PARKED
-from flowctl.engine.eventtext import flat_text, invoked_text, succeeded_text
+from flowctl.engine.eventtext import (flat_text, invoked_frame, invoked_text, key_text, succeeded_head,
+                                      succeeded_text)
 from flowctl.engine.evidence import take_snapshot
-from flowctl.engine.gatecall import gate
+from flowctl.engine.gatecall import gate, guarded
 from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
 from flowctl.engine.tokens import hash_token
 from flowctl.engine.tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
@@ -106,39 +107,105 @@ def _input_builder(project, state):
     return found
 
 
+def _checker(schema):
+    """``schema`` compiled to ``fn(instance) -> problem or None`` (None: no schema). The trivial
+    schemas (``{type: object}``, with ``required`` names) answer "valid" by an ``isinstance`` check
+    and a lookup per name; anything else, and every problem, goes to :func:`check_instance`."""
+    if not schema:
+        return None
+    if isinstance(schema, dict) and schema.get("type") == "object" and set(schema) <= {"type", "required"}:
+        names = schema.get("required", [])
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            names = tuple(names)
+            if not names:
+                return lambda instance: None if type(instance) is dict else check_instance(schema, instance)
+            return lambda instance: (None if type(instance) is dict and all(n in instance for n in names)
+                                     else check_instance(schema, instance))
+    return lambda instance: check_instance(schema, instance)
+
+
+class StepPlan:
+    """What one state's call of one contract needs, worked out once per run (``ctx.plans``): the
+    input mapping compiled, the three schema checks (:func:`_checker`), the tool function (resolved
+    at its first call, before the gate), the timeout when it is a constant (None: an expression)."""
+
+    __slots__ = ("contract", "build", "state_input", "contract_input", "output", "fn", "timeout", "keyed", "what",
+                 "plain", "invoked", "succeeded")
+
+    def __init__(self, ctx, state, contract):
+        self.contract = contract
+        self.build = _input_builder(ctx.project, state)
+        self.state_input = _checker(state.input_schema)
+        self.contract_input = _checker(contract.input_schema)
+        self.output = _checker(contract.output_schema)
+        self.fn = None
+        t = state.timeout
+        self.timeout = None if isinstance(t, dict) else (t or contract.timeout or DEFAULT_TIMEOUT)
+        self.keyed = bool(contract.idempotency_key)
+        self.what = f"tool {contract.ref} in '{state.id}'"
+        #: a read-only call the gate does not check, with nothing to redact, snapshot or evaluate per
+        #: call (None: not known until the first call has resolved the function and asked the gate)
+        self.plain = (None if not (contract.side_effecting or contract.sensitive or contract.snapshot or self.keyed
+                                   or self.timeout is None) else False)
+        #: the fixed parts of the step's event texts (flowctl.engine.eventtext), or None
+        self.invoked = invoked_frame(contract.ref, self.timeout) if self.timeout is not None else None
+        self.succeeded = succeeded_head(contract.ref)
+
+
+def plan(ctx, state, contract) -> StepPlan:
+    """The :class:`StepPlan` of ``state`` calling ``contract`` in this run (made at its first call)."""
+    key = (state.id, contract.ref)
+    found = ctx.plans.get(key)
+    if found is None or found.contract is not contract:  # a notify's contract is a fresh copy each time
+        found = ctx.plans[key] = StepPlan(ctx, state, contract)
+    return found
+
+
 def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, tool_input=None,
               stored_input=None, purpose: str | None = None, key: str | None = None, timeout: float | None = None):
     """One call of ``contract`` from ``state``: input schema(s), gate, ``started`` record, invoke,
     output schema, verify, saga. ``tool_input`` given (a review's notify payload) replaces the
     state's input mapping; ``stored_input`` is what the checkpoint keeps of it instead (the payload
     without its token); ``purpose`` is recorded on the tool_invoked event (``notify``)."""
+    p = plan(ctx, state, contract)
+    if p.plain and tool_input is None and not fallback and not purpose and not key and not timeout \
+            and ctx.secrets is None:
+        return _call_plain(ctx, state, p, attempt)
     c = ctx.cursor
     built = tool_input is None  # a notify payload is given, not built from the state's input mapping
     if built:
-        tool_input = _input_builder(ctx.project, state)(ctx.scope())
+        tool_input = p.build(ctx.scope())
     if ctx.secrets is not None:  # before anything records it (schema and policy messages quote it)
         ctx.secrets.learn(tool_input)
-    if built and not fallback and state.input_schema:
-        problem = check_instance(state.input_schema, tool_input)
+    if built and not fallback and p.state_input is not None:
+        problem = p.state_input(tool_input)
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
-    if contract.input_schema:
-        problem = check_instance(contract.input_schema, tool_input)
+    if p.contract_input is not None:
+        problem = p.contract_input(tool_input)
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
-    fn = ctx.tool_fns.get((contract.ref, contract.entrypoint))
+    fn = p.fn
     if fn is None:  # resolved once per run, before the gate (it follows the function) and any record
-        fn = ctx.tool_fns[(contract.ref, contract.entrypoint)] = ctx.engine.tool_function(
-            contract, "entrypoint", ctx.tools_folder)
+        fn = ctx.tool_fns.get((contract.ref, contract.entrypoint))
+        if fn is None:
+            fn = ctx.tool_fns[(contract.ref, contract.entrypoint)] = ctx.engine.tool_function(
+                contract, "entrypoint", ctx.tools_folder)
+        p.fn = fn
     if gate(ctx, state, contract, attempt, tool_input, fn, purpose=purpose, fallback=fallback) is PARKED:
         return PARKED
-    key = key or _key(ctx, state, contract, tool_input)
-    timeout = timeout or _timeout(ctx, state, contract)
+    if p.plain is None:
+        p.plain = not guarded(ctx, contract, fn)[1]
+    if not key:
+        key = (_key(ctx, state, contract, tool_input) if p.keyed
+               else f"{ctx.id}:{state.id}:{ctx.cursor.visits.get(state.id, 1)}")
+    timeout = timeout or p.timeout or _timeout(ctx, state, contract)
     deadline = ctx.clock.time() + timeout
     call = ToolCall(ctx.id, c.step, state.id, attempt, key, deadline, contract.ref)
     # a run with secrets redacts every record it stores by name and value (flowctl.engine.sensitive)
     # (a notify payload's token is sensitive by name only, so it is always redacted by name here)
-    shown_input = tool_input if ctx.secrets is not None and purpose is None else redact(tool_input, contract.sensitive)
+    shown_input = (tool_input if (ctx.secrets is not None and purpose is None) or not contract.sensitive
+                   else redact(tool_input, contract.sensitive))
     if contract.snapshot and contract.side_effecting:  # committed with the started record, before the effect
         take_snapshot(ctx, contract, tool_input, call, "before")
     input_text = flat_text(tool_input)  # not None: flat, small and plain, its stored text made at once
@@ -160,32 +227,94 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         given = copy.deepcopy(tool_input)
     started = time.perf_counter()
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
-        raw = call_with_timeout(fn, (given, call), timeout, f"tool {contract.ref} in '{state.id}'")
+        raw = call_with_timeout(fn, (given, call), timeout, p.what)
         output, raw_text, owned, output_text = _parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
-        _tag_tool_error(exc)
-        took = (time.perf_counter() - started) * 1000
-        where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
-        ctx.emit("tool_failed", state.id, attempt, tool=contract.ref, error=handler_names(exc)[0], message=str(exc),
-                    duration_ms=round(took, 3), **where)
-        if contract.side_effecting:
-            c.inflight = None
-            ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
-                                              ctx.clock.time()))
-            if contract.compensate_on_failure:
-                _undo_partial(ctx, state, contract, tool_input, call)
+        _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call)
         raise
     took = (time.perf_counter() - started) * 1000
     return _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
-                     stored_input=stored_input, output_text=output_text)
+                     stored_input=stored_input, output_text=output_text, check=p.output or False)
+
+
+def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call) -> None:
+    """The tool raised ``exc``: its names for the handlers, ``tool_failed``, and for a side effect
+    the ``failed`` step record (and, if the contract asks, compensation of a partial effect)."""
+    _tag_tool_error(exc)
+    took = (time.perf_counter() - started) * 1000
+    where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
+    ctx.emit("tool_failed", state.id, attempt, tool=contract.ref, error=handler_names(exc)[0], message=str(exc),
+             duration_ms=round(took, 3), **where)
+    if contract.side_effecting:
+        c = ctx.cursor
+        c.inflight = None
+        ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
+                                       ctx.clock.time()))
+        if contract.compensate_on_failure:
+            _undo_partial(ctx, state, contract, tool_input, call)
+
+
+def _call_plain(ctx, state, p, attempt):
+    """:func:`call_tool` for a plain call (:attr:`StepPlan.plain`: read-only, no gate check, nothing
+    to redact or snapshot, a constant timeout, the default idempotency key) of a run without
+    secrets: the same checks, records and copies, without the branches that cannot apply."""
+    contract = p.contract
+    tool_input = p.build(ctx.scope())
+    if p.state_input is not None:
+        problem = p.state_input(tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match its input_schema {problem}")
+    if p.contract_input is not None:
+        problem = p.contract_input(tool_input)
+        if problem:
+            raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
+    c = ctx.cursor
+    sid, ref, timeout = state.id, contract.ref, p.timeout
+    key = f"{ctx.id}:{sid}:{c.visits.get(sid, 1)}"
+    call = ToolCall(ctx.id, c.step, sid, attempt, key, ctx.clock.time() + timeout, ref)
+    input_text = flat_text(tool_input)
+    if input_text is not None:  # flat, small and plain: its stored text made at once, the tool's copy shallow
+        given = dict(tool_input)
+        frame, k = p.invoked, key_text(key)
+        text = None if frame is None or k is None else f'{frame[0]}{input_text},"idempotency_key":{k}{frame[1]}'
+    else:
+        given = flat_copy(tool_input)
+        text = None
+    ctx.emit("tool_invoked", sid, attempt, owned=True if given is not None and len(key) <= FIT_STRING
+             else (tool_input, key), text=text, tool=ref, input=tool_input, idempotency_key=key, timeout_s=timeout)
+    if given is None:
+        given = copy.deepcopy(tool_input)
+    started = time.perf_counter()
+    try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
+        output, raw_text, owned, output_text = _parse_output(call_with_timeout(p.fn, (given, call), timeout, p.what),
+                                                             contract)
+    except Exception as exc:  # noqa: BLE001
+        _failed(ctx, state, contract, attempt, exc, started, key, tool_input, tool_input, call)
+        raise
+    took = round((time.perf_counter() - started) * 1000, 3)
+    problem = p.output(output) if p.output is not None else None
+    text = None
+    if raw_text is not None:
+        data = {"tool": ref, "output": output, "duration_ms": took, "raw": raw_text}
+    else:
+        data = {"tool": ref, "output": output, "duration_ms": took}
+        if output_text is not None and p.succeeded is not None:  # took: a finite float, as _number formats it
+            text = f'{p.succeeded}{output_text},"duration_ms":{took!r}}}'
+    ctx.emit("tool_succeeded", sid, attempt, strict=True, owned=owned, text=text, **data)
+    if problem:
+        raise SchemaMismatch(f"output of {ref} in '{sid}' does not match its output_schema {problem}")
+    return output
 
 
 def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took_ms, recovered=False,
-              owned=False, stored_input=None, output_text=None):
+              owned=False, stored_input=None, output_text=None, check=None):
+    """``check``: the output schema's check (:func:`_checker`; False: there is none), else made here."""
     c = ctx.cursor
     if ctx.secrets is not None:
         ctx.secrets.learn(output)
-    problem = check_instance(contract.output_schema, output) if contract.output_schema else None
+    if check is None:
+        check = _checker(contract.output_schema)
+    problem = check(output) if check else None
     if contract.side_effecting and problem is None and contract.verify and not recovered:
         ok = _verify(ctx, contract, tool_input, output, call)
         if not ok:  # the output the tool gave is evidence too: kept with the verdict
@@ -203,7 +332,7 @@ def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call,
     if contract.snapshot and contract.side_effecting:  # after verify (a failed verify took it above)
         take_snapshot(ctx, contract, tool_input, call, "after")
     lean = ctx.secrets is not None and stored_input is None  # by name and value when stored; a notify by name here
-    shown = output if lean else redact(output, contract.sensitive)
+    shown = output if lean or not contract.sensitive else redact(output, contract.sensitive)
     if contract.side_effecting:  # the effect happened: it joins the saga before anything else can fail
         c.inflight = None
         ctx.step_rows.append(_step_row(c, attempt, state, contract, call.idempotency_key, "succeeded",

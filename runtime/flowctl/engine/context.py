@@ -64,6 +64,10 @@ class RunContext:
         self.events: list = []
         self.step_rows: list = []
         self.tool_fns: dict = {}  # (contract ref, entrypoint) -> its entrypoint callable
+        self.guards: dict = {}  # (contract id, entrypoint, side effects) -> (fn, also, gated): engine.gatecall
+        #: per-run caches of the step: ``(state id, contract ref)`` -> its :class:`flowctl.engine.calls.StepPlan`,
+        #: ``state id`` -> its transitions and their texts (:func:`flowctl.engine.transitions.advance`)
+        self.plans: dict = {}
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
@@ -84,7 +88,7 @@ class RunContext:
 
     # ------------------------------------------------------------------ events and commits
     def emit(self, type_: str, state: str | None = None, attempt: int | None = None, /, *, strict: bool = False,
-             owned=False, text: str | None = None, **data) -> dict:
+             owned=False, text: str | None = None, **data) -> None:
         """Record an audit event (committed with the next checkpoint). Data over the payload limit
         raises :class:`PayloadTooLarge` with ``strict`` (tool outputs), else is replaced by a note.
 
@@ -94,43 +98,76 @@ class RunContext:
         when every value is small by construction, else a tuple of the values that are not (tool
         input, output ...), which must pass :func:`flowctl.engine.payload.fits` to skip encoding.
         ``text``: ``data``'s stored text already made (:mod:`flowctl.engine.eventtext`: exactly what
-        :func:`~flowctl.store.audit.encode_data` gives, and small); used unless the run has secrets."""
+        :func:`~flowctl.store.audit.encode_data` gives, and small); used unless the run has secrets.
+        For a store that seals on read the event is buffered as the tuple ``(seq, ts, type, state,
+        attempt, data_json or None, data)`` (:func:`flowctl.store.memory._kept` takes it as it is),
+        else as a dict; :meth:`take_events` gives dicts either way."""
         seq = self.last_seq + len(self.events) + 1
-        if self.secrets is not None:  # run data only: engine fields such as "to" (the next state) stay readable
-            self.secrets.event(data)
-        ev = {"seq": seq, "ts": self.clock.time(), "type": type_, "state": state, "attempt": attempt, "data": data}
-        if text is not None and self.secrets is None:
-            ev["data_json"] = text
-        elif not (owned is not False and self.lazy and (owned is True or fits(owned))):
-            data_json = encode_data(data)
-            if len(data_json) > MAX_PAYLOAD // 4 and len(data_json.encode()) > MAX_PAYLOAD:
-                size = len(data_json.encode())
+        secrets = self.secrets
+        if secrets is not None:  # run data only: engine fields such as "to" (the next state) stay readable
+            secrets.event(data)
+            text = None
+        ts = self.clock.time()
+        if text is None and not (owned is not False and self.lazy and (owned is True or fits(owned))):
+            text = encode_data(data)
+            if len(text) > MAX_PAYLOAD // 4 and len(text.encode()) > MAX_PAYLOAD:
+                size = len(text.encode())
                 if strict:
                     raise PayloadTooLarge(f"{type_} payload is {size} bytes; the store accepts at most {MAX_PAYLOAD} per payload")
-                ev["data"] = {"truncated": True, "bytes": size}
-                data_json = encode_data(ev["data"])
-            ev["data_json"] = data_json
-        self.events.append(ev)
-        if self.engine.listener is not None:  # its own copy: a listener cannot change the record
-            self.engine.listener(dict(ev, run_id=self.id, data=copy.deepcopy(ev["data"])))
-        return ev
+                data = {"truncated": True, "bytes": size}
+                text = encode_data(data)
+        if self.lazy:  # a store that seals on read takes the event as a tuple (flowctl.store.memory)
+            self.events.append((seq, ts, type_, state, attempt, text, data))
+        else:
+            ev = {"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": data}
+            if text is not None:
+                ev["data_json"] = text
+            self.events.append(ev)
+        listener = self.engine.listener
+        if listener is not None:  # its own copy: a listener cannot change the record
+            ev = {"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": copy.deepcopy(data)}
+            if text is not None:
+                ev["data_json"] = text
+            ev["run_id"] = self.id
+            listener(ev)
 
     def take_events(self) -> list:
+        """The events not committed yet, as dicts (``seq``, ``ts``, ``type``, ``state``, ``attempt``,
+        ``data`` and, once encoded, ``data_json``); the buffer is emptied."""
         out, self.events = self.events, []
+        if self.lazy:
+            out = [_event_dict(e) for e in out]
         return out
 
     def commit(self, status: str | None = None, **fields) -> None:
         """Write the checkpoint, the buffered events and step rows in one store commit (one
         transaction); ``status`` and ``fields`` (output, error, available_at …) update the run row.
         Raises :class:`~flowctl.errors.RunConflict` (or ``LeaseLost``) when another writer won."""
-        run = {"cursor": self.cursor.to_json(), "updated_at": self.clock.time(), "steps": self.cursor.step}
+        c = self.cursor
+        run = {"cursor": c.to_json(), "updated_at": self.clock.time(), "steps": c.step}
         if status:
             run["status"] = status
-        run.update(fields)
-        events = self.take_events()
+        if fields:
+            run.update(fields)
+        events, self.events = self.events, []
+        if self.lazy and self.secrets is None:  # a store that seals on read, nothing to protect: the row as is
+            if events:
+                run["last_seq"] = events[-1][0]
+            steps, self.step_rows = self.step_rows, []
+            if self.unleased:
+                self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)
+            else:
+                self.store.commit(self.id, self.last_seq, run, events, steps)
+                self.unleased = True
+            if events:
+                self.last_seq = run["last_seq"]
+            self.row.update(run)
+            return
         if events:
-            run["last_seq"] = events[-1]["seq"]
-            if not self.lazy:
+            if self.lazy:
+                run["last_seq"] = events[-1][0]
+            else:
+                run["last_seq"] = events[-1]["seq"]
                 run["last_hash"] = seal_commit(events, self.last_hash)
         steps, self.step_rows = self.step_rows, []
         stored = run
@@ -235,6 +272,16 @@ class RunContext:
         if self.row["status"] == "waiting" and pending.get("kind") == "children":
             out.children = waiting_children(self.store, self.child_results, pending)
         return out
+
+
+def _event_dict(e: tuple) -> dict:
+    """A buffered event of a store that seals on read (``(seq, ts, type, state, attempt, data_json
+    or None, data)``) as the dict the other stores take."""
+    seq, ts, type_, state, attempt, text, data = e
+    ev = {"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": data}
+    if text is not None:
+        ev["data_json"] = text
+    return ev
 
 
 def refuse_forged(engine, row) -> None:

@@ -84,30 +84,63 @@ def flat_text(value):
     return "{" + ",".join(parts) + "}"
 
 
+_ENTERED: dict = {}  # state type -> the text of state_entered up to its step number
+
+
 def entered_text(kind: str, step: int, visit: int):
     """``state_entered``'s ``{"type", "step", "visit"}``."""
-    name = _name(kind)
-    if name is None or type(step) is not int or type(visit) is not int:
+    head = _ENTERED.get(kind)
+    if head is None:
+        name = _name(kind)
+        if name is None:
+            return None
+        head = f'{{"type":{name},"step":'
+        if len(_ENTERED) < _NAMES_KEPT:
+            _ENTERED[kind] = head
+    if type(step) is not int or type(visit) is not int:
         return None
-    return f'{{"type":{name},"step":{step!r},"visit":{visit!r}}}'
+    return f'{head}{step!r},"visit":{visit!r}}}'
+
+
+def invoked_frame(tool: str, timeout):
+    """``(head, tail)`` of ``tool_invoked``'s text for this tool and timeout, so that the text is
+    ``head + input text + ',"idempotency_key":' + key text (`key_text`) + tail``; None when either
+    is outside what is formatted here. A step plan makes it once (flowctl.engine.calls.StepPlan)."""
+    name, t = _name(tool), _number(timeout)
+    if name is None or t is None:
+        return None
+    return f'{{"tool":{name},"input":', f',"timeout_s":{t}}}'
+
+
+def key_text(key):
+    """JSON text of an idempotency key (an ASCII string of at most 1,024 characters), else None."""
+    if type(key) is not str or len(key) > FIT_STRING or not key.isascii():
+        return None
+    return _string(key)
 
 
 def invoked_text(tool: str, given: str, key: str, timeout):
     """``tool_invoked``'s ``{"tool", "input", "idempotency_key", "timeout_s"}`` (no purpose), the
     input given as its text (:func:`flat_text`)."""
-    name, t = _name(tool), _number(timeout)
-    if name is None or t is None or type(key) is not str or len(key) > FIT_STRING or not key.isascii():
+    frame, k = invoked_frame(tool, timeout), key_text(key)
+    if frame is None or k is None:
         return None
-    return f'{{"tool":{name},"input":{given},"idempotency_key":{_string(key)},"timeout_s":{t}}}'
+    return f'{frame[0]}{given},"idempotency_key":{k}{frame[1]}'
+
+
+def succeeded_head(tool: str):
+    """``tool_succeeded``'s text up to the output: ``{"tool":...,"output":`` (None: see :func:`_name`)."""
+    name = _name(tool)
+    return None if name is None else f'{{"tool":{name},"output":'
 
 
 def succeeded_text(tool: str, out: str, duration_ms):
     """``tool_succeeded``'s ``{"tool", "output", "duration_ms"}`` (no raw text, output known), the
     output given as its text (:func:`flat_text`)."""
-    name, d = _name(tool), _number(duration_ms)
-    if name is None or d is None:
+    head, d = succeeded_head(tool), _number(duration_ms)
+    if head is None or d is None:
         return None
-    return f'{{"tool":{name},"output":{out},"duration_ms":{d}}}'
+    return f'{head}{out},"duration_ms":{d}}}'
 
 
-__all__ = ["flat_text", "entered_text", "invoked_text", "succeeded_text"]
+__all__ = ["flat_text", "entered_text", "invoked_text", "invoked_frame", "key_text", "succeeded_text", "succeeded_head"]

@@ -22,8 +22,8 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
     step (same tool, same input digest: a technical retry) is exempt from ``rate`` and ``dedupe``;
     a retry after a *denied* call, with another input, or a fallback is a new call and counted as one.
     A gate review's approval covers only the call it showed (:func:`_approved`)."""
-    also = tuple(i for i in function_aliases(ctx.engine, ctx.project, fn, ctx.tools_folder) if i != contract.id)
-    if not ctx.gate.guards(contract, also):  # read-only everywhere: allowed without a word (policy.py rule 1)
+    also, checked = guarded(ctx, contract, fn)
+    if not checked:  # read-only everywhere: allowed without a word (policy.py rule 1)
         return
     c = ctx.cursor
     digest = input_digest(tool_input)
@@ -42,6 +42,18 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
         return _policy_review(ctx, state, contract, decision, tool_input, digest)
     c.gate_granted = granted
     return None
+
+
+def guarded(ctx, contract, fn) -> tuple:
+    """``(also, guarded)``: the other contracts on ``fn`` (:func:`function_aliases`) and whether the
+    gate checks this call (:meth:`Gate.guards`). Both depend only on the definition and the
+    resolved function, so they are worked out once per run and contract (``ctx.guards``)."""
+    key = (contract.id, contract.entrypoint, contract.side_effecting)
+    found = ctx.guards.get(key)
+    if found is None or found[0] is not fn:  # the function kept: its id cannot be reused meanwhile
+        also = tuple(i for i in function_aliases(ctx.engine, ctx.project, fn, ctx.tools_folder) if i != contract.id)
+        found = ctx.guards[key] = (fn, also, ctx.gate.guards(contract, also))
+    return found[1], found[2]
 
 
 def _call_shown(contract, digest, policy, rule) -> dict:
@@ -105,4 +117,4 @@ def _policy_review(ctx, state, contract, decision, tool_input, digest):
     return ctx.park("paused", pending, None)
 
 
-__all__ = ["gate"]
+__all__ = ["gate", "guarded"]

@@ -96,24 +96,28 @@ class Runner(RunContext):
         flow's limits), append to the path, record ``state_entered``."""
         c = self.cursor
         limits = self.flow.limits
-        if c.step + 1 > limits.max_steps:
+        step = c.step + 1
+        if step > limits.max_steps:
             raise MaxStepsExceeded(f"run took {limits.max_steps} steps (limits.max_steps) and would enter '{state.id}'")
-        visits = c.visits.get(state.id, 0) + 1
+        sid = state.id
+        visits = c.visits.get(sid, 0) + 1
         if limits.max_visits is not None and visits > limits.max_visits:
-            raise MaxStepsExceeded(f"state '{state.id}' would be entered {visits} times (limits.max_visits {limits.max_visits})")
+            raise MaxStepsExceeded(f"state '{sid}' would be entered {visits} times (limits.max_visits {limits.max_visits})")
         if limits.timeout is not None and self.clock.time() - self.row["created_at"] > limits.timeout:
             raise RunTimeout(f"run exceeded limits.timeout ({limits.timeout:g}s)")
-        c.step += 1
-        c.visits = {**c.visits, state.id: visits}  # a new dict: an earlier scope keeps its own
-        c.path.append(state.id)
-        if len(c.path) > PATH_KEPT:  # long loops: the checkpoint keeps the recent path only
-            c.path_dropped = (c.path_dropped or 0) + len(c.path) - PATH_KEPT
-            del c.path[:-PATH_KEPT]
+        c.step = step
+        c.visits = {**c.visits, sid: visits}  # a new dict: an earlier scope keeps its own
+        path = c.path
+        path.append(sid)
+        if len(path) > PATH_KEPT:  # long loops: the checkpoint keeps the recent path only
+            c.path_dropped = (c.path_dropped or 0) + len(path) - PATH_KEPT
+            del path[:-PATH_KEPT]
         c.entered = True
         c.attempt = 1
-        c.state_info = {"id": state.id, "entered_at": iso(self.clock.time()), "attempt": 1}
-        self.emit("state_entered", state.id, 1, owned=True, text=entered_text(state.type, c.step, visits),
-                  type=state.type, step=c.step, visit=visits)
+        c.state_info = {"id": sid, "entered_at": iso(self.clock.time()), "attempt": 1}
+        kind = state.type
+        self.emit("state_entered", sid, 1, owned=True, text=entered_text(kind, step, visits),
+                  type=kind, step=step, visit=visits)
 
     # ------------------------------------------------------------------ error layers
     def handle_error(self, state, exc, *, skip_state_layer: bool = False) -> None:

@@ -18,9 +18,11 @@ import importlib
 import signal
 import sys
 import threading
+from threading import get_ident
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError
+from operator import itemgetter
 
 from flowctl.engine.watchdog import WATCHDOG
 from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
@@ -28,22 +30,47 @@ from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: 
 DEFAULT_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """What a tool is told about its call.
+_CALL_FIELDS = ("run_id", "step", "state", "attempt", "idempotency_key", "deadline", "tool")
+
+
+class ToolCall(tuple):
+    """What a tool is told about its call (read-only: a tool cannot change what the run records).
 
     ``run_id``; ``step`` (1-based step number of the run); ``state`` id; ``attempt`` (1-based);
     ``idempotency_key`` (the same for every attempt of the step, and after a crash);
     ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version).
+    Made on every step, so it is an immutable tuple (``__slots__ = ()``: no instance dict) whose
+    fields are read by name; assigning one raises :class:`dataclasses.FrozenInstanceError`.
     """
 
-    run_id: str
-    step: int
-    state: str
-    attempt: int
-    idempotency_key: str
-    deadline: float | None
-    tool: str = ""
+    __slots__ = ()
+
+    def __new__(cls, run_id: str, step: int, state: str, attempt: int, idempotency_key: str,
+                deadline: float | None, tool: str = ""):
+        return _new(cls, (run_id, step, state, attempt, idempotency_key, deadline, tool))
+
+    run_id = property(itemgetter(0))
+    step = property(itemgetter(1))
+    state = property(itemgetter(2))
+    attempt = property(itemgetter(3))
+    idempotency_key = property(itemgetter(4))
+    deadline = property(itemgetter(5))
+    tool = property(itemgetter(6))
+
+    def __setattr__(self, name, value):
+        raise FrozenInstanceError(f"cannot assign to field '{name}'")
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"cannot delete field '{name}'")
+
+    def __getnewargs__(self):  # pickle and copy: the fields, one by one
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return "ToolCall(" + ", ".join(f"{n}={v!r}" for n, v in zip(_CALL_FIELDS, self)) + ")"
+
+
+_new = tuple.__new__
 
 
 _cache: dict = {}
@@ -190,7 +217,23 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
     :class:`ToolCrashed`, except ``KeyboardInterrupt``, which stops the process as it should (the
     run stays resumable).
     """
+    global _armed
     try:
+        if _WATCHED and timeout and timeout > 0 and not _armed and get_ident() == threading.main_thread().ident:
+            # the common case, inlined (it runs on every tool call): the watchdog keeps the deadline
+            if timeout < MIN_TIMEOUT:
+                timeout = MIN_TIMEOUT
+            if not _installed:
+                _install_alarm()
+            try:
+                _armed = True
+                WATCHDOG.arm(timeout)
+                return fn(*args)
+            except _Deadline:
+                raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
+            finally:
+                WATCHDOG.deadline = None  # WATCHDOG.disarm()
+                _armed = False
         return _call(fn, args, timeout, what)
     except (Exception, KeyboardInterrupt):
         raise
@@ -203,10 +246,12 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
 def _call(fn, args, timeout, what):
     if not timeout or timeout <= 0:
         return fn(*args)
-    timeout = max(timeout, MIN_TIMEOUT)
+    if timeout < MIN_TIMEOUT:
+        timeout = MIN_TIMEOUT
     global _armed
-    if _WATCHED and not _armed and threading.current_thread() is threading.main_thread():
-        _install_alarm()
+    if _WATCHED and not _armed and get_ident() == threading.main_thread().ident:
+        if not _installed:
+            _install_alarm()
         try:
             _armed = True
             WATCHDOG.arm(timeout)
@@ -214,7 +259,7 @@ def _call(fn, args, timeout, what):
         except _Deadline:
             raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
         finally:
-            WATCHDOG.disarm()
+            WATCHDOG.deadline = None  # WATCHDOG.disarm(), inlined: this runs on every tool call
             _armed = False
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and not _armed:
         _install_alarm()

@@ -48,19 +48,25 @@ def advance(ctx, state, response) -> None:
     c = ctx.cursor
     c.response = response
     scope = ctx.scope()
+    found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per run
+    if found is None:
+        found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id), _texts(ctx.project, ctx.flow, state.id))
     chosen = None
     evaluated = []
+    results = []
     small = True  # every result a boolean or null and every condition short: the event is small
-    for move in moves(ctx.project, ctx.flow, state.id):
+    for move in found[0]:
         if move.when is None:
             chosen = move
             evaluated.append({"when": None, "result": True})
+            results.append(True)
             break
         value = move.evaluate(scope)
         evaluated.append({"when": move.when, "result": value})  # null stays null in the trace
+        results.append(value)
         if small and not (move.short and (value is True or value is False or value is None)):
             small = False
-        if truthy(value):
+        if value is True or (value is not False and value is not None and truthy(value)):
             chosen = move
             break
     if chosen is None:
@@ -78,8 +84,8 @@ def advance(ctx, state, response) -> None:
     small = small and len(evaluated) <= 16
     text = None
     if small:  # the text depends on the results alone (each true, false or null): made once per outcome
-        taken = _texts(ctx.project, ctx.flow, state.id)
-        outcome = tuple(e["result"] for e in evaluated)
+        taken = found[1]
+        outcome = tuple(results)
         text = taken.get(outcome)
         if text is None:
             text = taken[outcome] = encode_data(data)

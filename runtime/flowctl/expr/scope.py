@@ -52,10 +52,19 @@ def compile_set(assignments: dict | None, where: str = ""):
     if not assignments:
         return None
     plan = [(key, compile_mapping(expr, where)) for key, expr in assignments.items()]
+    if any("." in key for key in assignments):
+        def apply(context: dict, scope: dict, check=None) -> dict:
+            return _write(context, [(key, fn(scope)) for key, fn in plan], check)
+        return apply
 
-    def apply(context: dict, scope: dict, check=None) -> dict:
-        return _write(context, [(key, fn(scope)) for key, fn in plan], check)
-    return apply
+    def apply_flat(context: dict, scope: dict, check=None) -> dict:  # top-level keys only: _write, inlined
+        values = {key: fn(scope) for key, fn in plan}  # every value first, against the same scope
+        if check is not None:
+            check(values, "values written to context")
+        out = dict(context)
+        out.update(values)
+        return out
+    return apply_flat
 
 
 def apply_set(context: dict, assignments: dict | None, scope: dict, where: str = "", check=None) -> dict:

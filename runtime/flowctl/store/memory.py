@@ -6,6 +6,7 @@ the process, nothing is sealed (no keyring), and it is no
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import marshal
 import threading
@@ -17,27 +18,59 @@ from flowctl.store.records import FINAL, review_due_at
 
 
 def _kept(events) -> list:
-    """Events as MemoryStore keeps them: flat dicts of strings and numbers, the data as its JSON
-    text, or (not encoded yet) as ``marshal`` bytes. A long run keeps hundreds of thousands of
-    events; nested dicts would be walked by every full collection of the cyclic garbage collector
-    (a third of an in-memory step at 100,000 steps), flat ones of atoms are not tracked at all."""
+    """Events as MemoryStore keeps them until they are sealed: tuples ``(seq, ts, type, state,
+    attempt, data_json, blob)`` of strings and numbers, the data as its JSON text or (not encoded
+    yet) as ``marshal`` bytes in ``blob``. A long run keeps hundreds of thousands of events; nested
+    dicts would be walked by every full collection of the cyclic garbage collector (a third of an
+    in-memory step at 100,000 steps), tuples of atoms are untracked once the collector has seen them.
+    ``events``: dicts (``seq``, ``ts``, ``type``, ``state``, ``attempt``, ``data``, ``data_json``) or
+    the tuples :meth:`flowctl.engine.context.RunContext.emit` buffers for a store that seals on read.
+    Hashes an event arrives with are not kept: the chain is computed here, when the run is read."""
     out = []
+    add = out.append
     for e in events:
-        kept = {"seq": e["seq"], "ts": e["ts"], "type": e["type"], "state": e.get("state"), "attempt": e.get("attempt")}
-        if e.get("data_json") is not None:
-            kept["data_json"] = e["data_json"]
+        if type(e) is tuple:  # (seq, ts, type, state, attempt, data_json or None, data): RunContext.emit's
+            seq, ts, type_, state, attempt, text, data = e
         else:
+            seq, ts, type_, state, attempt = e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt")
+            text, data = e.get("data_json"), e.get("data")
+        blob = None
+        if text is None:
             try:
-                kept["blob"] = marshal.dumps(e.get("data"))
+                blob = marshal.dumps(data)
             except ValueError:  # not plain data after all: encode it now
                 from flowctl.store.audit import encode_data
 
-                kept["data_json"] = encode_data(e.get("data"))
-        for key in ("prev_hash", "hash"):
-            if key in e:
-                kept[key] = e[key]
-        out.append(kept)
+                text = encode_data(data)
+        add((seq, ts, type_, state, attempt, text, blob))
     return out
+
+
+def _chain(events: list, done: int, hashes: list) -> str:
+    """Seal ``events[done:]`` (kept events, in ``seq`` order) after ``hashes[-1]`` (or ""): each one's
+    hash is appended to ``hashes`` (the event keeps its tuple; an event kept as ``blob`` gets its
+    text). The hash is :func:`flowctl.store.audit.event_hash`'s, over the same text (the golden
+    record of tests/engine/test_step_golden.py and the audit tests hold it to it); the last hash."""
+    from flowctl.store.audit import encode_data
+
+    sha256 = hashlib.sha256
+    add = hashes.append
+    prev = hashes[-1] if hashes else ""
+    for i in range(done, len(events)):
+        seq, ts, type_, state, attempt, text, blob = events[i]
+        if text is None:
+            text = encode_data(marshal.loads(blob))
+            events[i] = (seq, ts, type_, state, attempt, text, None)
+        prev = sha256(f"{prev}\n{seq}\n{ts!r}\n{type_}\n{state!r}\n{attempt!r}\n{text}".encode("utf-8")).hexdigest()
+        add(prev)
+    return prev
+
+
+def _read(e, i: int, hashes: list, run_id) -> dict:
+    """Sealed kept event ``e`` (number ``i`` of its run) as the store's readers get it (the keys in
+    SqlStore's order)."""
+    return {"seq": e[0], "ts": e[1], "type": e[2], "state": e[3], "attempt": e[4], "data_json": e[5],
+            "prev_hash": hashes[i - 1] if i else "", "hash": hashes[i], "run_id": run_id, "data": json.loads(e[5])}
 
 
 class MemoryStore:
@@ -58,7 +91,7 @@ class MemoryStore:
         self._defs: dict = {}
         self._runs: dict = {}
         self._events: dict = {}
-        self._sealed: dict = {}  # run id -> how many of its events are sealed
+        self._hashes: dict = {}  # run id -> the hashes of its events sealed so far (event i: hashes[i])
         self._steps: dict = {}
         self._gate: list = []
 
@@ -97,7 +130,7 @@ class MemoryStore:
         with self._lock:
             self._runs[run["id"]] = dict(run)
             self._events[run["id"]] = _kept(events)  # run_id is added on read
-            self._sealed[run["id"]] = 0
+            self._hashes[run["id"]] = []
             self._steps[run["id"]] = {}
             self._put_steps(run["id"], steps)
 
@@ -109,26 +142,18 @@ class MemoryStore:
             if current["last_seq"] != expect_seq:
                 raise RunConflict(f"run {run_id} was advanced by another process; this one stops")
             current.update(run)
-            self._events[run_id].extend(_kept(events))
-            self._put_steps(run_id, steps)
+            if events:
+                self._events[run_id].extend(_kept(events))
+            if steps:
+                self._put_steps(run_id, steps)
 
     def _seal(self, run_id) -> None:
         """Hash the events committed since the last read (under the lock)."""
         events = self._events.get(run_id)
-        done = self._sealed.get(run_id, 0)
-        if events is None or done == len(events):
+        hashes = self._hashes.get(run_id)
+        if events is None or len(hashes) == len(events):
             return
-        from flowctl.store.audit import seal
-
-        tail = events[done:]
-        for e in tail:
-            if "blob" in e:
-                e["data"] = marshal.loads(e.pop("blob"))
-        prev = events[done - 1]["hash"] if done else ""
-        self._runs[run_id]["last_hash"] = seal(tail, prev)
-        for e in tail:
-            e.pop("data", None)  # read back from data_json, as SqlStore does
-        self._sealed[run_id] = len(events)
+        self._runs[run_id]["last_hash"] = _chain(events, len(hashes), hashes)
 
     def _put_steps(self, run_id, steps):
         table = self._steps[run_id]
@@ -169,7 +194,8 @@ class MemoryStore:
         with self._lock:
             self._seal(run_id)
             # data as stored: parsed from its JSON text, like SqlStore (a snapshot, not the engine's dict)
-            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in self._events.get(run_id, ())]
+            hashes = self._hashes.get(run_id)
+            return [_read(e, i, hashes, run_id) for i, e in enumerate(self._events.get(run_id, ()))]
 
     def events_page(self, run_id, after_seq, limit):
         """At most ``limit`` events with ``seq > after_seq`` (see :func:`flowctl.store.events.iter_events`)."""
@@ -178,8 +204,9 @@ class MemoryStore:
         with self._lock:
             self._seal(run_id)
             kept = self._events.get(run_id, ())
-            start = bisect.bisect_right(kept, after_seq, key=lambda e: e["seq"])
-            return [dict(e, run_id=run_id, data=json.loads(e["data_json"])) for e in kept[start:start + limit]]
+            start = bisect.bisect_right(kept, after_seq, key=lambda e: e[0])
+            hashes = self._hashes.get(run_id)
+            return [_read(kept[i], i, hashes, run_id) for i in range(start, min(start + limit, len(kept)))]
 
     def steps(self, run_id):
         return [dict(v) for _, v in sorted(self._steps.get(run_id, {}).items())]
