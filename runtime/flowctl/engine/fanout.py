@@ -71,6 +71,14 @@ _IMPURE = re.compile(r"\b(now|uuid)\s*\(")
 _RECENT: OrderedDict = OrderedDict()
 _RECENT_MAX = 8
 _RECENT_LOCK = threading.Lock()
+#: children handed out ahead of the plan's last commit: a child at or past the committed
+#: ``reserved`` was never started, so it starts without first looking for its row
+RESERVE = 64
+#: a parent commits its plan once this many children ended since its last commit, or this many
+#: seconds passed (and when it parks or goes on): a child's outcome is in its own row, so a crash
+#: between loses nothing (the resumed parent reads the ended children back; none runs again)
+RECORD_EVERY = 32
+RECORD_EVERY_S = 0.5
 
 
 def run_children(ctx, state, planner):
@@ -145,9 +153,10 @@ def failed_branches(fan) -> list:
 def plan(ctx, state, visit, planner) -> tuple:
     """``(fan, plans)``: the fan-out plan kept in ``cursor.fanout`` and the children it plans
     (``[(flow id, input)]``). The plan: ``{state, visit, count, max_concurrency, tolerated, depth,
-    batched, ids: {ms, nonce}, digest | inputs, next, open: {index: run id}, ended: {succeeded,
-    failed, cancelled}, kept: {index: outcome}}`` (``queued`` and ``failed`` once set). ``next``:
-    children ``0..next-1`` were handed to the launcher (each ended or in ``open``); ``kept``: the
+    batched, ids: {ms, nonce}, digest | inputs, next, reserved, open: {index: run id}, ended:
+    {succeeded, failed, cancelled}, kept: {index: outcome}}`` (``queued`` and ``failed`` once set).
+    ``next``: children ``0..next-1`` were handed to the launcher (each ended or in ``open``);
+    ``reserved``: no child from this index on was ever started (:data:`RESERVE`); ``kept``: the
     outcomes that have no row of their own (a child its flow refused to start). Raises
     :class:`MaxStepsExceeded` past ``max_depth``."""
     depth = ctx.cursor.depth + 1
@@ -163,7 +172,7 @@ def plan(ctx, state, visit, planner) -> tuple:
     fan = {"state": state.id, "visit": visit, "count": len(plans), "max_concurrency": max(1, concurrency),
            "tolerated": tolerated, "depth": depth, "batched": batched,
            "ids": {"ms": int(ctx.clock.time() * 1000), "nonce": uuid.uuid4().hex[:16]},
-           "next": 0, "open": {}, "ended": dict.fromkeys(ENDED, 0), "kept": {}}
+           "next": 0, "reserved": 0, "open": {}, "ended": dict.fromkeys(ENDED, 0), "kept": {}}
     if replannable(state):
         fan["digest"] = plan_digest(ctx, plans)
         _remember((ctx.id, state.id, visit, fan["digest"]), plans)
@@ -207,6 +216,20 @@ class Children:
         self.ctx, self.state, self.fan, self.planner = ctx, state, fan, planner
         self._plans = plans
         self._lock = threading.Lock()
+        #: children from this index on were never started (the plan's ``reserved`` as committed)
+        self.unstarted_from = fan.get("reserved", fan["count"])
+
+    def fresh(self, index: int) -> bool:
+        """True if child ``index`` was never started: it has no row to look for."""
+        return index >= self.unstarted_from
+
+    def reserve(self, index: int) -> None:
+        """Before child ``index`` starts: commit the plan's ``reserved`` past it (every
+        :data:`RESERVE` children), so a run resumed after a crash knows to look for its row."""
+        fan = self.fan
+        if "reserved" in fan and index >= fan["reserved"]:
+            fan["reserved"] = min(fan["count"], index + RESERVE)
+            self.ctx.commit()
 
     def run_id(self, index: int) -> str:
         """Child ``index``'s run id: 12 hex digits of the plan's milliseconds, then 12 of
@@ -371,7 +394,7 @@ def upgrade(fan) -> dict:
     children = fan["children"]
     out = {k: fan[k] for k in ("state", "visit", "max_concurrency", "tolerated", "depth", "batched") if k in fan}
     out.update({k: fan[k] for k in ("queued", "failed") if k in fan})
-    out.update(count=len(children), run_ids=[ch["run_id"] for ch in children],
+    out.update(count=len(children), reserved=len(children), run_ids=[ch["run_id"] for ch in children],
                inputs=[[ch["flow"], ch.get("input")] for ch in children], next=len(children), backlog=[],
                open={}, ended=dict.fromkeys(ENDED, 0), kept={})
     for i, ch in enumerate(children):

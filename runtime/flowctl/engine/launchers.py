@@ -13,10 +13,12 @@ child does not grow with the plan's size.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.engine import lifecycle
-from flowctl.engine.fanout import child_parent, left_to_start, open_ids, record, refused_child, take_next, trusted_result
+from flowctl.engine.fanout import (RECORD_EVERY, RECORD_EVERY_S, child_parent, left_to_start, open_ids, record,
+                                   refused_child, take_next, trusted_result)
 from flowctl.errors import FlowctlError, UsageError
 from flowctl.store.sql import FINAL
 
@@ -25,7 +27,8 @@ class ThreadLauncher:
     """Children as threads of this process (see the module docstring): at most
     ``max_concurrency`` threads, each taking the next child in plan order until none is left or
     too many failed; the children handed out before (``open``: paused, waiting, or cut off by a
-    crash) are taken first."""
+    crash) are taken first. The parent commits every :data:`~flowctl.engine.fanout.RECORD_EVERY`
+    ends (or :data:`~flowctl.engine.fanout.RECORD_EVERY_S` seconds), once more at the end."""
 
     queued = False
 
@@ -33,6 +36,7 @@ class ThreadLauncher:
         stop = threading.Event()
         lock = threading.Lock()
         again = [int(k) for k in sorted(fan["open"], key=int)]
+        unsaved = [0, time.monotonic()]  # ends since the last commit, when it was
 
         def take():
             with lock:
@@ -43,6 +47,7 @@ class ThreadLauncher:
                 index = take_next(fan)
                 if index is not None:
                     fan["open"][str(index)] = children.run_id(index)
+                    children.reserve(index)
                 return index
 
         def loop():
@@ -53,7 +58,10 @@ class ThreadLauncher:
                     if result.status == "failed" and fan["ended"]["failed"] > fan["tolerated"]:
                         fan["failed"] = True
                         stop.set()
-                    ctx.commit()
+                    unsaved[0] += 1
+                    if unsaved[0] >= RECORD_EVERY or time.monotonic() - unsaved[1] >= RECORD_EVERY_S:
+                        ctx.commit()
+                        unsaved[:] = [0, time.monotonic()]
 
         width = min(fan["max_concurrency"], len(again) + left_to_start(fan))
         if width <= 1:
@@ -62,6 +70,8 @@ class ThreadLauncher:
             with ThreadPoolExecutor(max_workers=width, thread_name_prefix=f"flowctl-{state.id}") as pool:
                 for future in [pool.submit(loop) for _ in range(width)]:
                     future.result()
+        if unsaved[0]:
+            ctx.commit()
         return None
 
 
@@ -73,19 +83,20 @@ class QueueLauncher:
 
     def drive(self, ctx, state, fan, children):
         engine, project = ctx.engine, ctx.project
-        for run_id in open_ids(fan):
-            row = engine.store.get_run(run_id, exact=True)
+        for key in sorted(fan["open"], key=int):
+            row = engine.store.get_run(fan["open"][key], exact=True)
             if row["status"] in FINAL:
-                record(ctx, state, fan, _index(fan, run_id), trusted_result(engine, row))
+                record(ctx, state, fan, int(key), trusted_result(engine, row))
         _check_failed(fan)
         while not fan.get("failed") and len(fan["open"]) < fan["max_concurrency"]:
             index = take_next(fan)
             if index is None:
                 break
             run_id = children.run_id(index)
-            try:  # queued already if this parent died between queueing it and its next checkpoint
-                row = engine.store.get_run(run_id, exact=True)
-            except FlowctlError:
+            # queued already if this parent died between queueing it and its next checkpoint
+            row = None if children.fresh(index) else _find(engine, run_id)
+            if row is None:
+                children.reserve(index)
                 flow, child_input = children.plan(index)
                 try:
                     lifecycle.create(engine, project, project.flows[flow], child_input, {}, run_id,
@@ -96,11 +107,10 @@ class QueueLauncher:
                     record(ctx, state, fan, index, refused_child(flow, run_id, exc), keep=True)
                     _check_failed(fan)
                     continue
-            else:
-                if row["status"] in FINAL:  # and it may have ended since: its wake-up went to a parent still running
-                    record(ctx, state, fan, index, trusted_result(engine, row))
-                    _check_failed(fan)
-                    continue
+            elif row["status"] in FINAL:  # and it may have ended since: its wake-up went to a parent still running
+                record(ctx, state, fan, index, trusted_result(engine, row))
+                _check_failed(fan)
+                continue
             fan["open"][str(index)] = run_id
         if fan["open"]:
             return ctx.park("waiting", {"kind": "children", "state": state.id, "children": open_ids(fan)}, None,
@@ -113,8 +123,12 @@ def _check_failed(fan) -> None:
         fan["failed"] = True
 
 
-def _index(fan, run_id) -> int:
-    return next(int(k) for k, v in fan["open"].items() if v == run_id)
+def _find(engine, run_id):
+    """The row of run ``run_id``, or None if there is none."""
+    try:
+        return engine.store.get_run(run_id, exact=True)
+    except FlowctlError:
+        return None
 
 
 def _run_child(ctx, state, fan, children, index, stop) -> tuple:
@@ -122,10 +136,7 @@ def _run_child(ctx, state, fan, children, index, stop) -> tuple:
     back; ``keep``: refused, its outcome has no row of its own."""
     engine, project = ctx.engine, ctx.project
     run_id = children.run_id(index)
-    try:
-        row = engine.store.get_run(run_id, exact=True)
-    except FlowctlError:
-        row = None
+    row = None if children.fresh(index) else _find(engine, run_id)
     flow = row["flow"] if row is not None else None
     try:
         if row is None:
