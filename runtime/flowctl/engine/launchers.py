@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.engine import lifecycle
+from flowctl.engine.result import RunResult
 from flowctl.engine.fanout import (RECORD_EVERY, RECORD_EVERY_S, child_parent, left_to_start, open_ids, record,
                                    refused_child, take_next, trusted_result)
 from flowctl.errors import FlowctlError, UsageError
@@ -82,40 +83,51 @@ class QueueLauncher:
     queued = True
 
     def drive(self, ctx, state, fan, children):
-        engine, project = ctx.engine, ctx.project
+        engine = ctx.engine
+        unqueued = []  # handed out, but this parent died before queueing them
         for key in sorted(fan["open"], key=int):
-            row = engine.store.get_run(fan["open"][key], exact=True)
-            if row["status"] in FINAL:
+            row = _find(engine, fan["open"][key])
+            if row is None:
+                unqueued.append(int(key))
+            elif row["status"] in FINAL:
                 record(ctx, state, fan, int(key), trusted_result(engine, row))
         _check_failed(fan)
+        for index in unqueued:
+            self._queue(ctx, state, fan, children, index)
         while not fan.get("failed") and len(fan["open"]) < fan["max_concurrency"]:
             index = take_next(fan)
             if index is None:
                 break
-            run_id = children.run_id(index)
+            fan["open"][str(index)] = children.run_id(index)
+            children.reserve(index)
             # queued already if this parent died between queueing it and its next checkpoint
-            row = None if children.fresh(index) else _find(engine, run_id)
+            row = None if children.fresh(index) else _find(engine, children.run_id(index))
             if row is None:
-                children.reserve(index)
-                flow, child_input = children.plan(index)
-                try:
-                    lifecycle.create(engine, project, project.flows[flow], child_input, {}, run_id,
-                                     parent=child_parent(ctx, state, fan, index),
-                                     queued=lifecycle.Queued(ctx.row.get("queue") or "default",
-                                                             int(ctx.row.get("priority") or 0)))
-                except UsageError as exc:  # e.g. the child flow's input_schema refuses the built input
-                    record(ctx, state, fan, index, refused_child(flow, run_id, exc), keep=True)
-                    _check_failed(fan)
-                    continue
+                self._queue(ctx, state, fan, children, index)
             elif row["status"] in FINAL:  # and it may have ended since: its wake-up went to a parent still running
                 record(ctx, state, fan, index, trusted_result(engine, row))
                 _check_failed(fan)
-                continue
-            fan["open"][str(index)] = run_id
         if fan["open"]:
             return ctx.park("waiting", {"kind": "children", "state": state.id, "children": open_ids(fan)}, None,
                             keep_due=True)
         return None
+
+    @staticmethod
+    def _queue(ctx, state, fan, children, index) -> None:
+        """Write child ``index`` (in ``open``) as a queued run; refused, or too many failed first, it
+        ends at once (its outcome kept in the plan)."""
+        run_id = children.run_id(index)
+        flow, child_input = children.plan(index)
+        if fan.get("failed"):
+            record(ctx, state, fan, index, RunResult(run_id, flow, "cancelled"), keep=True)
+            return
+        try:
+            lifecycle.create(ctx.engine, ctx.project, ctx.project.flows[flow], child_input, {}, run_id,
+                             parent=child_parent(ctx, state, fan, index),
+                             queued=lifecycle.Queued(ctx.row.get("queue") or "default", int(ctx.row.get("priority") or 0)))
+        except UsageError as exc:  # e.g. the child flow's input_schema refuses the built input
+            record(ctx, state, fan, index, refused_child(flow, run_id, exc), keep=True)
+            _check_failed(fan)
 
 
 def _check_failed(fan) -> None:
@@ -138,6 +150,8 @@ def _run_child(ctx, state, fan, children, index, stop) -> tuple:
     run_id = children.run_id(index)
     row = None if children.fresh(index) else _find(engine, run_id)
     flow = row["flow"] if row is not None else None
+    if row is None and fan.get("failed"):  # handed out before too many failed, never started
+        return RunResult(run_id, children.plan(index)[0], "cancelled"), True
     try:
         if row is None:
             flow, child_input = children.plan(index)
