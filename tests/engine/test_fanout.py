@@ -1,7 +1,12 @@
 """Parallel branches, map over items and sub-flows as durable child runs."""
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import pytest
+
+from flowctl.errors import RecordTampered
 
 from support.enginekit import Harness, build, sqlite_store
 from support.fanoutflows import CHILD, TOOLS, ledger_of, parent
@@ -145,3 +150,120 @@ def test_flowctl_run_of_a_parent_whose_child_pauses_prints_the_child_and_how_to_
     token = resume.split("--token ")[1].split()[0]
     ok = run_flowctl(["resume", child, "--db", db, "--token", token, "--decision", "approve"], root)
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+# ---------------------------------------------------------------------- the plan stays small (issue 17)
+GATE = {**CHILD,
+        "states/pick.yaml": "id: pick\ntype: choice\n",
+        "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve]\n",
+        "transitions/gate.yaml": "flow: gate\nstart: pick\ntransitions:\n  - {from: pick, to: ask, when: \"input.name == 'b'\"}\n"
+                                 "  - {from: pick, to: w}\n  - {from: ask, to: w}\n  - {from: w, to: done, set: {out: response.name}}\n"
+                                 "output: context.out\n"}
+
+
+def _gated(tmp_path, item_input="{name: item}", concurrency=4):
+    """Map ``fan`` over ``gate`` children: item ``b`` pauses for review, the others end at once."""
+    files = {**GATE, **parent(f"id: fan\ntype: map\nitems: input.items\nflow: gate\nmax_concurrency: {concurrency}\n"
+                              f"item_input: {item_input}\n")}
+    return Harness(build(tmp_path, files, TOOLS), store=sqlite_store(tmp_path))
+
+
+def _children_of(h, parent_id):
+    return sorted(h.store.list_runs(parent_id=parent_id, limit=0), key=lambda r: r["input"]["name"])
+
+
+def _biggest_plan(tmp_path, items: int) -> int:
+    """The largest checkpoint (JSON characters) the parent of a map over ``items`` items commits."""
+    files = {**CHILD, **parent("id: fan\ntype: map\nitems: input.items\nflow: child\nmax_concurrency: 4\n"
+                               f"max_items: {items}\nitem_input: {{name: item}}\n")}
+    h = Harness(build(tmp_path, files, TOOLS), store=sqlite_store(tmp_path))
+    sizes, commit = [], h.store.commit
+
+    def measured(run_id, expect_seq, run, *args, **kw):
+        if (run.get("cursor") or {}).get("fanout"):
+            sizes.append(len(run.get("cursor_json") or json.dumps(run["cursor"])))
+        return commit(run_id, expect_seq, run, *args, **kw)
+
+    h.store.commit = measured
+    result = h.run(input={"items": [f"i{n}" for n in range(items)]})
+    assert result.status == "succeeded" and [o["name"] for o in result.output] == [f"i{n}" for n in range(items)]
+    return max(sizes)
+
+
+def test_the_parents_checkpoint_does_not_grow_with_the_item_count(tmp_path):
+    # before issue 17 it held every child's input and outcome: re-encoded on each child's end
+    small, big = _biggest_plan(tmp_path / "s", 30), _biggest_plan(tmp_path / "b", 300)
+    # what may differ: digits, and which of the (at most 4) children in flight it names; the plan
+    # before issue 17 grew by about 100 characters per item (30 KB here)
+    assert big <= small + 200, (small, big)
+
+
+def test_the_response_is_read_from_the_childrens_rows_and_a_forged_one_is_refused(tmp_path):
+    h = _gated(tmp_path)
+    parked = h.run(input={"items": ["a", "b", "c"]})
+    assert parked.status == "waiting"
+    a, b, c = _children_of(h, parked.run_id)
+    assert (a["status"], b["status"], c["status"]) == ("succeeded", "paused", "succeeded")
+    plan = h.store.get_run(parked.run_id)["cursor"]["fanout"]
+    assert "children" not in plan and "inputs" not in plan and plan["ended"]["succeeded"] == 2
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute("UPDATE flowctl_runs SET output = '\"forged\"' WHERE id = ?", (a["id"],))
+    db.commit()
+    h.engine.resume(b["id"], token=h.engine.reissue_token(b["id"]), decision="approve")  # continues the parent
+    with pytest.raises(RecordTampered, match=a["id"]):
+        h.engine.resume(parked.run_id)
+    after = h.store.get_run(parked.run_id)
+    assert after["status"] not in ("succeeded", "failed") and after["output"] is None
+
+
+def test_a_childs_status_resealed_after_its_end_disagrees_with_the_parents_count(tmp_path):
+    # the seal's formula is public: a re-sealed row passes its own check, not the parent's counters
+    from flowctl.store.audit import encode_data, row_identity, run_seal
+
+    h = _gated(tmp_path)
+    parked = h.run(input={"items": ["a", "b", "c"]})
+    a, b, _ = _children_of(h, parked.run_id)
+    error = {"type": "RuntimeError", "code": "TOOL_ERROR", "message": "x", "state": "w"}
+    seal = run_seal(a["id"], a["last_seq"], a["last_hash"], "failed", error, encode_data(a["cursor"]), row_identity(a))
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute("UPDATE flowctl_runs SET status = 'failed', error = ?, seal = ? WHERE id = ?",
+               (json.dumps(error), seal, a["id"]))
+    db.commit()
+    h.engine.resume(b["id"], token=h.engine.reissue_token(b["id"]), decision="approve")  # continues the parent
+    with pytest.raises(RecordTampered, match="its checkpoint recorded"):
+        h.engine.resume(parked.run_id)
+    after = h.store.get_run(parked.run_id)
+    assert after["status"] not in ("succeeded", "failed") and after["output"] is None
+
+
+def test_a_plan_whose_items_call_uuid_is_frozen_in_the_checkpoint_and_resumes_the_same(tmp_path):
+    h = _gated(tmp_path, item_input="{name: item, tag: uuid()}", concurrency=1)
+    parked = h.run(input={"items": ["a", "b", "c"]})
+    plan = h.store.get_run(parked.run_id)["cursor"]["fanout"]
+    assert [x[1]["name"] for x in plan["inputs"]] == ["a", "b", "c"] and "digest" not in plan
+    kids = _children_of(h, parked.run_id)
+    assert [k["input"]["tag"] for k in kids] == [x[1]["tag"] for x in plan["inputs"]]
+    h.engine.resume(kids[1]["id"], token=h.engine.reissue_token(kids[1]["id"]), decision="approve")
+    done = h.store.get_run(parked.run_id)
+    assert done["status"] == "succeeded" and done["output"] == ["a", "b", "c"]
+
+
+def test_children_planned_again_must_be_the_ones_the_plan_started(tmp_path, monkeypatch):
+    # a worker's next claim plans the children again (the checkpoint keeps no inputs): a plan that
+    # comes out otherwise (here: a planner changed under it) is refused, nothing queued from it
+    from flowctl.engine import fanout
+    from flowctl.engine.launchers import QueueLauncher
+    from flowctl.engine.states import map as map_state
+
+    h = _gated(tmp_path, concurrency=1)
+    h.engine.launcher = QueueLauncher()
+    parked = h.run(input={"items": ["a", "c"]})
+    (first,) = h.store.list_runs(parent_id=parked.run_id, limit=0)
+    fanout._RECENT.clear()  # as in another worker process
+    real = map_state.plans
+    monkeypatch.setattr(map_state, "plans", lambda ctx, state: ([(f, dict(i, name="z")) for f, i in real(ctx, state)[0]],
+                                                                1, False))
+    assert h.engine.resume(first["id"]).status == "succeeded"
+    with pytest.raises(RecordTampered, match="planned again"):
+        h.engine.resume(parked.run_id)
+    assert len(h.store.list_runs(parent_id=parked.run_id, limit=0)) == 1

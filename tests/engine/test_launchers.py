@@ -12,9 +12,9 @@ class Recording(ThreadLauncher):
     def __init__(self):
         self.asked = []
 
-    def drive(self, ctx, state, fan):
-        self.asked.append((state.id, [ch["index"] for ch in fan["children"] if ch["status"] is None]))
-        return super().drive(ctx, state, fan)
+    def drive(self, ctx, state, fan, children):
+        self.asked.append((state.id, list(range(fan["next"], fan["count"]))))
+        return super().drive(ctx, state, fan, children)
 
 
 def _map(tmp_path, name="p"):

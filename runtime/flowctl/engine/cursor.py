@@ -10,7 +10,8 @@ order; the last four are written only once set, and keys this engine does not kn
     pending: {kind: retry|wait|review|children, state, ...} | None,           # why the run is parked
     after_compensation: {goto|fallback|fail, compensate, ...} | None,          # a handler's action
     state_info: {id, entered_at, attempt} | None, done,
-    fanout: {state, visit, children, max_concurrency, tolerated, depth, batched, queued?, failed?} | None,
+    fanout: {state, visit, count, max_concurrency, tolerated, depth, batched, ids, digest | inputs,
+             next, reserved, open, ended, kept, queued?, failed?} | None,   # fanout.plan: O(1) per child
     depth, parent: {state, index} | None,
     secrets: {fields, values},                                                 # a sensitive run only
     gate_granted: [step, contract, digest, "fallback"?], path_dropped, cancelling: {by, compensate}

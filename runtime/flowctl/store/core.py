@@ -238,8 +238,10 @@ class SqlStore(QueueMethods, HistoryMethods):
             row["lease_until"] = self.now_expr + sa.literal(float(lease), sa.Float)
         if row.get("status") == "queued" and row.get("available_at") is None:
             row["available_at"] = self.now_expr
+        plain = lease is None and row.get("status") != "queued"  # no value is SQL (the database clock)
         with self._begin() as conn:
-            conn.execute(t.runs.insert().values(**row))
+            # plain values as parameters: the compiled INSERT is reused (``.values()`` compiles each time)
+            conn.execute(t.runs.insert(), row) if plain else conn.execute(t.runs.insert().values(**row))
             self._insert(conn, run["id"], events, steps, fence or None)
             if row.get("status") == "queued":
                 self._notify(conn, row.get("queue") or "default")

@@ -14,6 +14,10 @@ from flowctl.store.records import FINAL, dumps, loads
 #: ``release(available_at=...)`` not given: the run's due time stays as it is.
 _KEEP = object()
 
+#: :meth:`QueueMethods._wake_parent` on SQLite: the ended run's parent, waiting or running, due now
+_SQLITE_WAKE_PARENT = ("UPDATE flowctl_runs SET available_at = (julianday('now') - 2440587.5) * 86400.0 "
+                       "WHERE id = (SELECT parent_id FROM flowctl_runs WHERE id = ?) AND status IN ('waiting', 'running')")
+
 
 class QueueMethods:
     # --------------------------------------------------------------------- workers: claims and leases
@@ -68,6 +72,9 @@ class QueueMethods:
         that is running keeps the due time through its next park (``Runner.park(keep_due=True)``
         leaves the column alone): whether the parent's re-check of its children saw this end or not,
         it is claimed again. (On PostgreSQL the parent's row lock orders this against its park.)"""
+        if not self.pg:  # one statement (no notify on SQLite): a child's end pays one more, not two
+            conn.exec_driver_sql(_SQLITE_WAKE_PARENT, (run_id,))
+            return
         sa, r = self.sa, self.t.runs
         parent = conn.execute(sa.select(r.c.parent_id).where(r.c.id == run_id)).scalar_one_or_none()
         if parent:
