@@ -177,3 +177,31 @@ def test_a_second_flowctl_run_imports_no_sqlalchemy_and_its_record_verifies(tmp_
             assert verify_run(store.get_run(r["id"]), store.events(r["id"])) == []
     finally:
         store.close()
+
+
+def test_threads_of_one_process_create_and_read_runs_at_once_in_direct_mode(tmp_path):
+    import threading
+
+    store = open_store(_existing(tmp_path))
+    errors = []
+
+    def work(i):
+        try:
+            for j in range(5):
+                _leased_run(store, f"t{i}-{j}")
+                store.commit(f"t{i}-{j}", 0, {"steps": 1}, fence=1, lease=30.0)
+                assert store.get_run(f"t{i}-{j}")["steps"] == 1
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(store.list_runs(limit=0)) == 40
+        assert "sa" not in vars(store)
+    finally:
+        store.close()

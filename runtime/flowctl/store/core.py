@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 
 from flowctl.errors import RunConflict, RunNotFound, StoreError
 from flowctl.store.direct import RunUpdate
@@ -51,6 +52,7 @@ from flowctl.store.url import safe_url
 SCHEMA_VERSION = 5
 
 
+_OPENING = threading.Lock()
 #: SqlStore attributes that exist once SQLAlchemy is open (:meth:`SqlStore._open_sa`)
 _SA_ATTRS = frozenset({"sa", "t", "now_expr", "_update_run", "_update_free", "_update_free_keep",
                        "_update_fenced_keep", "_update_fenced", "_update_fenced_end"})
@@ -109,13 +111,17 @@ class SqlStore(QueueMethods, HistoryMethods):
         Returns the engine."""
         if "sa" in self.__dict__:
             return self.engine
+        with _OPENING:  # one thread builds it (a worker's threads may all need it at once)
+            if "sa" in self.__dict__:
+                return self.engine
+            return self._build_sa()
+
+    def _build_sa(self):
         import sqlalchemy as sa
 
-        from flowctl.store import tables as store_schema
+        from flowctl.store import tables as t
 
         url, pool_size = self.url, self._pool_size
-        self.sa = sa
-        self.t = t = store_schema
         kwargs = {}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
@@ -124,33 +130,34 @@ class SqlStore(QueueMethods, HistoryMethods):
         try:
             engine = sa.create_engine(url, **kwargs)
         except Exception as exc:  # noqa: BLE001 - bad URL, missing driver
-            del self.sa, self.t
             raise StoreError(f"cannot open store {safe_url(url)}: {exc}",
                              hint="use sqlite:///path.db or postgresql://user@host/db") from None
         if url.startswith("sqlite"):
             _sqlite_pragmas(engine, sa)
         # The database clock, in epoch seconds: the only clock leases are measured with.
         if self.pg:
-            self.now_expr = sa.cast(sa.extract("epoch", sa.func.now()), sa.Float)
+            now = sa.cast(sa.extract("epoch", sa.func.now()), sa.Float)
         else:
-            self.now_expr = (sa.func.julianday("now") - 2440587.5) * 86400.0
+            now = (sa.func.julianday("now") - 2440587.5) * 86400.0
         r = t.runs
         # Built once: the SET columns come from each call's parameters (compiled form cached per set).
         base = r.update().where(r.c.id == sa.bindparam("b_id"), r.c.last_seq == sa.bindparam("b_expect"))
-        self._update_run = base  # MemoryStore-compatible plain form (kept for callers that use it)
         #: no token: refused while a worker's lease is live; takes over (clears) an expired one
-        free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr))
-        self._update_free = free.values(lease_until=None)
-        #: the same, for a writer whose previous commit cleared the lease (``unleased``): it is NULL
-        #: and stays so (a column not in SET is not written, nor its index entry)
-        self._update_free_keep = free
-        fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= self.now_expr)
-        self._update_fenced_keep = fenced
-        #: a worker's token, the run stays running: the lease is extended as a heartbeat would
-        self._update_fenced = fenced.values(lease_until=self.now_expr + sa.bindparam("b_lease", type_=sa.Float))
-        #: a worker's token, the run parks or ends: the lease is released in the same statement
-        self._update_fenced_end = fenced.values(lease_until=None)
-        self.engine = engine
+        free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < now))
+        fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= now)
+        self.__dict__.update(
+            now_expr=now, t=t, engine=engine,
+            _update_run=base,  # MemoryStore-compatible plain form (kept for callers that use it)
+            _update_free=free.values(lease_until=None),
+            #: the same, for a writer whose previous commit cleared the lease (``unleased``): it is NULL
+            #: and stays so (a column not in SET is not written, nor its index entry)
+            _update_free_keep=free,
+            _update_fenced_keep=fenced,
+            #: a worker's token, the run stays running: the lease is extended as a heartbeat would
+            _update_fenced=fenced.values(lease_until=now + sa.bindparam("b_lease", type_=sa.Float)),
+            #: a worker's token, the run parks or ends: the lease is released in the same statement
+            _update_fenced_end=fenced.values(lease_until=None))
+        self.sa = sa  # last: "sa" present means everything above is
         return engine
 
     @contextlib.contextmanager

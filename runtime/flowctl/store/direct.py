@@ -21,10 +21,12 @@ is imported, never what is written — the same statements, conditions and trans
 """
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import threading
 
 from flowctl.errors import StoreError, first_line
-from flowctl.store.records import dumps, event_row
+from flowctl.store.records import event_row
 
 #: SQLite's clock in epoch seconds, as SqlStore.now_expr renders it
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -42,20 +44,14 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-def schema_version(path: str) -> int | None:
-    """``flowctl_meta.schema_version`` of the SQLite file at ``path`` (None: no such table/row, or
-    the file is not a database). Opens the file read-only: nothing is created."""
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    except sqlite3.Error:
-        return None
+def schema_version(conn) -> int | None:
+    """``flowctl_meta.schema_version`` read on ``conn`` (None: no such table or row, or not a
+    flowctl store)."""
     try:
         row = conn.execute("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").fetchone()
         return None if row is None else int(row[0])
     except (sqlite3.Error, ValueError):
         return None
-    finally:
-        conn.close()
 
 
 def direct_path(url: str) -> str | None:
@@ -156,27 +152,21 @@ class DirectWrites:
     def __init__(self, store, path: str):
         self.store = store
         self.path = path
-        self._conn = None
-
-    def _connection(self):
-        if self._conn is None:
-            self._conn = connect(self.path)
-        return self._conn
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        pass
 
     def _write(self, fn):
-        conn = self._connection()
+        """``fn(cursor)`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` on a connection of the store's
+        per-step commit (one per thread writing at once)."""
+        hot = self.store.hot
+        conn = hot._checkout()
         cur = conn.cursor()
         try:
             cur.execute("BEGIN IMMEDIATE")
             try:
                 out = fn(cur)
                 cur.execute("COMMIT")
-                return out
             except BaseException:
                 try:
                     cur.execute("ROLLBACK")
@@ -184,10 +174,13 @@ class DirectWrites:
                     pass
                 raise
         except sqlite3.Error as exc:
+            cur.close()
+            conn.close()  # it may be broken: the next write makes a new one
             raise StoreError(f"cannot write to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
                              hint="nothing of this write was kept; resume the run when the store is back") from None
-        finally:
-            cur.close()
+        cur.close()
+        hot._checkin(conn)
+        return out
 
     def save_definition(self, digest: str, blob) -> None:
         """Insert the snapshot ``digest`` unless it is there; ``blob()`` builds its JSON text (only
@@ -239,15 +232,35 @@ def open_direct(store, url: str, schema: int):
     import os
 
     path = direct_path(url)
-    if path is None or not os.path.isfile(path) or schema_version(path) != schema:
+    if path is None or not os.path.isfile(path):
         return None
-    from flowctl.store.reader import SqlReader
-
-    try:
+    try:  # an existing file: connecting creates nothing
         conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     except sqlite3.Error:
         return None
-    return SqlReader(url, conn, False, sqlite3.Error), DirectWrites(store, path), LiteEngine(store, path)
+    if schema_version(conn) != schema:
+        conn.close()
+        return None
+    return _locked_reader_class()(url, conn, False, sqlite3.Error), DirectWrites(store, path), LiteEngine(store, path)
 
 
-__all__ = ["RunUpdate", "LiteEngine", "DirectWrites", "open_direct", "schema_version", "connect", "dumps"]
+def _locked_reader_class():
+    from flowctl.store.reader import SqlReader
+
+    class LockedReader(SqlReader):
+        """A :class:`~flowctl.store.reader.SqlReader` whose one connection serves one query at a time
+        (the threads of a fan-out read through it at once)."""
+
+        def __init__(self, *a):
+            super().__init__(*a)
+            self._lock = threading.RLock()
+
+        @contextlib.contextmanager
+        def _cursor(self):
+            with self._lock, super()._cursor() as cur:
+                yield cur
+
+    return LockedReader
+
+
+__all__ = ["RunUpdate", "LiteEngine", "DirectWrites", "open_direct", "schema_version", "connect"]
