@@ -116,14 +116,45 @@ class QueueMethods:
         if n <= 0:
             return []
         queues = list(queues) if queues else None
+        if self.pg and self.hot is not None:
+            return self._claim_pg_pipelined(owner, n, float(lease), queues)
         with self._begin() as conn:
             if self.pg:
                 return self._claim_pg(conn, owner, n, float(lease), queues)
             return self._claim_sqlite(conn, owner, n, float(lease), queues)
 
+    def _claim_pg_pipelined(self, owner, n, lease, queues) -> list:
+        """:meth:`_claim_pg`'s transaction — lock the limit rows, then the claim statement — on a
+        connection of the per-step commit in psycopg's pipeline mode: ``BEGIN`` and the lock in one
+        round trip, the claim and ``COMMIT`` in another (instead of four)."""
+        conn = self.hot._checkout()
+        try:
+            with conn.pipeline() as pipe:
+                conn.execute("BEGIN")
+                limited = conn.execute(_PG_LIMITS).fetchall()  # (fetching syncs the pipeline)
+                sql = _PG_CLAIM.format(queues="AND r.queue = ANY(:queues)" if queues else "",
+                                       picked=_PG_PICK_LIMITED if limited else _PG_PICK)
+                params = {"owner": owner, "lease": lease, "n": n, "scan": n * 4 if limited else n}
+                if queues:
+                    params["queues"] = queues
+                cur = conn.execute(_pyformat(sql), params)
+                conn.execute("COMMIT")
+                pipe.sync()
+                names = [c.name for c in cur.description]
+                rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
+            _close(conn)  # (a transaction left open dies with its connection)
+            raise StoreError(f"cannot claim runs in {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
+        self.hot._checkin(conn)
+        out = []
+        for found in rows:
+            prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
+            out.append(self._claimed(found, prev_status, prev_owner))
+        return out
+
     def _claim_pg(self, conn, owner, n, lease, queues) -> list:
         sa = self.sa
-        limited = conn.execute(sa.text("SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE")).all()
+        limited = conn.execute(sa.text(_PG_LIMITS)).all()
         sql = _PG_CLAIM.format(queues="AND r.queue = ANY(:queues)" if queues else "",
                                picked=_PG_PICK_LIMITED if limited else _PG_PICK)
         params = {"owner": owner, "lease": lease, "n": n, "scan": n * 4 if limited else n}
@@ -326,6 +357,17 @@ class QueueMethods:
         if not self.pg:
             return None
         return "postgresql://" + self.url.split("://", 1)[1]
+
+
+#: a claim on PostgreSQL with limits locks their rows first: limited claimers take turns
+_PG_LIMITS = "SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE"
+
+
+def _pyformat(sql: str) -> str:
+    """SQLAlchemy's ``:name`` parameters of the claim's text as psycopg's ``%(name)s``."""
+    import re
+
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
 
 
 # The claim on PostgreSQL: one statement. Two branches, each locking its rows with SKIP LOCKED (a
