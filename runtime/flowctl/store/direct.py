@@ -26,6 +26,7 @@ import sqlite3
 import threading
 
 from flowctl.errors import StoreError, first_line
+from flowctl.store.reader import SqlReader
 from flowctl.store.records import event_row
 
 #: SQLite's clock in epoch seconds, as SqlStore.now_expr renders it
@@ -241,26 +242,21 @@ def open_direct(store, url: str, schema: int):
     if schema_version(conn) != schema:
         conn.close()
         return None
-    return _locked_reader_class()(url, conn, False, sqlite3.Error), DirectWrites(store, path), LiteEngine(store, path)
+    return LockedReader(url, conn, False, sqlite3.Error), DirectWrites(store, path), LiteEngine(store, path)
 
 
-def _locked_reader_class():
-    from flowctl.store.reader import SqlReader
+class LockedReader(SqlReader):
+    """A :class:`~flowctl.store.reader.SqlReader` whose one connection serves one query at a time
+    (the threads of a fan-out read through it at once)."""
 
-    class LockedReader(SqlReader):
-        """A :class:`~flowctl.store.reader.SqlReader` whose one connection serves one query at a time
-        (the threads of a fan-out read through it at once)."""
+    def __init__(self, *a):
+        super().__init__(*a)
+        self._lock = threading.RLock()
 
-        def __init__(self, *a):
-            super().__init__(*a)
-            self._lock = threading.RLock()
-
-        @contextlib.contextmanager
-        def _cursor(self):
-            with self._lock, super()._cursor() as cur:
-                yield cur
-
-    return LockedReader
+    @contextlib.contextmanager
+    def _cursor(self):
+        with self._lock, super()._cursor() as cur:
+            yield cur
 
 
-__all__ = ["RunUpdate", "LiteEngine", "DirectWrites", "open_direct", "schema_version", "connect"]
+__all__ = ["RunUpdate", "LiteEngine", "DirectWrites", "LockedReader", "open_direct", "schema_version", "connect"]
