@@ -3,7 +3,10 @@
 Backed by SQLAlchemy 2.x Core: SQLite (the default, ``.flowctl/flowctl.db``, WAL,
 ``synchronous=NORMAL``, writers serialised with ``BEGIN IMMEDIATE``) or PostgreSQL
 (``postgresql://…``, driven by psycopg 3). :class:`~flowctl.store.memory.MemoryStore` keeps the
-same interface in dicts (:class:`flowctl.store.protocol.Store` describes both).
+same interface in dicts (:class:`flowctl.store.protocol.Store` describes both). An existing
+SQLite store at this schema opens in *direct* mode (:mod:`flowctl.store.direct`): the reads and
+writes of a run on ``sqlite3`` alone, SQLAlchemy built (:meth:`SqlStore._open_sa`) on the first
+use of anything else; ``engine`` is then a :class:`~flowctl.store.direct.LiteEngine` until it is.
 
 Shapes (all JSON columns hold text written by :func:`flowctl.store.audit.canonical`):
 
