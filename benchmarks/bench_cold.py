@@ -1,9 +1,11 @@
 """CLI cold start (issue 8, part 4): wall time of a fresh process for ``python -c pass`` (the
 floor: the interpreter alone), ``flowctl --help`` and ``flowctl validate`` on the shipped example
 project (``orchestration/`` of this repo), and the store commands on a SQLite store: ``flowctl run``
-of a 3-step flow (:mod:`loop_flow`), ``flowctl trace RUN`` and ``flowctl runs``. One warm-up run
-each (page cache, byte-code), then ``trials`` rounds, each running every command once in rotated
-order; medians with min–max.
+of a 3-step flow (:mod:`loop_flow`), ``flowctl trace RUN`` and ``flowctl runs``. flowctl's
+byte-code is compiled first (as ``pip install`` does; with ``PYTHONDONTWRITEBYTECODE`` set a
+warm-up run would not write it, and every trial would compile the modules changed since the last
+``make install``), then one warm-up run each (page cache), then ``trials`` rounds, each running
+every command once in rotated order; medians with min–max.
 Targets: issue 2, ``flowctl validate`` on the example under 0.25 s; issue 17 (7), each store
 command at most 200 ms.
 
@@ -60,6 +62,11 @@ def _timer(args):
 def run(trials: int = 15) -> dict:
     import tempfile
 
+    import compileall
+
+    import flowctl
+
+    compileall.compile_dir(str(Path(flowctl.__file__).parent), quiet=1)
     with tempfile.TemporaryDirectory(prefix="flowctl-bench-cold-") as tmp:
         commands = {**COMMANDS, **store_commands(Path(tmp))}
         codes = {k: subprocess.run(v, cwd=ROOT, capture_output=True).returncode for k, v in commands.items()}  # warm-up

@@ -39,3 +39,54 @@ def test_the_files_a_flow_depends_on_are_its_own_its_states_their_contracts_and_
                 "policies/allow_all.yaml"}  # not g's files: the child flow is checked on its own
     assert flow_files(project, flow) == {f"orchestration/{f}" for f in expected}
     assert started_flows(project, flow) == ["g"]
+
+
+CHECKED = {**contract("echo", "echo"), **task("a", "echo@1.0.0"),
+           "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n  - {from: a, to: done}\n"}
+ECHO = "def echo(input, call):\n    return {}\n"
+
+
+def _count_validations(monkeypatch) -> list:
+    import flowctl.check.checks as checks
+
+    calls = []
+    real = checks.validate
+
+    def counted(project, *a, **kw):
+        calls.append(project.digest())
+        return real(project, *a, **kw)
+
+    monkeypatch.setattr(checks, "validate", counted)
+    return calls
+
+
+def test_a_definition_that_passed_the_pre_run_check_is_not_validated_again(tmp_path, monkeypatch):
+    root = build(tmp_path, CHECKED, ECHO)
+    calls = _count_validations(monkeypatch)
+    assert Harness(root).run("f").status == "succeeded"
+    assert len(calls) == 1 and (root / ".flowctl" / "cache" / "checked-v1.json").is_file()
+    assert Harness(root).run("f").status == "succeeded"  # another process, the same files
+    assert len(calls) == 1
+
+
+def test_a_changed_file_is_checked_again_before_it_runs(tmp_path, monkeypatch):
+    from flowctl.errors import ProjectError
+
+    root = build(tmp_path, CHECKED, ECHO)
+    calls = _count_validations(monkeypatch)
+    assert Harness(root).run("f").status == "succeeded"
+    (root / "orchestration" / "states" / "a.yaml").write_text("id: a\ntype: task\ntool: echo@1.0.0\ninput: {x: nope.x}\n")
+    with pytest.raises(ProjectError, match=r"states/a\.yaml"):
+        Harness(root).run("f")
+    assert len(calls) == 2
+
+
+def test_a_cache_that_does_not_parse_only_means_checking_again(tmp_path, monkeypatch):
+    root = build(tmp_path, CHECKED, ECHO)
+    calls = _count_validations(monkeypatch)
+    assert Harness(root).run("f").status == "succeeded"
+    (root / ".flowctl" / "cache" / "checked-v1.json").write_text("{not json")
+    assert Harness(root).run("f").status == "succeeded"
+    assert len(calls) == 2
+    assert Harness(root).run("f").status == "succeeded"
+    assert len(calls) == 2

@@ -255,6 +255,21 @@ def test_claims_are_disjoint_and_ordered_by_priority_then_due_time(tmp_path, pro
     assert [c["id"] for c in store.claim("w:9", 5, 30)] == [other]
 
 
+def test_a_claim_returns_each_run_as_the_store_then_holds_it(tmp_path, project, db_url):
+    from flowctl.workers.worker import enqueue
+
+    engine = _engine(project, db_url)
+    store = engine.store
+    ids = [enqueue(engine, "f", {"n": i}) for i in range(3)]
+    claimed = store.claim("w:1", 5, 30)
+    assert sorted(c["id"] for c in claimed) == sorted(ids)
+    for c in claimed:  # the worker drives the row the claim returned, without reading it again
+        assert c["row"] == store.get_run(c["id"])
+        assert (c["row"]["status"], c["row"]["owner"], c["row"]["fence"]) == ("running", "w:1", c["fence"])
+        assert c["prev_status"] == "queued" and c["row"]["lease_until"] == c["lease_until"]
+    assert store.claim("w:2", 5, 30) == []
+
+
 def test_a_stale_fencing_token_writes_nothing(tmp_path, project, db_url):
     from flowctl.errors import RunConflict
     from flowctl.store.sql import LeaseLost

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowctl.check.checks import flow_graph, validate
+from flowctl.check.topology import flow_graph
 from flowctl.definition.kinds import no_flow
 from flowctl.definition.loader import load_files
 from flowctl.definition.model import files_digest
@@ -33,7 +33,7 @@ from flowctl.engine import cancel as cancelling
 from flowctl.engine import lifecycle
 from flowctl.engine.clock import SystemClock
 from flowctl.engine.context import process_owner
-from flowctl.engine.flowfiles import flow_files, missing_parts, refuse_broken, started_flows, tool_refs
+from flowctl.engine.flowfiles import flow_files, missing_parts, refuse_unchecked, started_flows, tool_refs
 from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
 from flowctl.engine.tools import resolve
@@ -154,10 +154,11 @@ class Engine:
         return flow
 
     def _check_flow(self, flow) -> None:
-        """Refuse a flow whose own files (flow, its states, their contracts, policies) have errors."""
+        """Refuse a flow whose own files (flow, its states, their contracts, policies) have errors
+        (validated unless this definition of it passed before: :func:`~flowctl.engine.flowfiles.refuse_unchecked`)."""
         if not self.check or flow.id in self._checked:
             return
-        refuse_broken(self.project, flow, validate(self.project))
+        refuse_unchecked(self.project, flow)
         self._resolve_tools(flow)
         self._checked.add(flow.id)
         for child in started_flows(self.project, flow):  # the flows its parallel/map/subflow states start

@@ -1,13 +1,29 @@
 """What a flow depends on: the files, the flows its parallel/map/subflow states start, the parts
 it names that the project lacks (used to refuse a broken flow before a run and to find a run's
-sensitive fields)."""
+sensitive fields).
+
+:func:`refuse_unchecked` is the refusal a run makes first: :func:`refuse_broken` on what
+``validate`` finds, skipped when the same definition was already found runnable for this flow.
+That is remembered in ``<root>/.flowctl/cache/checked-v1.json``: keys, each the sha256 of the
+project's definition digest (every definition file's path and bytes), the flow's id, flowctl's
+version and the size and modification time of the modules that decide (``definition/``,
+``check/``, this one). Any changed definition file changes the digest, so it is checked again
+before it runs; a cache that does not parse, or cannot be written, only means checking again.
+"""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from pathlib import Path
 
-from flowctl.check.checks import child_flows, flow_graph
+from flowctl.check.topology import child_flows, flow_graph
 from flowctl.diagnostics import ERROR
 from flowctl.errors import ProjectError
+
+CHECKED_NAME = "checked-v1.json"
+#: keys kept in the cache (the newest): one per definition digest and flow run lately
+CHECKED_KEEP = 64
 
 
 def tool_refs(state) -> list:
@@ -97,4 +113,86 @@ def _refuse_unloaded_gate_files(project, flow, diagnostics) -> None:
                        hint="the gate decides only on policies and contracts that load; fix the file (flowctl validate)")
 
 
-__all__ = ["flow_files", "missing_parts", "refuse_broken", "started_flows", "tool_refs"]
+def _code_stamp() -> str:
+    """Name, size and modification time of every module whose verdict the cache stands for."""
+    found = _STAMP.get("code")
+    if found is None:
+        here = Path(__file__).resolve().parent.parent  # flowctl/
+        parts = []
+        for folder in ("definition", "check", "expr"):
+            for top, dirs, names in sorted(os.walk(here / folder)):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                for name in sorted(names):
+                    if name.endswith((".py", ".json")):
+                        st = os.stat(os.path.join(top, name))
+                        parts.append(f"{os.path.relpath(os.path.join(top, name), here)}:{st.st_size}:{st.st_mtime_ns}")
+        st = os.stat(__file__)
+        parts.append(f"flowfiles:{st.st_size}:{st.st_mtime_ns}")
+        found = _STAMP["code"] = "|".join(parts)
+    return found
+
+
+_STAMP: dict = {}
+
+
+def check_key(project, flow_id: str) -> str:
+    """The cache key of "``flow_id`` of this definition passed :func:`refuse_broken`"."""
+    from flowctl import __version__
+
+    text = "\0".join((__version__, _code_stamp(), project.digest(), flow_id))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _cache_file(project) -> Path | None:
+    root = getattr(project, "root", None)
+    return None if root is None else Path(root) / ".flowctl" / "cache" / CHECKED_NAME
+
+
+def _read_checked(path: Path | None) -> list:
+    if path is None:
+        return []
+    try:
+        keys = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+
+
+def was_checked(project, flow) -> bool:
+    """Whether ``flow`` of this very definition was found runnable before (see the module docstring)."""
+    return check_key(project, flow.id) in _read_checked(_cache_file(project))
+
+
+def remember_checked(project, flow) -> None:
+    """Record that ``flow`` of this definition passed :func:`refuse_broken` (best effort: a folder
+    that cannot be written keeps no cache; the next run checks again)."""
+    path = _cache_file(project)
+    if path is None or not (path.parent.parent.is_dir() or path.parent.parent.parent.is_dir()):
+        return
+    key = check_key(project, flow.id)
+    keys = [k for k in _read_checked(path) if k != key][-(CHECKED_KEEP - 1):] + [key]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(keys))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def refuse_unchecked(project, flow, diagnostics=None) -> None:
+    """:func:`refuse_broken` of ``flow`` on ``diagnostics`` (None: ``validate(project)``, run only
+    when needed), unless this definition's ``flow`` passed it before; a pass is remembered.
+    Raises :class:`ProjectError` as :func:`refuse_broken` does."""
+    if was_checked(project, flow):
+        return
+    if diagnostics is None:
+        from flowctl.check.checks import validate
+
+        diagnostics = validate(project)
+    refuse_broken(project, flow, diagnostics)
+    remember_checked(project, flow)
+
+
+__all__ = ["flow_files", "missing_parts", "refuse_broken", "refuse_unchecked", "started_flows", "tool_refs",
+           "was_checked", "remember_checked", "check_key"]

@@ -3,7 +3,10 @@
 Backed by SQLAlchemy 2.x Core: SQLite (the default, ``.flowctl/flowctl.db``, WAL,
 ``synchronous=NORMAL``, writers serialised with ``BEGIN IMMEDIATE``) or PostgreSQL
 (``postgresql://…``, driven by psycopg 3). :class:`~flowctl.store.memory.MemoryStore` keeps the
-same interface in dicts (:class:`flowctl.store.protocol.Store` describes both).
+same interface in dicts (:class:`flowctl.store.protocol.Store` describes both). An existing
+SQLite store at this schema opens in *direct* mode (:mod:`flowctl.store.direct`): the reads and
+writes of a run on ``sqlite3`` alone, SQLAlchemy built (:meth:`SqlStore._open_sa`) on the first
+use of anything else; ``engine`` is then a :class:`~flowctl.store.direct.LiteEngine` until it is.
 
 Shapes (all JSON columns hold text written by :func:`flowctl.store.audit.canonical`):
 
@@ -39,8 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 
 from flowctl.errors import RunConflict, RunNotFound, StoreError
+from flowctl.store.direct import RunUpdate
 from flowctl.store.history import HistoryMethods
 from flowctl.store.queue import QueueMethods
 from flowctl.errors import first_line
@@ -52,53 +57,35 @@ from flowctl.store.url import safe_url
 SCHEMA_VERSION = 7
 
 
+_OPENING = threading.Lock()
+#: SqlStore attributes that exist once SQLAlchemy is open (:meth:`SqlStore._open_sa`)
+_SA_ATTRS = frozenset({"sa", "t", "now_expr", "_update_run", "_update_free", "_update_free_keep",
+                       "_update_fenced_keep", "_update_fenced", "_update_fenced_end"})
+
+
 class SqlStore(QueueMethods, HistoryMethods):
     def __init__(self, url: str, *, pool_size: int | None = None):
-        import sqlalchemy as sa
-
-        from flowctl.store import tables as store_schema
-
         self.url = url
         self.safe_url = safe_url(url)
         self._saved: set = set()  # definition digests known to be in the store
-        self.sa = sa
-        self.t = t = store_schema
-        kwargs = {}
+        self._pool_size = pool_size
         self.pg = not url.startswith("sqlite")
-        if url.startswith("sqlite"):
-            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
-        if pool_size and url not in ("sqlite://", "sqlite:///:memory:"):
-            kwargs.update(pool_size=pool_size, max_overflow=max(10, pool_size))
-        try:
-            self.engine = sa.create_engine(url, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - bad URL, missing driver
-            raise StoreError(f"cannot open store {safe_url(url)}: {exc}",
-                             hint="use sqlite:///path.db or postgresql://user@host/db") from None
-        if url.startswith("sqlite"):
-            _sqlite_pragmas(self.engine, sa)
-        # The database clock, in epoch seconds: the only clock leases are measured with.
-        if self.pg:
-            self.now_expr = sa.cast(sa.extract("epoch", sa.func.now()), sa.Float)
-        else:
-            self.now_expr = (sa.func.julianday("now") - 2440587.5) * 86400.0
-        r = t.runs
-        # Built once: the SET columns come from each call's parameters (compiled form cached per set).
-        base = r.update().where(r.c.id == sa.bindparam("b_id"), r.c.last_seq == sa.bindparam("b_expect"))
-        self._update_run = base  # MemoryStore-compatible plain form (kept for callers that use it)
-        #: no token: refused while a worker's lease is live; takes over (clears) an expired one
-        free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < self.now_expr))
-        self._update_free = free.values(lease_until=None)
-        #: the same, for a writer whose previous commit cleared the lease (``unleased``): it is NULL
-        #: and stays so (a column not in SET is not written, nor its index entry)
-        self._update_free_keep = free
-        fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= self.now_expr)
-        self._update_fenced_keep = fenced
-        #: a worker's token, the run stays running: the lease is extended as a heartbeat would
-        self._update_fenced = fenced.values(lease_until=self.now_expr + sa.bindparam("b_lease", type_=sa.Float))
-        #: a worker's token, the run parks or ends: the lease is released in the same statement
-        self._update_fenced_end = fenced.values(lease_until=None)
+        #: run id -> parent id of the runs this store created or read: a run known to be top-level
+        #: ends through the one-statement commit (it has no parent to wake)
+        self._parents: dict = {}
+        self._reader = self._direct = None
         from flowctl.store.hot import HotPath
 
+        if not self.pg:
+            from flowctl.store.direct import open_direct
+
+            opened = open_direct(self, url, SCHEMA_VERSION)
+            if opened is not None:  # at this schema: SQLAlchemy loads only if a rarer write needs it
+                self._reader, self._direct, self.engine = opened
+                self._use_direct_statements()
+                self.hot = HotPath(self)
+                return
+        self._open_sa()
         # the per-step commit without SQLAlchemy (an in-memory SQLite database exists only on the
         # pool's one connection, so it keeps the Core path)
         self.hot = None if url in ("sqlite://", "sqlite:///:memory:") else HotPath(self)
@@ -108,6 +95,75 @@ class SqlStore(QueueMethods, HistoryMethods):
             raise
         except Exception as exc:  # noqa: BLE001 - connection refused and the like
             raise StoreError(f"cannot open store {safe_url(url)}: {first_line(exc)}") from None
+
+    @property
+    def direct(self) -> bool:
+        """Whether this store was opened without SQLAlchemy (:mod:`flowctl.store.direct`)."""
+        return self._direct is not None
+
+    def __getattr__(self, name):
+        if name in _SA_ATTRS and self.__dict__.get("_direct") is not None:
+            self._open_sa()  # a direct-mode store's first use of SQLAlchemy
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _use_direct_statements(self) -> None:
+        for kind in ("plain", "free", "free_keep", "fenced_keep", "fenced", "fenced_end"):
+            self.__dict__["_update_" + ("run" if kind == "plain" else kind)] = RunUpdate(kind)
+
+    def _open_sa(self):
+        """Build the SQLAlchemy engine and statements (on open; in direct mode on first need).
+        Returns the engine."""
+        if "sa" in self.__dict__:
+            return self.engine
+        with _OPENING:  # one thread builds it (a worker's threads may all need it at once)
+            if "sa" in self.__dict__:
+                return self.engine
+            return self._build_sa()
+
+    def _build_sa(self):
+        import sqlalchemy as sa
+
+        from flowctl.store import tables as t
+
+        url, pool_size = self.url, self._pool_size
+        kwargs = {}
+        if url.startswith("sqlite"):
+            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        if pool_size and url not in ("sqlite://", "sqlite:///:memory:"):
+            kwargs.update(pool_size=pool_size, max_overflow=max(10, pool_size))
+        try:
+            engine = sa.create_engine(url, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - bad URL, missing driver
+            raise StoreError(f"cannot open store {safe_url(url)}: {exc}",
+                             hint="use sqlite:///path.db or postgresql://user@host/db") from None
+        if url.startswith("sqlite"):
+            _sqlite_pragmas(engine, sa)
+        # The database clock, in epoch seconds: the only clock leases are measured with.
+        if self.pg:
+            now = sa.cast(sa.extract("epoch", sa.func.now()), sa.Float)
+        else:
+            now = (sa.func.julianday("now") - 2440587.5) * 86400.0
+        r = t.runs
+        # Built once: the SET columns come from each call's parameters (compiled form cached per set).
+        base = r.update().where(r.c.id == sa.bindparam("b_id"), r.c.last_seq == sa.bindparam("b_expect"))
+        #: no token: refused while a worker's lease is live; takes over (clears) an expired one
+        free = base.where(sa.or_(r.c.lease_until.is_(None), r.c.lease_until < now))
+        fenced = base.where(r.c.fence == sa.bindparam("b_fence"), r.c.lease_until >= now)
+        self.__dict__.update(
+            now_expr=now, t=t, engine=engine,
+            _update_run=base,  # MemoryStore-compatible plain form (kept for callers that use it)
+            _update_free=free.values(lease_until=None),
+            #: the same, for a writer whose previous commit cleared the lease (``unleased``): it is NULL
+            #: and stays so (a column not in SET is not written, nor its index entry)
+            _update_free_keep=free,
+            _update_fenced_keep=fenced,
+            #: a worker's token, the run stays running: the lease is extended as a heartbeat would
+            _update_fenced=fenced.values(lease_until=now + sa.bindparam("b_lease", type_=sa.Float)),
+            #: a worker's token, the run parks or ends: the lease is released in the same statement
+            _update_fenced_end=fenced.values(lease_until=None))
+        self.sa = sa  # last: "sa" present means everything above is
+        return engine
 
     @contextlib.contextmanager
     def _begin(self):
@@ -151,7 +207,12 @@ class SqlStore(QueueMethods, HistoryMethods):
     def close(self) -> None:
         if self.hot is not None:
             self.hot.close()
-        self.engine.dispose()
+        if self._direct is not None:
+            self._direct.close()
+            self._reader.close()
+        engine = self.__dict__.get("engine")
+        if engine is not None:
+            engine.dispose()
 
     # --------------------------------------------------------------------- secrets (flowctl.engine.sensitive)
     def keyring(self, *, create: bool = True):
@@ -206,6 +267,11 @@ class SqlStore(QueueMethods, HistoryMethods):
         """Keep the definition snapshot ``digest`` (content-addressed: written once, never changed)."""
         if digest in self._saved:  # this store saved or found it already: snapshots are immutable
             return
+        if self._direct is not None:
+            self._direct.save_definition(digest, lambda: json.dumps(
+                {k: v.decode("utf-8", "surrogateescape") for k, v in files.items()}, sort_keys=True))
+            self._saved.add(digest)
+            return
         sa, t = self.sa, self.t
         with self._begin() as conn:
             if conn.execute(sa.select(t.definitions.c.digest).where(t.definitions.c.digest == digest)).first() is None:
@@ -215,6 +281,8 @@ class SqlStore(QueueMethods, HistoryMethods):
         self._saved.add(digest)
 
     def load_definition(self, digest: str) -> dict:
+        if self._reader is not None:
+            return self._reader.load_definition(digest)
         sa, t = self.sa, self.t
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(t.definitions.c.files).where(t.definitions.c.digest == digest)).first()
@@ -228,13 +296,18 @@ class SqlStore(QueueMethods, HistoryMethods):
         (database clock) and wakes listening workers (PostgreSQL NOTIFY). ``lease`` (seconds): the
         run starts leased by ``run["owner"]`` (fence 1), as a worker creating a child run does.
         Returns the run's fencing token."""
-        sa, t = self.sa, self.t
         row = {k: (dumps(v) if k in JSON_RUN else v) for k, v in run.items() if k != "cursor_json"}
         if run.get("cursor_json") is not None:  # the text the run's seal covers
             row["cursor"] = run["cursor_json"]
         fence = 0
         if lease is not None:
             fence = row["fence"] = 1
+        self._note_parent(run)
+        if self._direct is not None and not steps and "sa" not in self.__dict__:  # (a value may be SQL: now_expr + delay)
+            self._direct.create_run(row, run["id"], events, lease)
+            return fence
+        sa, t = self.sa, self.t
+        if lease is not None:
             row["lease_until"] = self.now_expr + sa.literal(float(lease), sa.Float)
         if row.get("status") == "queued" and row.get("available_at") is None:
             row["available_at"] = self.now_expr
@@ -278,12 +351,17 @@ class SqlStore(QueueMethods, HistoryMethods):
         else:
             stmt = self._update_fenced
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
-        ended = run.get("status") in FINAL  # wakes a waiting parent in the same transaction (_wake_parent)
+        # a run that ends wakes a waiting parent in the same transaction (_wake_parent); one this
+        # store knows to be top-level has none, and ends through the one-statement commit
+        ended = run.get("status") in FINAL and self._parents.pop(run_id, "?") is not None
         if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
             if not self.hot.commit(stmt, params, event_rows(run_id, events, fence)):
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
             return
+        if stmt.__class__ is RunUpdate:  # chosen in direct mode: this write needs SQLAlchemy's form of it
+            self._open_sa()
+            stmt = getattr(self, "_update_" + ("run" if stmt.kind == "plain" else stmt.kind))
         with self._begin() as conn:
             res = conn.execute(stmt, params)
             if res.rowcount != 1:
@@ -332,6 +410,10 @@ class SqlStore(QueueMethods, HistoryMethods):
     def get_run(self, run_id: str, *, exact: bool = False) -> dict:
         """The run with this id, or (unless ``exact``) with this unique id prefix. Raises
         :class:`RunNotFound`."""
+        if self._reader is not None:
+            found = self._reader.get_run(run_id, exact=exact)
+            self._note_parent(found)
+            return found
         sa, t = self.sa, self.t
         check_run_id(run_id)
         with self.engine.connect() as conn:
@@ -346,7 +428,23 @@ class SqlStore(QueueMethods, HistoryMethods):
                                       hint="give more characters: " + ", ".join(r["id"] for r in rows))
         if row is None:
             raise RunNotFound(f"no run '{run_id}' in {safe_url(self.url)}", hint="list runs with: flowctl runs")
-        return run_dict(row, self)
+        found = run_dict(row, self)
+        self._note_parent(found)
+        return found
+
+    def _note_parent(self, run: dict) -> None:
+        """Remember ``run``'s parent id (None: a top-level run) for :meth:`commit`."""
+        if len(self._parents) > 100_000:  # a long-lived worker: forget, the slower path is as correct
+            self._parents.clear()
+        self._parents[run["id"]] = run.get("parent_id")
+
+    def list_runs(self, status: str | None = None, flow: str | None = None, limit: int = 50,
+                  parent_id: str | None = None, top_level: bool = False, *, due_by: float | None = None) -> list:
+        """See :meth:`flowctl.store.history.HistoryMethods.list_runs` (in direct mode, the same
+        query through :class:`~flowctl.store.reader.SqlReader`)."""
+        if self._reader is not None:
+            return self._reader.list_runs(status, flow, limit, parent_id, top_level, due_by=due_by)
+        return super().list_runs(status, flow, limit, parent_id, top_level, due_by=due_by)
 
     def _id_order(self):
         """Run ids in code-point order: binary on SQLite; ``COLLATE "C"`` on PostgreSQL, whatever the

@@ -8,8 +8,10 @@ seconds, leases and delays seconds.
 """
 from __future__ import annotations
 
-from flowctl.errors import StoreError
-from flowctl.store.records import FINAL, dumps, loads
+import contextlib
+
+from flowctl.errors import StoreError, first_line
+from flowctl.store.records import FINAL, dumps, loads, run_dict
 
 #: ``release(available_at=...)`` not given: the run's due time stays as it is.
 _KEEP = object()
@@ -47,11 +49,38 @@ class QueueMethods:
         """``{run_id: request}`` for those of ``run_ids`` someone asked to cancel (a worker's heartbeat)."""
         if not run_ids:
             return {}
-        sa, r = self.sa, self.t.runs
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(r.c.id, r.c.cancel_requested)
-                                .where(r.c.id.in_(list(run_ids)), r.c.cancel_requested.is_not(None)))
-            return {rid: loads(text) for rid, text in rows}
+        ids = list(run_ids)
+        if self.pg:
+            sql, params = "SELECT id, cancel_requested FROM flowctl_runs WHERE id = ANY(%s)", (ids,)
+        else:
+            sql, params = f"SELECT id, cancel_requested FROM flowctl_runs WHERE id IN ({', '.join('?' * len(ids))})", ids
+        with self._read_cursor() as cur:
+            cur.execute(sql + " AND cancel_requested IS NOT NULL", params)
+            return {rid: loads(text) for rid, text in cur.fetchall()}
+
+    @contextlib.contextmanager
+    def _read_cursor(self):
+        """A DBAPI cursor for one read on one of the per-step commit's own connections (autocommit:
+        one round trip, no BEGIN/ROLLBACK around it); SQLAlchemy's pool where there is none.
+        Raises :class:`StoreError` when the database fails."""
+        hot = self.hot
+        if hot is None:
+            with self._cursor() as cur:
+                yield cur
+            return
+        conn = hot._checkout()
+        try:
+            cur = conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+        except Exception as exc:  # noqa: BLE001 - the driver's own errors: the connection may be broken
+            _close(conn)
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"cannot read {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
+        hot._checkin(conn)
 
     def nudge(self, run_id: str) -> None:
         """Make the waiting (or running) parent ``run_id`` due now (a child of it ended)."""
@@ -86,28 +115,71 @@ class QueueMethods:
         first, within the store's concurrency limits. Each is marked running for ``owner`` with
         ``lease_until = now + lease`` and its fencing token incremented.
 
-        Returns ``[{id, fence, lease_until, prev_status, prev_owner}]``. PostgreSQL: one statement,
+        Returns ``[{id, fence, lease_until, prev_status, prev_owner, row}]``, ``row`` the claimed run
+        as :meth:`get_run` returns it after the claim (so the worker need not read it again). PostgreSQL: one statement,
         ``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other), after locking the limit rows
         if any exist; SQLite: a conditional update inside ``BEGIN IMMEDIATE`` (one writer at a time).
         """
         if n <= 0:
             return []
         queues = list(queues) if queues else None
+        if self.pg and self.hot is not None:
+            return self._claim_pg_pipelined(owner, n, float(lease), queues)
         with self._begin() as conn:
             if self.pg:
                 return self._claim_pg(conn, owner, n, float(lease), queues)
             return self._claim_sqlite(conn, owner, n, float(lease), queues)
 
+    def _claim_pg_pipelined(self, owner, n, lease, queues) -> list:
+        """:meth:`_claim_pg`'s transaction — lock the limit rows, then the claim statement — on a
+        connection of the per-step commit in psycopg's pipeline mode: ``BEGIN`` and the lock in one
+        round trip, the claim and ``COMMIT`` in another (instead of four)."""
+        conn = self.hot._checkout()
+        try:
+            with conn.pipeline() as pipe:
+                conn.execute("BEGIN")
+                limited = conn.execute(_PG_LIMITS).fetchall()  # (fetching syncs the pipeline)
+                sql = _PG_CLAIM.format(queues="AND r.queue = ANY(:queues)" if queues else "",
+                                       picked=_PG_PICK_LIMITED if limited else _PG_PICK)
+                params = {"owner": owner, "lease": lease, "n": n, "scan": n * 4 if limited else n}
+                if queues:
+                    params["queues"] = queues
+                cur = conn.execute(_pyformat(sql), params)
+                conn.execute("COMMIT")
+                pipe.sync()
+                names = [c.name for c in cur.description]
+                rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
+            _close(conn)  # (a transaction left open dies with its connection)
+            raise StoreError(f"cannot claim runs in {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
+        self.hot._checkin(conn)
+        out = []
+        for found in rows:
+            prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
+            out.append(self._claimed(found, prev_status, prev_owner))
+        return out
+
     def _claim_pg(self, conn, owner, n, lease, queues) -> list:
         sa = self.sa
-        limited = conn.execute(sa.text("SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE")).all()
+        limited = conn.execute(sa.text(_PG_LIMITS)).all()
         sql = _PG_CLAIM.format(queues="AND r.queue = ANY(:queues)" if queues else "",
                                picked=_PG_PICK_LIMITED if limited else _PG_PICK)
         params = {"owner": owner, "lease": lease, "n": n, "scan": n * 4 if limited else n}
         if queues:
             params["queues"] = queues
-        rows = conn.execute(sa.text(sql), params).mappings().all()
-        return [dict(r) for r in rows]
+        out = []
+        for found in conn.execute(sa.text(sql), params).mappings().all():
+            found = dict(found)
+            prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
+            out.append(self._claimed(found, prev_status, prev_owner))
+        return out
+
+    def _claimed(self, row: dict, prev_status: str, prev_owner) -> dict:
+        """One claim's entry (see :meth:`claim`) from the run row as the claim left it."""
+        run = run_dict(row, self)
+        self._note_parent(run)
+        return {"id": run["id"], "fence": run["fence"], "lease_until": run["lease_until"], "prev_status": prev_status,
+                "prev_owner": prev_owner, "row": run}
 
     def _claim_sqlite(self, conn, owner, n, lease, queues) -> list:
         sa, t = self.sa, self.t
@@ -136,9 +208,12 @@ class QueueMethods:
             if res.rowcount == 1:
                 for k in keys:
                     busy[k] = busy.get(k, 0) + 1
-                out.append({"id": run_id, "fence": fence + 1, "lease_until": now + lease,
-                            "prev_status": status, "prev_owner": prev_owner})
-        return out
+                out.append((run_id, status, prev_owner))
+        if not out:
+            return []
+        found = {row["id"]: dict(row) for row in conn.execute(sa.select(r).where(r.c.id.in_([o[0] for o in out])))
+                 .mappings()}
+        return [self._claimed(found[run_id], status, prev_owner) for run_id, status, prev_owner in out]
 
     def _busy(self, conn, now) -> dict:
         """Runs held under a live lease, per ``("flow", name)`` and ``("queue", name)``."""
@@ -291,6 +366,17 @@ class QueueMethods:
         return "postgresql://" + self.url.split("://", 1)[1]
 
 
+#: a claim on PostgreSQL with limits locks their rows first: limited claimers take turns
+_PG_LIMITS = "SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE"
+
+
+def _pyformat(sql: str) -> str:
+    """SQLAlchemy's ``:name`` parameters of the claim's text as psycopg's ``%(name)s``."""
+    import re
+
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
+
+
 # The claim on PostgreSQL: one statement. Two branches, each locking its rows with SKIP LOCKED (a
 # row another claimer holds is passed over, never waited for): due runs and runs whose lease
 # expired. The picked rows become running for the claimer with a fresh lease and fence + 1.
@@ -321,7 +407,7 @@ SET status = 'running', owner = :owner, lease_until = clock.now + :lease, fence 
     updated_at = clock.now
 FROM picked, clock
 WHERE r.id = picked.id
-RETURNING r.id, r.fence, r.lease_until, picked.prev_status, picked.prev_owner
+RETURNING r.*, picked.prev_status, picked.prev_owner
 """
 
 _PG_PICK = "picked AS (SELECT * FROM cand ORDER BY priority DESC, sort_at, id LIMIT :n)"
@@ -355,3 +441,10 @@ picked AS (
     ORDER BY k.priority DESC, k.sort_at, k.id
     LIMIT :n
 )"""
+
+
+def _close(conn) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection
+        pass

@@ -272,7 +272,7 @@ class Worker:
         self.log("claimed", {"run": run_id, "fence": fence, "from": prev})
         outcome, detail, delay = None, None, 0.0
         try:
-            row = self.store.get_run(run_id)
+            row = claim.get("row") or self.store.get_run(run_id)  # the claim returns the row it took
             if row.get("fence") != fence:
                 raise LeaseLost(f"run {run_id} was claimed again before it started here")
             # resume() continues the run from the state it was claimed in; a worker's lease (not a

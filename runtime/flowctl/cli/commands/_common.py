@@ -30,21 +30,27 @@ def review_states(root, ids) -> dict:
 
 def open_flow_project(root, flow: str):
     """The project a run of ``flow`` needs: only the files it reaches
-    (:func:`flowctl.definition.partial.load_for_flow`) when those load and validate cleanly, else
+    (:func:`flowctl.definition.partial.load_for_flow`) when those load and validate cleanly (or this
+    very definition of the flow did before: :func:`flowctl.engine.flowfiles.refuse_unchecked`), else
     the whole project (so a broken flow is refused exactly as a whole-project load refuses it)."""
-    from flowctl.check.checks import validate
     from flowctl.definition.partial import load_for_flow
-    from flowctl.engine.flowfiles import refuse_broken
+    from flowctl.engine.flowfiles import refuse_broken, remember_checked, was_checked
     from flowctl.errors import ProjectError
 
     part = load_for_flow(root, flow)
     if part is not None:
-        diagnostics = validate(part)
-        try:
-            for fid in sorted(part.reached):
-                refuse_broken(part, part.flows[fid], diagnostics)
-        except ProjectError:
-            part = None
+        reached = [part.flows[fid] for fid in sorted(part.reached)]
+        unchecked = [f for f in reached if not was_checked(part, f)]
+        if unchecked:
+            from flowctl.check.checks import validate
+
+            diagnostics = validate(part)
+            try:
+                for f in unchecked:
+                    refuse_broken(part, f, diagnostics)
+                    remember_checked(part, f)
+            except ProjectError:
+                part = None
     return part if part is not None else open_project(root)
 
 
