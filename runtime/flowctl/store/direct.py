@@ -27,12 +27,11 @@ import threading
 
 from flowctl.errors import StoreError, first_line
 from flowctl.store.reader import SqlReader
-from flowctl.store.records import event_row
+from flowctl.store.records import EVENT_ROW, event_rows
 
 #: SQLite's clock in epoch seconds, as SqlStore.now_expr renders it
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 #: hot.py's event column order (flowctl_events)
-EVENT_COLUMNS = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_hash", "hash", "fence")
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -217,13 +216,13 @@ class DirectWrites:
             marks.append(NOW)
         sql = f"INSERT INTO flowctl_runs ({', '.join(cols)}) VALUES ({', '.join(marks)})"
         fence = row.get("fence")
-        rows = [tuple(r[c] for c in EVENT_COLUMNS) for r in (event_row(run_id, e, fence) for e in events)]
+        rows = event_rows(run_id, events, fence)  # one packed row when sealed as one commit (schema 7)
 
         def write(cur):
             cur.execute(sql, params)
             if rows:
-                cur.executemany(f"INSERT INTO flowctl_events ({', '.join(EVENT_COLUMNS)}) "
-                                f"VALUES ({', '.join('?' * len(EVENT_COLUMNS))})", rows)
+                cur.executemany(f"INSERT INTO flowctl_events ({', '.join(EVENT_ROW)}) "
+                                f"VALUES ({', '.join('?' * len(EVENT_ROW))})", rows)
         self._write(write)
 
 
