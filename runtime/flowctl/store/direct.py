@@ -31,8 +31,6 @@ from flowctl.store.records import EVENT_ROW, event_rows
 
 #: SQLite's clock in epoch seconds, as SqlStore.now_expr renders it
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
-#: hot.py's event column order (flowctl_events)
-
 
 def connect(path: str) -> sqlite3.Connection:
     """A connection as SqlStore's engine makes one: autocommit (flowctl issues ``BEGIN IMMEDIATE``
