@@ -35,6 +35,7 @@ from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
 from flowctl.server import gatecheck, models, problems, views
+from flowctl.server.sessions import Sessions
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.store.apikeys import keys_of
@@ -42,6 +43,7 @@ from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES, check_run_id
 from flowctl.store.servicelog import log_of
 
+TOOL_ID = Path(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="a contract id (the key needs invoke:<id>)")
 RUN_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a run id or a unique prefix of one (4+ characters)")
 
 
@@ -59,6 +61,7 @@ class Service:
         self.log = log_of(store)
         self.buckets = Buckets(rate, burst)
         self.aliases: dict = {}
+        self.sessions = Sessions(self)
 
 
 def _bad_query(name: str, message: str):
@@ -101,6 +104,27 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     @app.post("/v1/gate/check", response_model=models.GateDecision, responses=errs, tags=["gate"])
     def gate_check(body: models.GateCheck, caller: Caller = Depends(need("gate"))):
         return gatecheck.check(service, caller, body.tool, body.input, body.session, body.dry_run)
+
+    @app.post("/v1/sessions", response_model=models.SessionOpened, status_code=201, responses=errs, tags=["sessions"])
+    def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):
+        return service.sessions.open(caller, body.name if body is not None else None)
+
+    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, responses=errs,
+              tags=["sessions"])
+    def invoke(body: models.Invoke, session_id: str = RUN_ID, tool: str = TOOL_ID,
+               caller: Caller = Depends(need("invoke:{tool}"))):
+        return _conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input, body.idempotency_key))
+
+    @app.post("/v1/sessions/{session_id}/compensate", response_model=models.Compensated, responses=errs,
+              tags=["sessions"])
+    def compensate_session(session_id: str = RUN_ID, caller: Caller = Depends(need("gate"))):
+        return _conflict(lambda: service.sessions.compensate(caller, session_id))
+
+    @app.post("/v1/sessions/{session_id}/close", response_model=models.Closed, responses=errs, tags=["sessions"])
+    def close_session(body: models.CloseSession | None = None, session_id: str = RUN_ID,
+                      caller: Caller = Depends(need("gate"))):
+        compensate = False if body is None else body.compensate
+        return _conflict(lambda: service.sessions.close(caller, session_id, compensate))
 
     @app.get("/v1/runs", response_model=models.RunPage, responses=errs, tags=["runs"])
     def list_runs(status: str | None = Query(None, max_length=16), flow: str | None = Query(None, max_length=200),
