@@ -44,6 +44,7 @@ from flowctl.store.records import STATUSES, check_run_id
 from flowctl.store.servicelog import log_of
 
 TOOL_ID = Path(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="a contract id (the key needs invoke:<id>)")
+SESSION_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a session id (its run's id) or a unique prefix of one")
 RUN_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a run id or a unique prefix of one (4+ characters)")
 
 
@@ -111,17 +112,17 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
 
     @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, responses=errs,
               tags=["sessions"])
-    def invoke(body: models.Invoke, session_id: str = RUN_ID, tool: str = TOOL_ID,
+    def invoke(body: models.Invoke, session_id: str = SESSION_ID, tool: str = TOOL_ID,
                caller: Caller = Depends(need("invoke:{tool}"))):
         return _conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input, body.idempotency_key))
 
     @app.post("/v1/sessions/{session_id}/compensate", response_model=models.Compensated, responses=errs,
               tags=["sessions"])
-    def compensate_session(session_id: str = RUN_ID, caller: Caller = Depends(need("gate"))):
+    def compensate_session(session_id: str = SESSION_ID, caller: Caller = Depends(need("gate"))):
         return _conflict(lambda: service.sessions.compensate(caller, session_id))
 
     @app.post("/v1/sessions/{session_id}/close", response_model=models.Closed, responses=errs, tags=["sessions"])
-    def close_session(body: models.CloseSession | None = None, session_id: str = RUN_ID,
+    def close_session(body: models.CloseSession | None = None, session_id: str = SESSION_ID,
                       caller: Caller = Depends(need("gate"))):
         compensate = False if body is None else body.compensate
         return _conflict(lambda: service.sessions.close(caller, session_id, compensate))
