@@ -9,6 +9,12 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
   ``cursor`` (the previous page's ``next_cursor``), ``all`` (child runs too).
 * ``GET /v1/runs/{run_id}`` [runs:read] — one run (sensitive values redacted: :mod:`flowctl.server.views`).
 * ``GET /v1/runs/{run_id}/events`` [runs:read] — its audit events, ``after`` a seq, ``limit`` at a time.
+* ``GET /v1/runs/{run_id}/stream`` [runs:read] — its audit events as Server-Sent Events from ``after``,
+  ending when the run ends (:mod:`flowctl.server.stream`).
+* ``GET /v1/stats`` [runs:read] — :func:`flowctl.store.history.stats` (``limit``, ``since``, ``flow``, ``children``).
+* ``POST /v1/sessions`` [gate], ``…/{session_id}/tools/{tool}/invoke`` [invoke:<tool>],
+  ``…/{session_id}/compensate`` and ``…/close`` [gate; the key that opened it, or admin] —
+  flowctl calls tools for the caller (:mod:`flowctl.server.sessions`).
 * ``POST /v1/runs`` [runs:write] — submit a run: it is *queued for workers* through the same path as
   ``flowctl submit`` (:func:`flowctl.workers.submit.enqueue`); ``flowctl worker`` runs it. A memory
   store has no workers: 400 ``USAGE``.
@@ -28,13 +34,15 @@ import base64
 import json
 import time
 
+import anyio
 from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.responses import StreamingResponse
 from fastapi.exceptions import RequestValidationError
 
 from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
-from flowctl.server import gatecheck, models, problems, views
+from flowctl.server import gatecheck, models, problems, stream, views
 from flowctl.server.sessions import Sessions
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
 from flowctl.server.guard import MAX_BODY, Guard
@@ -85,9 +93,10 @@ def _cursor_in(text: str) -> tuple:
 
 
 def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst: int = DEFAULT_BURST,
-               max_body: int = MAX_BODY):
+               max_body: int = MAX_BODY, poll: float = 0.25):
     """The ASGI app serving ``project`` over ``store`` (wrapped in :class:`~flowctl.server.guard.Guard`).
-    ``rate``/``burst``: each key's request rate (per second) and burst; ``max_body``: request bytes."""
+    ``rate``/``burst``: each key's request rate (per second) and burst; ``max_body``: request bytes;
+    ``poll``: seconds between a run stream's reads of the store (:mod:`flowctl.server.stream`)."""
     from flowctl import __version__
 
     app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None,
@@ -153,6 +162,21 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         found = store.events_page(row["id"], after, limit)
         events = [views.event(s, e) for e in found]
         return {"events": events, "next_after": events[-1]["seq"] if len(found) == limit else None}
+
+    @app.get("/v1/runs/{run_id}/stream", responses={**errs, 200: {
+        "content": {"text/event-stream": {}}, "description": "Server-Sent Events: id = seq, event = type, data = the event"}},
+        response_class=StreamingResponse, tags=["runs"])
+    async def run_stream(request: Request, run_id: str = RUN_ID, after: int = Query(0, ge=0, le=2**31),
+                         caller: Caller = Depends(need("runs:read"))):
+        return await anyio.to_thread.run_sync(lambda: stream.stream(service, request, run_id, after, poll=poll))
+
+    @app.get("/v1/stats", response_model=models.Stats, responses=errs, tags=["runs"])
+    def run_stats(limit: int = Query(1000, ge=1, le=100000), since: float | None = Query(None, ge=0, le=1e11),
+                  flow: str | None = Query(None, max_length=200), children: bool = Query(False),
+                  caller: Caller = Depends(need("runs:read"))):
+        from flowctl.store.history import stats
+
+        return stats(store, limit, since, flow=flow, children=children)
 
     @app.post("/v1/runs", response_model=models.Submitted, status_code=201, responses=errs, tags=["runs"])
     def submit_run(body: models.SubmitRun, caller: Caller = Depends(need("runs:write"))):

@@ -210,6 +210,18 @@ class Closed(BaseModel):
     residue: list = Field(default_factory=list)
 
 
+class Stats(BaseModel):
+    """``GET /v1/stats``: :func:`flowctl.store.history.stats` over the latest runs."""
+
+    runs: int
+    by_status: dict
+    success_rate: Optional[float] = Field(description="succeeded / ended (0-1); null: none ended")
+    mean_steps: Optional[float] = None
+    compensation_failures: int
+    step_ms: dict = Field(description="{p50, p99} of tool-call durations, milliseconds")
+    tools: dict = Field(description="{tool: {calls, failures, retries, failure_rate, retry_rate}}")
+
+
 __all__ = ["CancelRun", "CloseSession", "Closed", "Compensated", "Invoke", "InvokeDecision", "Invoked",
            "OpenSession", "SessionOpened", "Decide", "Event", "EventPage", "GateCheck", "GateDecision", "Health", "Outcome",
-           "PendingReview", "ReviewItem", "RunDetail", "RunPage", "RunSummary", "SubmitRun", "Submitted"]
+           "PendingReview", "ReviewItem", "RunDetail", "RunPage", "RunSummary", "Stats", "SubmitRun", "Submitted"]
