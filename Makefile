@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 FLOWCTL := $(BIN)/flowctl
 
-.PHONY: install graphviz run test bench lint schemas chaos fuzz clean
+.PHONY: install graphviz chromium run test bench lint schemas chaos fuzz clean
 
 install: graphviz $(BIN)/.installed
 
@@ -31,7 +31,11 @@ $(MERMAID_DIR)/node_modules/mermaid:
 	    || echo "note: npm install of mermaid failed; the mermaid parser tests will be skipped"; \
 	else echo "note: npm not found; the mermaid parser tests will be skipped"; fi
 
-test: install $(MERMAID_DIR)/node_modules/mermaid
+# Debian's chromium for the console's browser tests (Playwright drives it headless); they skip, saying why, without it.
+chromium:
+	@bash scripts/ensure_chromium.sh
+
+test: install chromium $(MERMAID_DIR)/node_modules/mermaid
 	FLOWCTL_MERMAID_DIR=$(abspath $(MERMAID_DIR)) $(BIN)/python -m pytest -q
 	$(FLOWCTL) test --min-coverage 100
 	$(FLOWCTL) test --contracts

@@ -26,6 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_cold  # noqa: E402
+import bench_console  # noqa: E402
 import bench_diff  # noqa: E402
 import bench_durable  # noqa: E402
 import bench_map  # noqa: E402
@@ -48,17 +49,18 @@ FULL = {"memory": {"transitions": 60_000, "trials": 5}, "durable": {"transitions
         "scaling": {"store_sizes": (1000, 10000, 100000), "lengths": (9999, 99999), "flows": 1000, "paused": 10000,
                     "trials": 5, "box_s": 60.0},
         "regression": {"transitions": 6000, "sqlite_transitions": 900, "trials": 5},
+        "console": {"store_sizes": (1000, 100000), "trials": 5},
         "serve": {"single": 1000, "per_client": 250, "trials": 10}}
 QUICK = {"memory": {"transitions": 3_000, "trials": 5}, "durable": {"transitions": 150, "trials": 5},
          "map": {"items": 200, "trials": 5, "loop_transitions": 300, "sqlite": (200, 1000), "box_s": 30.0},
          "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 5}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1},
          "workers": {"runs": 60, "trials": 1}, "pgcapacity": {"transitions": 300, "trials": 1}, "scaling": bench_scaling.QUICK,
-         "regression": {"transitions": 1500, "sqlite_transitions": 150, "trials": 3},
+         "regression": {"transitions": 1500, "sqlite_transitions": 150, "trials": 3}, "console": bench_console.QUICK,
          "serve": {"single": 200, "per_client": 50, "trials": 3}}
 PARTS = {"memory": bench_memory.run, "durable": bench_durable.run, "map": bench_map.run, "validate": bench_validate.run,
          "cold": bench_cold.run, "policy": bench_policy.run, "diff": bench_diff.run, "workers": bench_workers.run,
          "pgcapacity": bench_pgcapacity.run, "scaling": bench_scaling.run, "regression": bench_regression.run,
-         "serve": bench_serve.run}
+         "console": bench_console.run, "serve": bench_serve.run}
 TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachine vs the bare loop",
           "durable": "durable step: flowctl vs DBOS vs raw sqlite3 / psycopg, SQLite and PostgreSQL",
           "map": "map fan-out: in memory (1, 8, 32 at once) and on SQLite (1k / 10k items)",
@@ -68,6 +70,7 @@ TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachi
           "cold": "CLI cold start", "policy": "policy decision latency", "diff": "diff of two 1,000-state projects",
           "workers": "1, 2 and 4 worker processes on PostgreSQL: flowctl worker vs DBOS queues",
           "regression": "the step before and after the engine redesign (issue 16), side by side",
+          "console": "the operator console's pages with 100,000 stored runs (issue 20)",
           "serve": "flowctl serve on loopback: gate check p50/p99 (1 and 8 clients), session invoke overhead"}
 
 
@@ -148,6 +151,7 @@ def commands() -> dict:
         "pgcapacity": "python benchmarks/bench_pgcapacity.py --transitions 3000 --trials 5",
         "scaling": "python benchmarks/bench_scaling.py --store 1000,10000,100000 --steps 9999,99999 --box 60",
         "regression": "python benchmarks/bench_regression.py --base 8da1c8a --trials 5",
+        "console": "python benchmarks/bench_console.py --trials 5   # the console's pages, 1,000 and 100,000 runs",
         "profile": "python benchmarks/profile_steps.py --pg   # cProfile of flowctl's step: memory, SQLite, PostgreSQL",
     }
 

@@ -62,7 +62,7 @@ def generate(kind: str) -> str:
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     (OUT / "__init__.py").write_text('"""Generated fast validators, one module per kind (see scripts/generate_validators.py)."""\n')
-    for kind in ("state", "flow", "contract", "policy", "project"):
+    for kind in ("state", "flow", "contract", "policy", "project", "models"):
         sync_defs(kind)
         (OUT / f"{kind}.py").write_text(generate(kind))
     return 0

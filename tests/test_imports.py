@@ -21,7 +21,8 @@ import pytest
 
 from support.helpers import MINIMAL
 
-HEAVY = ("sqlalchemy", "networkx", "jsonschema", "rich", "graphviz", "cryptography")
+HEAVY = ("sqlalchemy", "networkx", "jsonschema", "rich", "graphviz", "cryptography", "jinja2", "openai", "anthropic",
+         "httpx", "httpx2")
 
 SCRIPT = """
 import json, sys
@@ -220,12 +221,14 @@ LAYERS = {
     "scaffold": set(),
     "telemetry": set(),
     "gate": {"definition", "expr", "store"},
-    "engine": {"definition", "expr", "check", "store", "gate", "telemetry"},
+    "models": {"definition"},
+    "engine": {"definition", "expr", "check", "store", "gate", "models", "telemetry"},
     "workers": {"definition", "engine", "store"},
-    "testing": {"definition", "expr", "check", "store", "gate", "engine"},
-    "server": {"definition", "expr", "check", "store", "gate", "engine", "workers", "testing", "telemetry"},
+    "testing": {"definition", "expr", "check", "store", "gate", "engine", "models"},
+    "server": {"definition", "expr", "check", "graph", "store", "gate", "engine", "workers", "testing", "models",
+               "telemetry"},
     "cli": {"definition", "expr", "check", "graph", "diff", "store", "gate", "engine", "workers", "testing", "scaffold",
-            "server", "telemetry"},
+            "server", "models", "telemetry"},
 }
 ROOT = {"flowctl", "errors", "diagnostics"}
 

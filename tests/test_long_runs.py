@@ -162,15 +162,17 @@ def test_audit_verify_reads_in_batches_and_still_finds_an_edit_or_a_cut_past_the
     with sqlite3.connect(db) as conn:
         last = conn.execute("SELECT max(seq) FROM flowctl_events").fetchone()[0]
         assert last > 5 * 4
-        conn.execute("UPDATE flowctl_events SET data = replace(data, '\"n\"', '\"m\"') WHERE seq = ? AND type = 'tool_succeeded'",
-                     (conn.execute("SELECT max(seq) FROM flowctl_events WHERE type = 'tool_succeeded' AND seq < ?",
+        # the packed row (one per commit) of a tool_succeeded event before the last batch
+        conn.execute("UPDATE flowctl_events SET data = replace(data, '\"n\"', '\"m\"') WHERE seq = ?",
+                     (conn.execute("SELECT max(seq) FROM flowctl_events WHERE instr(data, '\"tool_succeeded\"') AND seq < ?",
                                    (last - 3,)).fetchone()[0],))
     edited = _cli("audit", "verify", run_id, *common)
     assert edited.exit_code == 1 and "was modified (hash differs)" in edited.output
     with sqlite3.connect(db) as conn:
+        n = conn.execute("SELECT coalesce(n_events, 1) FROM flowctl_events WHERE seq = ?", (last,)).fetchone()[0]
         conn.execute("DELETE FROM flowctl_events WHERE seq = ?", (last,))
     cut = _cli("audit", "verify", run_id, *common)
-    assert cut.exit_code == 1 and f"the run records {last} events but {last - 1} are stored" in cut.output
+    assert cut.exit_code == 1 and f"the run records {last} events but {last - n} are stored" in cut.output
 
 
 def test_audit_verify_keeps_the_anchored_head_check_while_streaming(tmp_path, monkeypatch):
@@ -179,7 +181,8 @@ def test_audit_verify_keeps_the_anchored_head_check_while_streaming(tmp_path, mo
     monkeypatch.setattr(events, "BATCH", 4)
     common, db, run_id = _sqlite_run(tmp_path, 6)
     with sqlite3.connect(db) as conn:
-        seq, h = conn.execute("SELECT seq, hash FROM flowctl_events WHERE seq = 9").fetchone()
+        # the row holding event 9 (a packed row is keyed by its last event)
+        seq, h = conn.execute("SELECT seq, hash FROM flowctl_events WHERE seq >= 9 ORDER BY seq LIMIT 1").fetchone()
     assert _cli("audit", "verify", run_id, *common, "--expect-head", f"{seq}:{h}").exit_code == 0
     wrong = _cli("audit", "verify", run_id, *common, "--expect-head", f"{seq}:{'0' * 64}")
     assert wrong.exit_code == 1 and "no longer has the anchored hash" in wrong.output

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
-from flowctl.store.audit import encode_data, event_hash, row_identity, run_seal
+from flowctl.store.audit import encode_data, row_identity, run_seal, seal_commit
 from flowctl.errors import RecordTampered
 from support.helpers import FLOWCTL_EXE
 from support.pg import pg_url  # noqa: F401 - fixture
@@ -170,16 +170,18 @@ def test_rehashed_rewrite_passes_plain_verify_but_not_an_anchored_head(tmp_path)
     anchored = head.stdout.strip()
     assert anchored.split(":")[0] == str(row["last_seq"])
     db = _db(tmp_path)
-    rows = db.execute("SELECT seq, ts, type, state, attempt, data FROM flowctl_events WHERE run_id = ? ORDER BY seq",
-                      (paused.run_id,)).fetchall()
+    commits: dict = {}  # the events of each stored row (one packed row per commit), rewritten and re-hashed
+    for ev in h.store.events(paused.run_id):
+        commits.setdefault(tuple(ev["packed"]), []).append(ev)
     prev = ""
-    for seq, ts, type_, state, attempt, data in rows:
-        if type_ == "tool_succeeded":
-            data = encode_data(dict(json.loads(data), output={"ok": True, "id": "999"}))
-        digest = event_hash(prev, {"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt,
-                                   "data_json": data})
+    for events in commits.values():
+        for ev in events:
+            ev.pop("packed_json", None)
+            if ev["type"] == "tool_succeeded":
+                ev["data_json"] = encode_data(dict(ev["data"], output={"ok": True, "id": "999"}))
+        digest = seal_commit(events, prev)
         db.execute("UPDATE flowctl_events SET data = ?, prev_hash = ?, hash = ? WHERE run_id = ? AND seq = ?",
-                   (data, prev, digest, paused.run_id, seq))
+                   (events[-1]["packed_json"], prev, digest, paused.run_id, events[-1]["seq"]))
         prev = digest
     db.execute("UPDATE flowctl_steps SET output = ? WHERE run_id = ?", (json.dumps({"ok": True, "id": "999"}), paused.run_id))
     db.execute("UPDATE flowctl_runs SET last_hash = ?, seal = ? WHERE id = ?",

@@ -90,9 +90,11 @@ def test_audit_verify_detects_edits_deletions_and_truncation(tmp_path):
     db.commit()
     assert any("event 1" in p and "modified" in p for p in problems())
     db.execute("UPDATE flowctl_events SET data = replace(data, 'y', 'x') WHERE run_id = ? AND seq = 1", (run_id,))
-    db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = 3", (run_id,))
+    # the row holding event 3: a commit's events are one packed row, keyed by the seq of its last event
+    held = db.execute("SELECT min(seq) FROM flowctl_events WHERE run_id = ? AND seq >= 3", (run_id,)).fetchone()[0]
+    db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, held))
     db.commit()
-    assert any("event 3 is missing" in p for p in problems())
+    assert any("is missing (next stored is" in p for p in problems())
     last = db.execute("SELECT max(seq) FROM flowctl_events WHERE run_id = ?", (run_id,)).fetchone()[0]
     db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, last))
     db.commit()
@@ -174,3 +176,152 @@ def test_read_only_commands_never_create_a_store(tmp_path):
         open_store("garbage")
     with pytest.raises(StoreError, match="does not exist"):
         open_store(f"sqlite:///{tmp_path}/no/such/folder/x.db")
+
+
+# ------------------------------------------------------------------ packed rows (store schema 7)
+PACKED_TOOLS = """
+def bump(input, call):
+    return {"n": (input.get("n") or 0) + 1, "note": "é\\n\\"q\\""}
+"""
+
+PACKED_FLOW = {
+    **contract("bump", "bump"),
+    **task("a", "bump@1.0.0", extra="input: {n: context.n}\n"), **task("b", "bump@1.0.0", extra="input: {n: context.n}\n"),
+    "transitions/f.yaml": "flow: f\nstart: a\ntransitions:\n"
+                          "  - {from: a, to: b, set: {n: response.n}}\n"
+                          "  - {from: b, to: a, when: 'visits.b < `3`', set: {n: response.n}}\n"
+                          "  - {from: b, to: done}\n",
+}
+
+
+def _packed_run(tmp_path, store):
+    h = Harness(build(tmp_path, PACKED_FLOW, PACKED_TOOLS), store=store)
+    result = h.run(run_id="packed-1")
+    assert result.status == "succeeded"
+    return h, result.run_id
+
+
+def _problems(store, run_id):
+    row = store.get_run(run_id)
+    return verify_chain(store.events(run_id), row["last_seq"], row["last_hash"])
+
+
+def test_a_commit_is_one_packed_row_and_reads_back_as_the_events_the_engine_recorded(tmp_path, monkeypatch):
+    import time
+
+    from flowctl.store.sql import MemoryStore
+
+    monkeypatch.setattr(time, "perf_counter", lambda: 12.5)  # every tool takes 0 ms: both records alike
+    store = sqlite_store(tmp_path)
+    _h, run_id = _packed_run(tmp_path / "sql", store)
+    _m, mem_id = _packed_run(tmp_path / "mem", MemoryStore())
+    events = store.events(run_id)
+    rows = sqlite3.connect(tmp_path / "flowctl.db").execute(
+        "SELECT seq, type, n_events FROM flowctl_events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+    assert len(rows) < len(events) / 2  # a step's events share one row
+    assert {t for _s, t, _n in rows} == {"packed"} and sum(n for _s, _t, n in rows) == len(events)
+    assert [s for s, _t, _n in rows] == sorted({e["packed"][1] for e in events})  # keyed by its last event
+    # the same record, event for event, as the memory store (one event a row) keeps of the same run
+    fields = ("seq", "ts", "type", "state", "attempt", "data", "data_json")
+    assert [[e[k] for k in fields] for e in events] == [[e[k] for k in fields] for e in _m.store.events(mem_id)]
+    assert _problems(store, run_id) == []
+    assert store.get_run(run_id)["last_hash"] == events[-1]["hash"]
+
+
+def test_every_byte_of_a_packed_row_is_covered_by_its_hash(tmp_path):
+    store = sqlite_store(tmp_path)
+    _h, run_id = _packed_run(tmp_path, store)
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    seq, text = db.execute("SELECT seq, data FROM flowctl_events WHERE run_id = ? AND n_events > 3 ORDER BY seq LIMIT 1",
+                           (run_id,)).fetchone()
+    for i, ch in enumerate(text):
+        edited = text[:i] + ("1" if ch != "1" else "2") + text[i + 1:]
+        db.execute("UPDATE flowctl_events SET data = ? WHERE run_id = ? AND seq = ?", (edited, run_id, seq))
+        db.commit()
+        assert any("was modified (hash differs)" in p for p in _problems(store, run_id)), (i, edited)
+    db.execute("UPDATE flowctl_events SET data = ? WHERE run_id = ? AND seq = ?", (text, run_id, seq))
+    db.commit()
+    assert _problems(store, run_id) == []
+    for column, value in (("n_events", 1), ("prev_hash", "0" * 64), ("hash", "0" * 64)):
+        (old,) = db.execute(f"SELECT {column} FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, seq)).fetchone()
+        db.execute(f"UPDATE flowctl_events SET {column} = ? WHERE run_id = ? AND seq = ?", (value, run_id, seq))
+        db.commit()
+        assert _problems(store, run_id) != [], column
+        db.execute(f"UPDATE flowctl_events SET {column} = ? WHERE run_id = ? AND seq = ?", (old, run_id, seq))
+        db.commit()
+    assert _problems(store, run_id) == []
+
+
+def test_deleting_or_reordering_packed_rows_is_detected(tmp_path):
+    store = sqlite_store(tmp_path)
+    _h, run_id = _packed_run(tmp_path, store)
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    seqs = [s for (s,) in db.execute("SELECT seq FROM flowctl_events WHERE run_id = ? ORDER BY seq", (run_id,))]
+    a, b = seqs[2], seqs[3]
+    # reordered: two rows' contents swapped under their keys
+    swap = "UPDATE flowctl_events SET data = ?, prev_hash = ?, hash = ?, n_events = ? WHERE run_id = ? AND seq = ?"
+    ra = db.execute("SELECT data, prev_hash, hash, n_events FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, a)).fetchone()
+    rb = db.execute("SELECT data, prev_hash, hash, n_events FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, b)).fetchone()
+    db.execute(swap, (*rb, run_id, a))
+    db.execute(swap, (*ra, run_id, b))
+    db.commit()
+    assert _problems(store, run_id) != []
+    db.execute(swap, (*ra, run_id, a))
+    db.execute(swap, (*rb, run_id, b))
+    db.commit()
+    assert _problems(store, run_id) == []
+    # one commit's row deleted in the middle, then the last row
+    db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, a))
+    db.commit()
+    found = _problems(store, run_id)
+    assert any(f"event {seqs[1] + 1} is missing (next stored is {a + 1})" in p for p in found), found
+    assert any("does not follow" in p for p in found), found
+    db.execute("DELETE FROM flowctl_events WHERE run_id = ? AND seq = ?", (run_id, seqs[-1]))
+    db.commit()
+    assert any("events deleted or added" in p for p in _problems(store, run_id))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5])
+def test_events_read_in_batches_cut_packed_rows_anywhere_and_give_each_event_once(tmp_path, monkeypatch, batch):
+    import flowctl.store.events as batched
+
+    store = sqlite_store(tmp_path)
+    _h, run_id = _packed_run(tmp_path, store)
+    whole = store.events(run_id)
+    monkeypatch.setattr(batched, "BATCH", batch)
+    assert store.events(run_id) == whole
+    assert [e["seq"] for e in whole] == list(range(1, len(whole) + 1))
+    page = store.events_page(run_id, 3, batch)
+    assert [e["seq"] for e in page] == list(range(4, 4 + batch))
+
+
+def test_stats_counts_the_tool_calls_of_packed_rows(tmp_path):
+    from flowctl.store.history import stats
+
+    store = sqlite_store(tmp_path)
+    _packed_run(tmp_path, store)
+    found = stats(store)
+    assert found["runs"] == 1 and found["tools"]["bump@1.0.0"]["calls"] == 6
+
+
+@pytest.mark.postgres
+def test_postgresql_stores_packed_rows_and_verify_detects_an_edit(tmp_path, pg_url):  # noqa: F811
+    import psycopg
+
+    from flowctl.store.history import stats
+
+    store = open_store(pg_url)
+    try:
+        _h, run_id = _packed_run(tmp_path, store)
+        events = store.events(run_id)
+        assert _problems(store, run_id) == []
+        assert stats(store)["tools"]["bump@1.0.0"]["calls"] == 6
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            rows = db.execute("SELECT seq, n_events FROM flowctl_events WHERE run_id = %s ORDER BY seq", (run_id,)).fetchall()
+            assert sum(n for _s, n in rows) == len(events) and len(rows) < len(events) / 2
+            seq = rows[2][0]
+            db.execute("UPDATE flowctl_events SET data = replace(data, '\"n\":', '\"m\":') WHERE run_id = %s AND seq = %s",
+                       (run_id, seq))
+        assert any("was modified (hash differs)" in p for p in _problems(store, run_id))
+    finally:
+        store.close()

@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+import flowctl
+
 from support.enginekit import Harness, build, contract, sqlite_store, task
 from flowctl.store.audit import verify_run
 from flowctl.errors import StoreError
@@ -65,7 +67,7 @@ def test_memory_store_seals_the_chain_when_read_and_detects_edits(tmp_path):
 def _refuse_events_sqlite(path):
     db = sqlite3.connect(path)
     db.execute("CREATE TRIGGER no_more BEFORE INSERT ON flowctl_events "
-               "WHEN NEW.type = 'transition_taken' BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+               "WHEN instr(NEW.data, '\"transition_taken\"') > 0 BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
     db.commit()
     db.close()
 
@@ -90,7 +92,7 @@ def test_a_failing_postgresql_commit_is_a_store_error_and_writes_nothing(tmp_pat
     root = build(tmp_path, LOOP, TOOLS)
     with psycopg.connect(pg_url, autocommit=True) as db:
         db.execute("CREATE FUNCTION no_more() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                   "IF NEW.type = 'transition_taken' THEN RAISE EXCEPTION 'disk says no'; END IF; RETURN NEW; END $$")
+                   "IF position('\"transition_taken\"' in NEW.data) > 0 THEN RAISE EXCEPTION 'disk says no'; END IF; RETURN NEW; END $$")
         db.execute("CREATE TRIGGER no_more BEFORE INSERT ON flowctl_events FOR EACH ROW EXECUTE FUNCTION no_more()")
     with pytest.raises(StoreError, match="disk says no"):
         Harness(root, store=store).run()
@@ -254,3 +256,137 @@ def test_a_run_id_the_store_cannot_hold_or_find_is_refused(tmp_path, run_id):
 
     with pytest.raises(UsageError, match="cannot be used"):
         Harness(build(tmp_path, LOOP, TOOLS)).run(run_id=run_id)
+
+
+# ------------------------------------------------------------------ group commit (SQLite)
+def _fresh_runs(store, n):
+    from flowctl.store.audit import seal_commit
+
+    ids = []
+    for i in range(n):
+        first = [{"seq": 1, "ts": 1.0, "type": "run_started", "state": None, "attempt": None, "data": {"flow": "f", "input": {}}}]
+        row = {"id": f"g{i}", "flow": "f", "flow_version": "1", "digest": "d" * 64, "parent_id": None, "status": "running",
+               "input": {}, "params": {}, "output": None, "error": None, "cursor": {"state": "a"}, "created_at": 1.0,
+               "updated_at": 1.0, "available_at": None, "owner": "me", "last_seq": 1, "last_hash": seal_commit(first, ""),
+               "steps": 0}
+        store.create_run(row, first)
+        ids.append(row["id"])
+    return ids
+
+
+def _step(store, run_id, expect_seq=1):
+    """One step's commit of ``run_id`` (two events after its run_started), as the engine makes it
+    (sealed now; the commit is the callable returned: it reads nothing, so it waits only for the lock)."""
+    from flowctl.store.audit import seal_commit
+
+    prev = store.get_run(run_id)["last_hash"]
+    events = [{"seq": 2, "ts": 2.0, "type": "state_entered", "state": "a", "attempt": 1, "data": {"step": 1}},
+              {"seq": 3, "ts": 2.0, "type": "transition_taken", "state": "a", "attempt": 1, "data": {"to": "b"}}]
+    last_hash = seal_commit(events, prev)
+    return lambda: store.commit(run_id, expect_seq, {"cursor": {"state": "b"}, "last_seq": 3, "last_hash": last_hash,
+                                                     "steps": 1}, events)
+
+
+def _held_lock(path):
+    """Another connection holding SQLite's write lock: the next transaction waits until it is released."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("BEGIN IMMEDIATE")
+    return db
+
+
+def _commit_while_locked(tmp_path, store, calls):
+    """Run ``calls`` (callables) in threads: the first starts a transaction and waits on the held
+    lock, the others queue behind it; then the lock is released. ``[(result or exception)]`` in order."""
+    import threading
+
+    db = _held_lock(tmp_path / "flowctl.db")
+    out = [None] * len(calls)
+
+    def run(i):
+        try:
+            out[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - returned for the test to look at
+            out[i] = exc
+
+    threads = [threading.Thread(target=run, args=(0,))]
+    threads[0].start()
+    for _ in range(2000):  # the first commit is the leader: the queue is empty, it waits in BEGIN IMMEDIATE
+        if store.hot._leading:
+            break
+        threading.Event().wait(0.005)
+    for i in range(1, len(calls)):
+        threads.append(threading.Thread(target=run, args=(i,)))
+        threads[-1].start()
+    for _ in range(2000):  # every other commit has queued behind it
+        with store.hot._group:
+            if len(store.hot._queue) == len(calls) - 1:
+                break
+        threading.Event().wait(0.005)
+    db.execute("ROLLBACK")
+    db.close()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+def test_concurrent_step_commits_share_one_transaction_and_each_is_acknowledged_after_it(tmp_path, monkeypatch):
+    from flowctl.store.hot import HotPath
+
+    store = sqlite_store(tmp_path)
+    ids = _fresh_runs(store, 6)
+    batches = []
+    write = HotPath._commit_sqlite
+    monkeypatch.setattr(HotPath, "_commit_sqlite", lambda self, batch: (batches.append(len(batch)), write(self, batch))[1])
+    out = _commit_while_locked(tmp_path, store, [_step(store, rid) for rid in ids])
+    assert out == [None] * 6
+    assert batches == [1, 5]  # the leader alone, then the five that queued behind it in one transaction
+    for rid in ids:
+        row = store.get_run(rid)
+        assert row["last_seq"] == 3 and row["cursor"] == {"state": "b"}
+        assert verify_run(row, store.events(rid)) == []
+    store.close()
+
+
+def test_in_a_group_a_conflicting_or_failing_commit_is_undone_alone(tmp_path):
+    from flowctl.errors import RunConflict
+
+    store = sqlite_store(tmp_path)
+    ids = _fresh_runs(store, 4)
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute(f"CREATE TRIGGER no_g2 BEFORE INSERT ON flowctl_events WHEN NEW.run_id = '{ids[2]}' AND NEW.seq > 1 "
+               "BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    db.commit()
+    db.close()
+    calls = [_step(store, ids[0]), _step(store, ids[1], expect_seq=7),  # stale: another writer won
+             _step(store, ids[2]), _step(store, ids[3])]
+    out = _commit_while_locked(tmp_path, store, calls)
+    assert out[0] is None and out[3] is None
+    assert isinstance(out[1], RunConflict)
+    assert isinstance(out[2], StoreError) and "disk says no" in str(out[2])
+    for rid, seq in zip(ids, (3, 1, 1, 3)):
+        row = store.get_run(rid)
+        assert row["last_seq"] == seq and len(store.events(rid)) == seq  # undone whole: its run row and its events
+        assert verify_run(row, store.events(rid)) == []
+    store.close()
+
+
+def test_runs_driven_by_threads_on_one_store_all_finish_and_verify(tmp_path):
+    import threading
+
+    store = sqlite_store(tmp_path)
+    root = build(tmp_path, LOOP, TOOLS)
+    project = flowctl.load_project(root)
+    results = []
+
+    def one():
+        results.append(flowctl.Engine(project, store, check=False).run("f", {}))
+
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [r.status for r in results] == ["succeeded"] * 6
+    for r in results:
+        assert verify_run(store.get_run(r.run_id), store.events(r.run_id)) == []
+    store.close()

@@ -686,6 +686,7 @@ CATALOGUE = {
               "transitions/kid.yaml": "flow: kid\nstart: k\ninput_schema: {required: [a]}\ntransitions: []\n"},
 }
 CATALOGUE.update(__import__("test_dataflow").CATALOGUE)  # the data-flow codes (FC407, FC408, FC8xx)
+CATALOGUE.update(__import__("test_model_checks").CATALOGUE)  # the model-state codes (FC9xx)
 
 
 @pytest.mark.parametrize("code", sorted(CODES))

@@ -4,7 +4,7 @@ A :class:`Diagnostic` is located (``file``, 1-based ``line`` and ``column``) and
 ``code`` (``FC`` + three digits; the table :data:`CODES` names each one) and a severity. The
 codes are grouped by hundreds: 0xx files and syntax, 1xx references, 2xx graph, 3xx order,
 4xx expressions, 5xx retry and time, 6xx contracts, 7xx policies, 8xx data flow
-(:mod:`flowctl.dataflow`).
+(:mod:`flowctl.dataflow`), 9xx model steps (:mod:`flowctl.check.models`).
 """
 from __future__ import annotations
 
@@ -72,6 +72,10 @@ CODES: dict[str, tuple[str, str]] = {
     "FC804": ("sometimes-defined-in-condition", WARNING),
     "FC805": ("function-argument-type", WARNING),
     "FC806": ("decision-not-offered", ERROR),
+    "FC901": ("unknown-model-profile", ERROR),
+    "FC902": ("unknown-prompt", ERROR),
+    "FC903": ("prompt-syntax", ERROR),
+    "FC904": ("prompt-unknown-name", ERROR),
 }
 
 

@@ -32,6 +32,8 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
         ├── CompensationFailed    COMPENSATION_FAILED  an undo raised; kept as residue, never swallowed
         ├── BranchFailed          BRANCH_FAILED        a child run of parallel/map/subflow failed
         ├── PayloadTooLarge       PAYLOAD_TOO_LARGE    a payload exceeds the store's size limit
+        ├── AgentLimitExceeded    AGENT_LIMIT_EXCEEDED an agent state reached ``max_turns`` / ``max_tool_calls``
+        ├── BudgetExceeded        BUDGET_EXCEEDED      a run's model calls passed the flow's ``limits.tokens`` / ``cost``
         ├── Cancelled             CANCELLED            the run was cancelled (a user, or a failed sibling)
         └── FlowFailed            (code from the fail state)  a ``fail`` state or a ``fail:`` handler
 
@@ -217,6 +219,20 @@ class BranchFailed(StepError):
 
 class PayloadTooLarge(StepError):
     code = "PAYLOAD_TOO_LARGE"
+
+
+class AgentLimitExceeded(StepError):
+    """An ``agent`` state's loop reached ``max_turns`` (model calls) or ``max_tool_calls`` (tool
+    calls the model asked for) without answering with JSON that satisfies its ``output_schema``."""
+
+    code = "AGENT_LIMIT_EXCEEDED"
+
+
+class BudgetExceeded(StepError):
+    """The model calls of a run used more than the flow's ``limits.tokens`` (input + output tokens)
+    or ``limits.cost`` (priced by ``orchestration/models.yaml``)."""
+
+    code = "BUDGET_EXCEEDED"
 
 
 class Cancelled(StepError):

@@ -25,7 +25,7 @@ def test_each_state_type_has_its_own_module_and_table_entry():
 
     assert set(HANDLERS) == set(STATE_FIELDS) == set(STATE_MODELS)
     modules = {fn.__module__.rsplit(".", 1)[1] for fn in HANDLERS.values()}
-    assert modules == {"task", "choice", "pass_", "review", "wait", "parallel", "map", "subflow", "terminal"}
+    assert modules == {"task", "choice", "pass_", "review", "wait", "parallel", "map", "subflow", "terminal", "llm", "agent"}
 
 
 def _modules() -> list:

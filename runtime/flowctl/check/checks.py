@@ -19,12 +19,13 @@ from flowctl.check.dataflow import check_dataflow
 from flowctl.diagnostics import Diagnostic, sort_key
 from flowctl.definition.durations import parse_duration
 from flowctl.expr.expressions import lint as lint_expression
-from flowctl.check.gate import check_gate, check_helpers_outside_the_gate, check_same_function, check_tool_code
+from flowctl.check.gate import check_gate, check_helpers_outside_the_gate, check_same_function, check_tool_code, tool_refs
 from flowctl.definition.model import Project
 from flowctl.definition.schema_lint import schema_problems
 from flowctl.definition.kinds import did_you_mean
 from flowctl.check.callables import import_check, resolve_callable_problem
 from flowctl.check.topology import check_children, check_graph, child_flows, flow_graph
+from flowctl.check.models import RUN_SCOPE, check_model_states
 
 __all__ = ["CHECKS", "SCOPES", "RUN_SCOPE", "validate", "iter_expressions", "policy_regex_problems",
            "flow_graph", "child_flows", "import_check", "resolve_callable_problem"]
@@ -44,7 +45,8 @@ def _expressions_in(value, path):
 
 
 #: The names an expression can start with, by where it is written (scope.py, task.py, policy.py).
-RUN_SCOPE = ("input", "params", "context", "response", "error", "review", "visits", "state", "run", "item", "index")
+# RUN_SCOPE (imported above from flowctl.check.models, where the template checks need it too):
+# input, params, context, response, error, review, visits, state, run, item, index
 SCOPES = {"run": RUN_SCOPE, "key": RUN_SCOPE + ("run_input",),
           "policy": ("input", "run", "flow", "tool", "run_input", "params", "context")}
 
@@ -127,9 +129,7 @@ def check_references(project: Project):
                                     hint=did_you_mean(name, project.states) or f"add orchestration/states/{name}.yaml")
     for state in project.states.values():
         doc = state.doc
-        refs = [(state.tool, ("tool",)), (state.raw.get("notify"), ("notify",))]
-        refs += [(h.fallback, h.path + ("fallback",)) for h in state.on_error]
-        for ref, path in refs:
+        for ref, path in tool_refs(state):
             if ref:
                 problem = _tool_problem(project, ref)
                 if problem:
@@ -185,8 +185,7 @@ def check_unused(project: Project):
                                  hint="remove it, or name it in a flow's transitions")
     used_tools = set()
     for state in project.states.values():
-        refs = [state.tool, state.raw.get("notify")] + [h.fallback for h in state.on_error]
-        used_tools.update(versions.split_ref(r)[0] for r in refs if r)
+        used_tools.update(versions.split_ref(r)[0] for r, _ in tool_refs(state))
     for tool_id, found in project.contracts.items():
         if tool_id not in used_tools and "state" not in broken_kinds:
             c = found[-1]
@@ -444,7 +443,7 @@ def check_fail_states(project: Project):
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
           check_same_function, check_helpers_outside_the_gate, check_tool_code, check_sensitive,
-          check_review_decisions, check_dataflow)
+          check_review_decisions, check_dataflow, check_model_states)
 
 
 def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:

@@ -286,6 +286,12 @@ class _Analysis:
             if calls_side_effect(self.project, state):  # a policy's review_when pauses for a review first
                 out = with_roots(out, review=join(fact.field("review")[0], _REVIEW))
             return out
+        if kind in ("llm", "agent"):  # the reply's JSON, as its output_schema says
+            schema = state.get("output_schema")
+            out = with_roots(fact, response=S.from_schema(schema) if isinstance(schema, dict) else ANY)
+            if kind == "agent" and calls_side_effect(self.project, state):  # a tool's gate review may pause it
+                out = with_roots(out, review=join(fact.field("review")[0], _REVIEW))
+            return out
         if kind == "pass":
             return self._apply_set(fact, state.get("set"))
         if kind == "review":

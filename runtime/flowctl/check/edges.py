@@ -9,6 +9,7 @@ from __future__ import annotations
 
 _TOOL_CALLERS = ("task",)
 CHILD_TYPES = ("parallel", "map", "subflow")
+MODEL_TYPES = ("llm", "agent")
 #: error names only the engine raises, with the state kinds that can raise them
 _NEEDS_SIDE_EFFECT = frozenset({"PolicyDenied", "BoundaryViolation"})
 _NEEDS_TOOL = frozenset({"ToolTimeout"})
@@ -95,13 +96,14 @@ def may_raise(project, state, errors) -> bool:
 
 def _refs(state):
     refs = [state.tool] if state.type in _TOOL_CALLERS else []
+    refs += list(state.get("tools") or ()) if state.type == "agent" else []
     refs += [state.get("notify")] if state.type == "review" else []
     refs += [h.fallback for h in state.on_error if h.fallback]
     return [r for r in refs if r]
 
 
 def _calls_tool(state) -> bool:
-    return bool(_refs(state))
+    return bool(_refs(state)) or state.type in MODEL_TYPES  # a model call can time out too
 
 
 def calls_side_effect(project, state) -> bool:

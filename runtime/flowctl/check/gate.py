@@ -18,9 +18,12 @@ from flowctl.definition.toolpath import function_key
 
 
 def tool_refs(state):
-    """``(ref, path)`` of every tool a state names: ``tool``, ``notify``, each ``on_error`` fallback."""
+    """``(ref, path)`` of every tool a state names: ``tool``, ``notify``, each ``on_error`` fallback,
+    an agent's ``tools``."""
     refs = [(state.tool, ("tool",)), (state.raw.get("notify"), ("notify",))]
     refs += [(h.fallback, h.path + ("fallback",)) for h in state.on_error]
+    if state.type == "agent":  # the contracts an agent's model may call
+        refs += [(ref, ("tools", i)) for i, ref in enumerate(state.raw.get("tools") or ())]
     return [(ref, path) for ref, path in refs if isinstance(ref, str) and ref]
 
 

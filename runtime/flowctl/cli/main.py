@@ -14,7 +14,7 @@ import click
 
 from flowctl.cli.invoke import call as _call
 
-SCHEMA_KINDS = ("state", "flow", "contract", "policy", "project", "case")  # definition.kinds.SCHEMA_KINDS
+SCHEMA_KINDS = ("state", "flow", "contract", "policy", "project", "models", "case")  # definition.kinds.SCHEMA_KINDS
 
 
 def _login():

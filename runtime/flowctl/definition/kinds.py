@@ -1,5 +1,5 @@
-"""The JSON Schemas (Draft 2020-12) of the kinds of file (four definition kinds and the optional
-``orchestration/project.yaml``), and schema errors as diagnostics.
+"""The JSON Schemas (Draft 2020-12) of the kinds of file (four definition kinds, the optional
+``orchestration/project.yaml`` and ``orchestration/models.yaml``), and schema errors as diagnostics.
 
 Schemas ship as ``flowctl/definition/schemas/<kind>.json``; ``flowctl schema KIND`` prints one. Validation
 uses ``jsonschema`` with validators built once per kind. Each schema error becomes a located
@@ -14,7 +14,7 @@ from functools import lru_cache
 from flowctl.diagnostics import Diagnostic
 from flowctl.definition.yamlio import Document
 
-KINDS = ("state", "flow", "contract", "policy", "project")
+KINDS = ("state", "flow", "contract", "policy", "project", "models")
 #: every kind ``flowctl schema`` prints: the definition kinds and golden case files
 SCHEMA_KINDS = KINDS + ("case",)
 #: fields holding a JSON Schema (checked against the metaschema in ``$defs/json_schema``: FC609)

@@ -19,6 +19,7 @@ from flowctl.definition.durations import parse_duration
 from flowctl.definition.model import (STATE_FIELDS, STATE_MODELS, Check, Contract, Flow, Handler, Limits, Policy, Project, Retry,
                     State, Transition)
 from flowctl.definition.yamlio import Document, read_document
+from flowctl.definition.profiles import MODELS_FILES, PROMPTS, load_models, read_prompts
 
 from flowctl.definition.root import FOLDERS, find_root  # noqa: F401 - the loader's names for them
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -61,6 +62,15 @@ def read_tree(root: Path, refused: dict | None = None) -> dict[str, bytes]:
                     refused[rel] = os.path.realpath(path)
                 continue
             files[rel] = path.read_bytes()
+    for rel in MODELS_FILES:
+        path = root / rel
+        if path.is_file():
+            if not inside(path):
+                if refused is not None:
+                    refused[rel] = os.path.realpath(path)
+                continue
+            files[rel] = path.read_bytes()
+    files.update(read_prompts(root, inside, refused))
     return files
 
 
@@ -98,7 +108,7 @@ def with_refused(project: Project, refused: dict) -> Project:
                         "the repository", rel, hint="copy the file into the repository, or link inside it")
              for rel, target in sorted(refused.items())]
     broken = {(FOLDERS[rel.split("/")[1]], _guess_id(FOLDERS[rel.split("/")[1]], rel.split("/")[2].rsplit(".", 1)[0]))
-              for rel in refused}
+              for rel in refused if rel.count("/") == 2 and rel.split("/")[1] in FOLDERS}
     return dataclasses.replace(project, diagnostics=project.diagnostics + tuple(diags), broken=project.broken | broken)
 
 
@@ -131,7 +141,19 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
     docs: list[Document] = []
     diags: list[Diagnostic] = []
     tool_packages: tuple = ()
+    models = None
     for rel in sorted(files):
+        if rel.startswith(PROMPTS):  # templates: text, checked by validate (flowctl.check.models)
+            continue
+        if rel in MODELS_FILES:
+            found, problems, doc = load_models(rel, files[rel])
+            docs.append(doc)
+            diags.extend(problems)
+            if found is None:
+                rejected.add(rel)
+            else:
+                models = found
+            continue
         if rel in PROJECT_FILES:
             found, problems, doc = _project_file(rel, files[rel])
             docs.append(doc)
@@ -209,6 +231,7 @@ def _load_files(files: dict[str, bytes], root: str | os.PathLike = ".") -> Proje
         files=MappingProxyType(dict(files)),
         tool_packages=tool_packages,
         rejected=frozenset(rejected),
+        models=models,
     )
 
 
@@ -285,12 +308,15 @@ def _handlers(doc, data, path):
                          h.get("set"), h.get("compensate")) for i, h in enumerate(data or ()))
 
 
+_TUPLES = ("decisions", "branches", "messages", "tools")
+
+
 def _state(doc: Document) -> State:
     d = doc.data
     model, fields = STATE_MODELS.get(d["type"], (State, {}))  # the typed model of its type (model.py)
     typed = {attr: d[key] for attr, key in fields.items() if d.get(key) is not None}
-    if isinstance(typed.get("decisions"), list) or isinstance(typed.get("branches"), list):
-        typed.update({k: tuple(typed[k]) for k in ("decisions", "branches") if isinstance(typed.get(k), list)})
+    if any(isinstance(typed.get(k), list) for k in _TUPLES):
+        typed.update({k: tuple(typed[k]) for k in _TUPLES if isinstance(typed.get(k), list)})
     return model(doc, (), d["id"], d["type"], d.get("description", ""), d.get("tool"), d.get("input"),
                  d.get("input_schema"), _timeout(d.get("timeout")), _retries(doc, d.get("retry"), ("retry",)),
                  _handlers(doc, d.get("on_error"), ("on_error",)), d, **typed)
@@ -299,7 +325,8 @@ def _state(doc: Document) -> State:
 def _flow(doc: Document) -> Flow:
     d = doc.data
     lim = d.get("limits") or {}
-    limits = Limits(lim.get("max_steps", 1000), lim.get("max_visits"), _seconds(lim.get("timeout")), lim.get("max_depth"))
+    limits = Limits(lim.get("max_steps", 1000), lim.get("max_visits"), _seconds(lim.get("timeout")), lim.get("max_depth"),
+                    lim.get("tokens"), lim.get("cost"))
     transitions = tuple(
         Transition(doc, ("transitions", i), t["from"], t["to"], t.get("when"), t.get("set"), i)
         for i, t in enumerate(d.get("transitions") or ())

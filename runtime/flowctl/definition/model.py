@@ -33,6 +33,10 @@ STATE_FIELDS: Mapping[str, frozenset] = MappingProxyType({
     "map": frozenset({"items", "flow", "item_input", "batch", "max_concurrency", "max_items",
                       "tolerated_failures", "timeout", "retry", "on_error", "max_depth"}),
     "subflow": frozenset({"flow", "input", "input_schema", "timeout", "retry", "on_error", "max_depth"}),
+    "llm": frozenset({"model", "prompt", "messages", "output_schema", "max_reasks", "max_output_tokens", "timeout",
+                      "retry", "on_error"}),
+    "agent": frozenset({"model", "prompt", "messages", "output_schema", "max_reasks", "max_output_tokens", "tools",
+                        "max_turns", "max_tool_calls", "timeout", "retry", "on_error"}),
     "succeed": frozenset(),
     "fail": frozenset({"error", "cause", "compensate"}),
 })
@@ -183,6 +187,35 @@ class SubflowState(FanoutState):
 
 
 @dataclass(frozen=True)
+class LlmState(State):
+    """``type: llm``: one model call whose reply must be JSON satisfying ``output_schema``.
+
+    ``model``: a profile of ``orchestration/models.yaml``; ``prompt``: a template path under
+    ``orchestration/prompts/`` (sent as the user message); ``messages``: ``({role, content}, …)``,
+    each content a template (before the prompt's message); ``max_reasks``: invalid replies sent
+    back with the validation error (default 2); ``max_output_tokens``: None = the profile's.
+    ``timeout`` (of one model call) and ``retry`` are :class:`State`'s."""
+
+    model: str = "default"
+    prompt: str | None = None
+    messages: tuple = ()
+    output_schema: Mapping | None = None
+    max_reasks: int = 2
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class AgentState(LlmState):
+    """``type: agent``: a bounded loop in which the model may call the contracts in ``tools`` (refs
+    such as ``get_order@^1``) until it answers with JSON satisfying ``output_schema``;
+    ``max_turns`` model calls and ``max_tool_calls`` tool calls at most (AgentLimitExceeded)."""
+
+    tools: tuple = ()
+    max_turns: int = 8
+    max_tool_calls: int = 16
+
+
+@dataclass(frozen=True)
 class SucceedState(State):
     """``type: succeed``: the run ends succeeded with the flow's ``output``."""
 
@@ -210,6 +243,11 @@ STATE_MODELS: Mapping[str, tuple] = MappingProxyType({
                        "max_concurrency": "max_concurrency", "max_items": "max_items",
                        "tolerated_failures": "tolerated_failures", "max_depth": "max_depth"}),
     "subflow": (SubflowState, {"flow": "flow", "max_depth": "max_depth"}),
+    "llm": (LlmState, {"model": "model", "prompt": "prompt", "messages": "messages", "output_schema": "output_schema",
+                       "max_reasks": "max_reasks", "max_output_tokens": "max_output_tokens"}),
+    "agent": (AgentState, {"model": "model", "prompt": "prompt", "messages": "messages", "output_schema": "output_schema",
+                           "max_reasks": "max_reasks", "max_output_tokens": "max_output_tokens", "tools": "tools",
+                           "max_turns": "max_turns", "max_tool_calls": "max_tool_calls"}),
     "succeed": (SucceedState, {}),
     "fail": (FailState, {"error": "error", "cause": "cause", "compensate": "compensate"}),
 })
@@ -228,12 +266,15 @@ class Transition(Located):
 
 @dataclass(frozen=True)
 class Limits:
-    """``max_steps`` (default 1000), ``max_visits`` per state (None: unlimited), ``timeout`` seconds."""
+    """``max_steps`` (default 1000), ``max_visits`` per state (None: unlimited), ``timeout`` seconds;
+    ``tokens`` (input + output) and ``cost`` (by ``models.yaml`` prices) of the run's model calls."""
 
     max_steps: int = 1000
     max_visits: int | None = None
     timeout: float | None = None
     max_depth: int | None = None
+    tokens: int | None = None
+    cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -326,6 +367,33 @@ class Policy(Located):
 
 
 @dataclass(frozen=True)
+class ModelProfile(Located):
+    """One profile of ``orchestration/models.yaml``: ``provider`` (openai | anthropic | fake),
+    ``model`` (the provider's model name; None for fake), ``timeout`` seconds (None: 60 s),
+    ``max_output_tokens`` (None: the provider's default; anthropic 1024), ``temperature``,
+    ``structured_output`` (None: true for openai, else false) and, for fake, ``replies``
+    (``{state id: (reply, …)}``, each reply ``{text | json | tool_calls, usage}``)."""
+
+    name: str = ""
+    provider: str = ""
+    model: str | None = None
+    timeout: float | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    structured_output: bool | None = None
+    replies: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Models(Located):
+    """``orchestration/models.yaml``: ``profiles`` (name -> :class:`ModelProfile`) and ``prices``
+    (model name -> ``{input, output}``, each per million tokens)."""
+
+    profiles: Mapping = field(default_factory=dict)
+    prices: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Project:
     """Everything under one ``orchestration/`` folder.
 
@@ -350,6 +418,8 @@ class Project:
     #: installed packages whose functions contracts may name besides orchestration/tools/
     #: (``tool_packages`` of orchestration/project.yaml)
     tool_packages: tuple = ()
+    #: ``orchestration/models.yaml`` (None: the project has none)
+    models: Models | None = None
 
     @property
     def orchestration(self) -> Path:

@@ -33,6 +33,7 @@ from types import MappingProxyType
 from flowctl.definition import versions
 from flowctl.definition.loader import EXTENSIONS, FOLDERS, PROJECT_FILES, find_root, load_files, read_tree
 from flowctl.definition.model import Project
+from flowctl.definition.profiles import MODELS_FILES, PROMPTS
 
 CACHE_NAME = "files-v1.json"
 _KINDS = frozenset(FOLDERS.values())
@@ -161,7 +162,8 @@ class _Index:
 def _reached_files(files: dict, facts: dict, flow_id: str):
     """``(paths, project)``: the files a run of ``flow_id`` needs and those files loaded together."""
     index = _Index(files)
-    wanted = {rel for rel in files if rel in PROJECT_FILES or rel.startswith("orchestration/policies/")}
+    wanted = {rel for rel in files if rel in PROJECT_FILES or rel in MODELS_FILES
+              or rel.startswith(("orchestration/policies/", PROMPTS))}
     wanted |= {rel for rel, f in facts.items() if f[1] == "contract" and f[3]}
     by_entry: dict = {}  # contracts naming one function must agree (FC704): all of them are checked
     for rel, f in facts.items():
@@ -186,7 +188,8 @@ def _reached_files(files: dict, facts: dict, flow_id: str):
             targets = [h.goto for h in state.on_error] + [(state.raw.get("on_timeout") or {}).get("goto")]
             for name in targets:
                 more.update(index.get("state", name))
-            for ref in [state.tool, state.raw.get("notify")] + [h.fallback for h in state.on_error]:
+            agent_tools = list(state.raw.get("tools") or ()) if state.type == "agent" else []
+            for ref in [state.tool, state.raw.get("notify")] + [h.fallback for h in state.on_error] + agent_tools:
                 if isinstance(ref, str) and ref:
                     more.update(index.get("contract", versions.split_ref(ref)[0]))
             children = state.get("branches") if state.type == "parallel" else [state.get("flow")]

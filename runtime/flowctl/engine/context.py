@@ -17,7 +17,7 @@ from flowctl.engine.payload import MAX_PAYLOAD, fits
 from flowctl.engine.result import RunResult, pending_review, waiting_children
 from flowctl.errors import PayloadTooLarge, RecordTampered
 from flowctl.gate.policy import Gate
-from flowctl.store.audit import encode_data, row_identity, run_seal, seal, seal_problem
+from flowctl.store.audit import encode_data, row_identity, run_seal, seal_commit, seal_problem
 from flowctl.store.sql import FINAL
 
 
@@ -131,7 +131,7 @@ class RunContext:
         if events:
             run["last_seq"] = events[-1]["seq"]
             if not self.lazy:
-                run["last_hash"] = seal(events, self.last_hash)
+                run["last_hash"] = seal_commit(events, self.last_hash)
         steps, self.step_rows = self.step_rows, []
         stored = run
         if self.secrets is not None:

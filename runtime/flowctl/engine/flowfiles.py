@@ -11,8 +11,10 @@ from flowctl.errors import ProjectError
 
 
 def tool_refs(state) -> list:
-    """The tool references a state names: its ``tool``, a review's ``notify``, its handlers' fallbacks."""
-    return [state.tool, getattr(state, "notify", None)] + [h.fallback for h in state.on_error]
+    """The tool references a state names: its ``tool``, a review's ``notify``, its handlers'
+    fallbacks, an agent's ``tools``."""
+    return [state.tool, getattr(state, "notify", None)] + [h.fallback for h in state.on_error] + list(
+        getattr(state, "tools", ()) or ())
 
 
 def missing_parts(project, flow) -> list:

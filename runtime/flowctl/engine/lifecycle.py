@@ -24,7 +24,7 @@ from flowctl.engine.payload import MAX_PAYLOAD
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
 from flowctl.engine.states import review
 from flowctl.errors import FlowctlError, UsageError
-from flowctl.store.audit import canonical, row_identity, seal
+from flowctl.store.audit import canonical, row_identity, seal_commit
 from flowctl.store.sql import FINAL, RUN_ID_CHARS
 
 
@@ -73,7 +73,7 @@ def create(engine, project, flow, run_input, params, run_id=None, *, parent: dic
                 parent=cursor.parent and dict(cursor.parent, run_id=row["parent_id"]))
     first = runner.take_events()
     row["last_seq"] = first[-1]["seq"]
-    row["last_hash"] = "" if runner.lazy else seal(first, "")
+    row["last_hash"] = "" if runner.lazy else seal_commit(first, "")
     if queued is not None:
         row.update(status="queued", owner=None, queue=queued.queue, priority=int(queued.priority))
         if queued.delay:

@@ -218,6 +218,9 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
                                                                             "status": result.status}})
         return views.outcome(project, result)
 
+    from flowctl.server.console import mount  # the operator console under /console (issue 20)
+
+    mount(app, service)
     return Guard(app, max_body=max_body)
 
 

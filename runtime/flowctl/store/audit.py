@@ -1,13 +1,28 @@
 """The audit log's hash chain and redaction.
 
-Every event of a run carries ``prev_hash`` and ``hash``::
+Events are stored in one of two formats, and a run's chain may hold both (a run begun before
+store schema 7 and continued after it):
 
-    hash = sha256(f"{prev_hash}\\n{seq}\\n{ts!r}\\n{type}\\n{state!r}\\n{attempt!r}\\n{data_json}")
+* **one row per event** (schema 1 to 6, and events sealed by :func:`seal`): every event carries
+  ``prev_hash`` and ``hash``::
 
-where ``data_json`` is the event's data exactly as stored (UTF-8 JSON text, serialised once when
-the event is recorded) and ``prev_hash`` of the first event is ``""``. Verifying therefore hashes
-the stored bytes themselves, not a re-serialisation. The run row also keeps the last ``seq`` and
-``hash``, written in the same transaction, so deleting events at the tail is detected too.
+      hash = sha256(f"{prev_hash}\\n{seq}\\n{ts!r}\\n{type}\\n{state!r}\\n{attempt!r}\\n{data_json}")
+
+* **one packed row per commit** (schema 7; :func:`seal_commit`, what the engine writes): the
+  commit's events as one text, :func:`pack_text`, hashed once (:func:`pack_hash`)::
+
+      text = "[" + ",\\n".join(f"[{seq},{ts!r},{json(type)},{json(state)},{json(attempt)},{data_json}]") + "]"
+      hash = sha256(f"flowctl-pack-1\\n{prev_hash}\\n{text}")
+
+  (``json(x)``: the JSON text of a string, or ``null``). Each event read from such a row has
+  the row's ``prev_hash`` and ``hash`` and ``packed: [first seq, last seq]`` of its commit.
+
+``data_json`` is the event's data exactly as stored (UTF-8 JSON text, serialised once when the
+event is recorded) and ``prev_hash`` of the first event is ``""``. Verifying therefore hashes
+the stored bytes themselves, not a re-serialisation: a packed row is read back only if its text
+is exactly what :func:`pack_text` gives for the events in it (:func:`unpack`). The run row also
+keeps the last ``seq`` and ``hash``, written in the same transaction, so deleting events at the
+tail is detected too.
 
 :func:`verify_chain` returns a list of problems (empty when the log is intact). Each check also
 exists as a class fed one event at a time (:class:`ChainCheck`, :class:`RunCheck`,
@@ -91,34 +106,150 @@ def seal(events: list, prev_hash: str) -> str:
     return prev_hash
 
 
+# ---------------------------------------------------------------------- packed rows (schema 7)
+PACK_VERSION = "flowctl-pack-1"
+_JSTR = json.encoder.encode_basestring  # a str's JSON text, non-ASCII kept (C where available)
+
+
+_NAMES: dict = {}  # (type, state) -> their JSON texts joined: a run has few of them
+
+
+def _line_head(seq, ts, type_, state, attempt) -> str:
+    """The text of one packed event up to its data: ``[seq,ts,type,state,attempt,``."""
+    names = _NAMES.get((type_, state))
+    if names is None:
+        names = f"{_JSTR(type_)},{'null' if state is None else _JSTR(state)}"
+        if len(_NAMES) < 4096:
+            _NAMES[(type_, state)] = names
+    return f"[{seq},{ts!r},{names},{'null' if attempt is None else int(attempt)},"
+
+
+def pack_text(events: list) -> str:
+    """The stored text of a commit's ``events`` (each with ``data_json``, or ``data`` to encode):
+    a JSON array of ``[seq, ts, type, state, attempt, data]``, one event a line. The one
+    definition of the bytes :func:`pack_hash` hashes."""
+    parts = []
+    for ev in events:
+        data_json = ev.get("data_json")
+        if data_json is None:
+            data_json = ev["data_json"] = encode_data(ev.get("data"))
+        parts.append(f"{_line_head(ev['seq'], ev['ts'], ev['type'], ev.get('state'), ev.get('attempt'))}{data_json}]")
+    return "[" + ",\n".join(parts) + "]"
+
+
+def pack_hash(prev_hash: str, text: str) -> str:
+    """The hash of a packed row (sha256 hex) whose text is ``text``, chained to ``prev_hash``."""
+    return hashlib.sha256(f"{PACK_VERSION}\n{prev_hash}\n{text}".encode("utf-8")).hexdigest()
+
+
+def seal_commit(events: list, prev_hash: str) -> str:
+    """Chain one commit's ``events`` (in ``seq`` order) after ``prev_hash`` as one packed row:
+    each event gets ``data_json`` (if it has none yet), the row's ``prev_hash`` and ``hash`` and
+    ``packed`` (``[first seq, last seq]``); the last one also ``packed_json``, the row's text, for
+    the store to write as is. Returns the row's hash (``prev_hash`` when ``events`` is empty)."""
+    if not events:
+        return prev_hash
+    text = pack_text(events)
+    digest = pack_hash(prev_hash, text)
+    span = [events[0]["seq"], events[-1]["seq"]]
+    for ev in events:
+        ev["prev_hash"] = prev_hash
+        ev["hash"] = digest
+        ev["packed"] = span
+    events[-1]["packed_json"] = text
+    return digest
+
+
+_SCAN = json.JSONDecoder().scan_once
+
+
+def unpack(text, prev_hash: str, digest: str, last_seq: int) -> list | None:
+    """The events of a packed row (``data``, ``ts`` … as :func:`seal_commit` left them, without
+    ``run_id`` and ``fence``), or None when ``text`` is not exactly what :func:`pack_text` writes
+    for events ending at ``last_seq`` (edited in the store: verifying reports it)."""
+    if not isinstance(text, str) or len(text) < 2 or text[0] != "[" or text[-1] != "]":
+        return None
+    lines = text[1:-1].split(",\n")
+    span = None
+    out = []
+    try:
+        for line in lines:
+            value, end = _SCAN(line, 0)
+            if end != len(line) or value.__class__ is not list or len(value) != 6:
+                return None
+            seq, ts, type_, state, attempt, data = value
+            if (seq.__class__ is not int or ts.__class__ not in (float, int) or type_.__class__ is not str
+                    or not (state is None or state.__class__ is str) or not (attempt is None or attempt.__class__ is int)):
+                return None
+            head = _line_head(seq, ts, type_, state, attempt)
+            if not line.startswith(head):
+                return None
+            out.append({"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": data,
+                        "data_json": line[len(head):-1], "prev_hash": prev_hash, "hash": digest, "packed": None})
+    except (StopIteration, ValueError, TypeError):
+        return None
+    if not out or out[-1]["seq"] != last_seq:
+        return None
+    span = [out[0]["seq"], last_seq]
+    for ev in out:
+        ev["packed"] = span
+    return out
+
+
 class ChainCheck:
     """:func:`verify_chain` one event at a time (a long run's log is never held whole): call
-    :meth:`add` with each event in ``seq`` order, then :meth:`finish`."""
+    :meth:`add` with each event in ``seq`` order, then :meth:`finish`. Events of a packed row
+    (``packed: [first, last]``) are kept until its last one, then the row is hashed again from
+    them (:func:`pack_text`: the stored text itself, see :func:`unpack`)."""
 
-    __slots__ = ("problems", "prev", "expected_seq", "count")
+    __slots__ = ("problems", "prev", "expected_seq", "count", "row")
 
     def __init__(self):
         self.problems: list = []
         self.prev = ""
         self.expected_seq = 1
         self.count = 0  # events seen
+        self.row: list = []  # the events of the packed row being read
 
     def add(self, ev: dict) -> None:
         problems = self.problems
         if ev["seq"] != self.expected_seq:
             problems.append(f"event {self.expected_seq} is missing (next stored is {ev['seq']})")
             self.expected_seq = ev["seq"]
+        span = ev.get("packed")
+        row = self.row
+        if row and (span != row[0].get("packed") or ev.get("hash") != row[0].get("hash")):
+            self._row_done()  # its row ended before its last event: reported as modified
         prev_hash = ev.get("prev_hash", "")
-        if prev_hash != self.prev:
+        if not self.row and prev_hash != self.prev:
             problems.append(f"event {ev['seq']} does not follow event {ev['seq'] - 1} (prev_hash differs)")
-        if event_hash(prev_hash, ev) != ev.get("hash"):
-            problems.append(f"event {ev['seq']} ({ev['type']}) was modified (hash differs)")
-        self.prev = ev.get("hash", "")
+        if span is None:
+            if event_hash(prev_hash, ev) != ev.get("hash"):
+                problems.append(f"event {ev['seq']} ({ev['type']}) was modified (hash differs)")
+            self.prev = ev.get("hash", "")
+        else:
+            self.row.append(ev)
+            if ev["seq"] >= span[-1]:
+                self._row_done()
         self.expected_seq += 1
         self.count += 1
 
+    def _row_done(self) -> None:
+        row, self.row = self.row, []
+        first, last = row[0], row[-1]
+        span = first.get("packed") or [first["seq"], last["seq"]]
+        whole = (span[0] == first["seq"] and span[1] == last["seq"] and len(row) == span[1] - span[0] + 1
+                 and all(ev.get("data_json") is not None for ev in row))
+        if not whole or pack_hash(first.get("prev_hash", ""), pack_text(row)) != last.get("hash"):
+            what = (f"event {first['seq']} ({first['type']})" if len(row) == 1 and span[0] == span[1] else
+                    f"the commit of events {span[0]}-{span[1]} ({first['type']} … {last['type']})")
+            self.problems.append(f"{what} was modified (hash differs)")
+        self.prev = last.get("hash", "")
+
     def finish(self, last_seq: int | None = None, last_hash: str | None = None) -> list[str]:
         """The problems found, with the run row's record of the chain's end (``last_seq``, ``last_hash``)."""
+        if self.row:
+            self._row_done()
         problems = list(self.problems)
         if last_seq is not None and last_seq != self.expected_seq - 1:
             problems.append(f"the run records {last_seq} events but {self.expected_seq - 1} are stored "

@@ -14,7 +14,9 @@ Shapes (all JSON columns hold text written by :func:`flowctl.store.audit.canonic
   run is due (a paused review's reminder or deadline); ``lease_until`` (database clock) and
   ``fence`` belong to worker leases.
 * event: ``{run_id, seq, ts, type, state, attempt, data, prev_hash, hash, fence}`` (see
-  :mod:`flowctl.store.audit`; ``fence`` is the token of the commit that wrote it, not hashed).
+  :mod:`flowctl.store.audit`; ``fence`` is the token of the commit that wrote it, not hashed);
+  stored one row per commit (schema 7: a packed row, ``n_events`` events in it) or, as older
+  stores hold them, one row per event.
 * step: ``{run_id, step_no, attempt, state, tool, idempotency_key, status, input, output,
   started_at, finished_at}``; ``status`` is ``started``, ``succeeded`` or ``failed``. A side
   effecting step's ``started`` row is committed before the tool is invoked.
@@ -42,12 +44,12 @@ from flowctl.errors import RunConflict, RunNotFound, StoreError
 from flowctl.store.history import HistoryMethods
 from flowctl.store.queue import QueueMethods
 from flowctl.errors import first_line
-from flowctl.store.records import (FINAL, JSON_RUN, JSON_STEP, SEALED_PREFIX, LeaseLost, check_run_id, dump_run_field,
-                                   dumps, event_dict, event_row, loads, prefix_bounds, review_due, run_dict)
+from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED_PREFIX, LeaseLost, check_run_id,
+                                   dump_run_field, dumps, event_rows, loads, prefix_bounds, review_due, run_dict)
 from flowctl.store.url import safe_url
 
 #: The schema this flowctl writes (``flowctl_meta.schema_version``); see :mod:`flowctl.store.tables`.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 
 
 class SqlStore(QueueMethods, HistoryMethods):
@@ -276,8 +278,7 @@ class SqlStore(QueueMethods, HistoryMethods):
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
         ended = run.get("status") in FINAL  # wakes a waiting parent in the same transaction (_wake_parent)
         if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
-            if not self.hot.commit(stmt, params, [(run_id, e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"),
-                                                   e["data_json"], e["prev_hash"], e["hash"], fence) for e in events]):
+            if not self.hot.commit(stmt, params, event_rows(run_id, events, fence)):
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
             return
@@ -317,7 +318,7 @@ class SqlStore(QueueMethods, HistoryMethods):
     def _insert(self, conn, run_id, events, steps, fence=None):
         sa, t = self.sa, self.t
         if events:
-            conn.execute(t.events.insert(), [event_row(run_id, e, fence) for e in events])
+            conn.execute(t.events.insert(), [dict(zip(EVENT_ROW, row)) for row in event_rows(run_id, events, fence)])
         for s in steps:
             s = {k: (dumps(v) if k in JSON_STEP else v) for k, v in s.items()}
             key = (t.steps.c.run_id == run_id, t.steps.c.step_no == s["step_no"], t.steps.c.attempt == s["attempt"])
@@ -357,10 +358,10 @@ class SqlStore(QueueMethods, HistoryMethods):
         return col >= low, col < high
 
     def events(self, run_id: str) -> list:
-        sa, t = self.sa, self.t
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t.events).where(t.events.c.run_id == run_id).order_by(t.events.c.seq)).mappings()
-            return [event_dict(r) for r in rows]
+        """The run's events in ``seq`` order, packed rows unpacked (:meth:`events_page`, batch by batch)."""
+        from flowctl.store.events import iter_events
+
+        return list(iter_events(self, run_id))
 
     def steps(self, run_id: str) -> list:
         sa, t = self.sa, self.t

@@ -102,7 +102,9 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
 
 def steps_of(events) -> list:
     """Fold a run's events into steps: ``[{step, state, type, attempts, tool, duration_ms, outcome,
-    error, policy, to}]``, one per state entered; a step whose tool raised also has ``raised_at``
+    error, policy, to}]``, one per state entered (an llm or agent step also has ``model_calls`` and
+    ``reasks``, its ``tool`` the model; an agent's ``agent_tools`` the names its model called, in
+    order, and ``duration_ms`` adds model latency); a step whose tool raised also has ``raised_at``
     (``file:line in function`` of the tool's code, from its ``tool_failed`` event). See
     :func:`iter_steps` to fold a long run's events as they are read."""
     return list(iter_steps(events))
@@ -125,7 +127,17 @@ def iter_steps(events):
         if current is None:
             continue
         current["ended"] = ev["ts"]
-        if t in ("tool_invoked",) and d.get("purpose") != "notify":
+        if t == "model_called":  # llm and agent states: each model call, its re-asks, its latency
+            current["model_calls"] = current.get("model_calls", 0) + 1
+            current["reasks"] = current.get("reasks", 0) + (1 if d.get("reask") else 0)
+            current["duration_ms"] += d.get("latency_ms") or 0
+            current["tool"] = current["tool"] or d.get("model")
+            current["outcome"] = current["outcome"] or "ok"
+        elif t == "agent_tool_call":  # the tools an agent's model called, in order
+            current.setdefault("agent_tools", []).append(d.get("name"))
+        elif t in ("tool_invoked",) and current["type"] == "agent":
+            pass  # an agent's tool calls are listed by name (agent_tools), its tries are its model's
+        elif t in ("tool_invoked",) and d.get("purpose") != "notify":
             current["tool"] = d.get("tool")
             current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
         elif t == "tool_succeeded":

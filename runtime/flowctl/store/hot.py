@@ -9,7 +9,9 @@ commit in flight, at most :data:`MAX_IDLE` kept idle):
 * the run-row UPDATE (optimistic ``last_seq`` fence, worker fencing token and lease, database
   clock) is the very statement :class:`~flowctl.store.sql.SqlStore` builds, compiled once per set of
   columns by SQLAlchemy into SQL text and a parameter order;
-* **SQLite**: ``BEGIN IMMEDIATE``; UPDATE; one INSERT per event (``executemany``); ``COMMIT`` —
+* **SQLite**: ``BEGIN IMMEDIATE``; UPDATE; the INSERT of the step's packed event row (schema 7:
+  one row per commit, :func:`flowctl.store.audit.seal_commit`; one per event for events sealed
+  one by one); ``COMMIT`` —
   WAL with ``synchronous=NORMAL`` as before: a committed step survives a crash of the process;
   the last commits before an OS crash or power loss may be lost (SQLite's documented trade-off);
 * **PostgreSQL**: one statement, sent in autocommit mode — the UPDATE in a data-modifying CTE
@@ -18,6 +20,14 @@ commit in flight, at most :data:`MAX_IDLE` kept idle):
   A single statement is atomic and, with ``synchronous_commit=on`` (the default), returns only
   after its WAL record is flushed. The statement text depends only on the column set and the
   number of events, so psycopg prepares it server-side after a few executions.
+
+**Group commit** (SQLite, issue 17 target 2b): the commits that arrive while a transaction is being
+written (the runs a worker drives at once, each in its thread) are written together in the next
+one, each in a savepoint of its own; every caller returns only once that transaction has committed,
+and one commit's failure (its UPDATE matched no row, a statement failed) undoes only its own
+savepoint. SQLite has one writer at a time anyway: several runs' steps then cost one ``BEGIN
+IMMEDIATE`` … ``COMMIT`` (one WAL append) instead of one each, and no thread sleeps in SQLite's
+busy handler waiting for another's lock.
 
 :meth:`HotPath.commit` returns ``False`` when the conditioned UPDATE matched no row (nothing was
 written; the caller explains why), raises :class:`~flowctl.errors.StoreError` when the database
@@ -30,14 +40,26 @@ import threading
 
 from flowctl.errors import StoreError
 from flowctl.errors import first_line
+from flowctl.store.records import EVENT_ROW
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: More events than this in one commit (a task retried inline thousands of times) take the
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
-_EVENT_COLUMNS = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_hash", "hash", "fence")
+_EVENT_COLUMNS = EVENT_ROW
 # PostgreSQL types of the event columns: VALUES rows carry no column types of their own
-_PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer")
+_PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer",
+             "integer")
+
+
+class _Request:
+    """One caller's commit in a group (:meth:`HotPath._grouped`)."""
+
+    __slots__ = ("plan", "params", "rows", "done", "result", "error")
+
+    def __init__(self, plan, params, rows):
+        self.plan, self.params, self.rows = plan, params, rows
+        self.done, self.result, self.error = False, None, None
 
 
 class HotPath:
@@ -49,6 +71,9 @@ class HotPath:
         self._lock = threading.Lock()
         self._sql: dict = {}
         self._insert_sql = None
+        self._group = threading.Condition(threading.Lock())  # group commit (SQLite): the queue and its leader
+        self._queue: list = []
+        self._leading = False
 
     # ------------------------------------------------------------------ connections
     def _checkout(self):
@@ -126,52 +151,126 @@ class HotPath:
         return found
 
     # ------------------------------------------------------------------ the commit
+    def _plan(self, stmt, params: dict) -> tuple:
+        """``(sql, names, constants)`` of the UPDATE ``stmt`` for ``params``' keys (cached): the SQL
+        text, its parameters in SQL order and the values SQLAlchemy fixed when compiling."""
+        key = (id(stmt), tuple(params))
+        found = self._sql.get(key)
+        if found is None:
+            columns = tuple(k for k in params if not k.startswith("b_"))
+            sql, compiled = self._update(stmt, columns)
+            names, constants = self._positional(compiled)
+            found = self._sql[key] = (sql, compiled, columns, names, constants)
+        return found
+
     def commit(self, stmt, params: dict, event_rows: list) -> bool:
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
-        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written."""
-        columns = tuple(k for k in params if not k.startswith("b_"))
+        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written.
+        Returns (or raises) only once the transaction that holds this commit has committed."""
+        plan = self._plan(stmt, params)
+        if self.pg:
+            conn = None
+            try:
+                conn = self._checkout()
+                done = self._commit_pg(conn, stmt, plan, params, event_rows)
+                self._checkin(conn)
+                return done
+            except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
+                if conn is not None:
+                    _close(conn)  # it may be broken: the next commit makes a new one
+                raise self._failed(exc) from None
+        return self._grouped(_Request(plan, params, event_rows))
+
+    def _failed(self, exc) -> StoreError:
+        return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                          hint="nothing of this step was written; resume the run when the store is back")
+
+    # ------------------------------------------------------------------ group commit (SQLite)
+    def _grouped(self, req) -> bool:
+        """Group commit: the commits that arrive while one transaction is being written wait, and the
+        first of them then writes all of them in the next transaction (one ``BEGIN IMMEDIATE`` …
+        ``COMMIT``, one savepoint each). Each caller returns once that transaction has committed;
+        a commit whose UPDATE matches no row, or whose statements fail, is undone alone (its
+        savepoint) and the others are written. The driver runs the SQL without the GIL, so the
+        threads of a worker go on with their steps meanwhile."""
+        group = self._group
+        with group:
+            self._queue.append(req)
+            while self._leading and not req.done:
+                group.wait()
+            if not req.done:
+                self._leading = True
+                batch, self._queue = self._queue, []
+        if not req.done:
+            try:
+                self._commit_sqlite(batch)
+            finally:
+                with group:
+                    self._leading = False
+                    for r in batch:
+                        if not r.done:
+                            r.error = r.error or RuntimeError("the group commit was interrupted")
+                            r.done = True
+                    group.notify_all()
+        if req.error is not None:
+            raise req.error if isinstance(req.error, StoreError) else self._failed(req.error)
+        return req.result
+
+    def _commit_sqlite(self, batch: list) -> None:
+        """Write ``batch`` (requests) in one transaction on a connection of our own; each gets its result or error."""
         conn = None
         try:
             conn = self._checkout()
-            if self.pg:
-                done = self._commit_pg(conn, stmt, columns, params, event_rows)
-            else:
-                done = self._commit_sqlite(conn, stmt, columns, params, event_rows)
-            self._checkin(conn)
-            return done
-        except StoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
-            if conn is not None:
-                _close(conn)  # it may be broken: the next commit makes a new one
-            raise StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
-                             hint="nothing of this step was written; resume the run when the store is back") from None
-
-    def _commit_sqlite(self, conn, stmt, columns, params, event_rows) -> bool:
-        sql, compiled = self._update(stmt, columns)
-        names, constants = self._positional(compiled)
-        values = [params[name] if name in params else constants[name] for name in names]
-        cur = conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            cur.execute(sql, values)
-            if cur.rowcount != 1:
-                cur.execute("ROLLBACK")
-                return False
-            if event_rows:
-                cur.executemany(self._sqlite_insert(), event_rows)
-            cur.execute("COMMIT")
-        except BaseException:
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
             try:
-                cur.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - no transaction left to roll back
-                pass
-            raise
+                if len(batch) == 1:
+                    batch[0].result = self._write_one(cur, batch[0])
+                else:
+                    for r in batch:
+                        cur.execute("SAVEPOINT flowctl_step")
+                        try:
+                            r.result = self._write_one(cur, r)
+                        except Exception as exc:  # noqa: BLE001 - this commit's own failure (a trigger, a constraint)
+                            cur.execute("ROLLBACK TO flowctl_step")
+                            r.error = exc
+                        cur.execute("RELEASE flowctl_step")
+                if len(batch) == 1 and not batch[0].result:
+                    cur.execute("ROLLBACK")
+                else:
+                    cur.execute("COMMIT")
+            except BaseException:
+                try:
+                    cur.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001 - no transaction left to roll back
+                    pass
+                raise
+            self._checkin(conn)
+        except Exception as exc:  # noqa: BLE001 - BEGIN or COMMIT failed (locked, full disk): nothing was written
+            if conn is not None:
+                _close(conn)
+            for r in batch:
+                r.result, r.error = None, r.error or exc
+        for r in batch:
+            r.done = True
+
+    def _write_one(self, cur, req) -> bool:
+        """One commit's UPDATE and INSERT inside the open transaction. False: the UPDATE matched no row."""
+        sql, _compiled, _columns, names, constants = req.plan
+        params = req.params
+        cur.execute(sql, [params[name] if name in params else constants[name] for name in names])
+        if cur.rowcount != 1:
+            return False
+        rows = req.rows
+        if len(rows) == 1:
+            cur.execute(self._sqlite_insert(), rows[0])
+        elif rows:
+            cur.executemany(self._sqlite_insert(), rows)
         return True
 
-    def _commit_pg(self, conn, stmt, columns, params, event_rows) -> bool:
-        sql, compiled = self._pg_statement(stmt, columns, len(event_rows))
-        values = dict(self._positional(compiled)[1])
+    def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
+        sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
+        values = dict(plan[4])
         values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))

@@ -17,7 +17,8 @@ signatures.
 
 Shapes: a *run* is the dict described in :mod:`flowctl.store.core` (JSON columns parsed; sealed
 fields opened); an *event* ``{run_id, seq, ts, type, state, attempt, data, data_json, prev_hash,
-hash, fence}``; a *step record* ``{run_id, step_no, attempt, state, tool, idempotency_key, status,
+hash, fence}`` (and ``packed: [first seq, last seq]`` when it was stored in one row with the
+other events of its commit, :func:`flowctl.store.audit.seal_commit`); a *step record* ``{run_id, step_no, attempt, state, tool, idempotency_key, status,
 input, output, started_at, finished_at}``. Times are epoch seconds (float); durations and leases
 seconds. Errors: :class:`~flowctl.errors.RunNotFound`, :class:`~flowctl.errors.RunConflict` (and
 its subclass :class:`~flowctl.store.records.LeaseLost`), :class:`~flowctl.errors.StoreError` (the

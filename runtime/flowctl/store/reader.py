@@ -18,7 +18,7 @@ import contextlib
 import json
 
 from flowctl.errors import RunNotFound, StoreError, first_line
-from flowctl.store.records import JSON_STEP, check_run_id, event_dict, loads, prefix_bounds, run_dict
+from flowctl.store.records import JSON_STEP, PACKED, check_run_id, event_dict, loads, prefix_bounds, run_dict, stored_events
 from flowctl.store.url import safe_url
 
 #: The event types ``flowctl stats`` counts.
@@ -67,21 +67,32 @@ class DbapiReads:
 
     def events_page(self, run_id: str, after_seq: int, limit: int) -> list:
         """At most ``limit`` events of ``run_id`` with ``seq > after_seq``, in ``seq`` order (dicts
-        as ``events`` returns them): one primary-key range. See :func:`flowctl.store.events.iter_events`."""
+        as ``events`` returns them): one primary-key range. A packed row is keyed by the ``seq`` of
+        its last event, so the rows with ``seq > after_seq`` are exactly those holding such events
+        (of the first, the events after ``after_seq``); ``limit`` rows give at least ``limit``
+        events. See :func:`flowctl.store.events.iter_events`."""
         p = "%s" if self.pg else "?"
         with self._cursor() as cur:
-            cur.execute(f"SELECT seq, ts, type, state, attempt, data, prev_hash, hash, fence FROM flowctl_events "
+            cur.execute(f"SELECT seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events FROM flowctl_events "
                         f"WHERE run_id = {p} AND seq > {p} ORDER BY seq LIMIT {p}", (run_id, int(after_seq), int(limit)))
-            return [{"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
-                     "data": _data(text), "prev_hash": prev, "hash": h, "fence": fence, "data_json": text}
-                    for seq, ts, typ, state, attempt, text, prev, h, fence in cur.fetchall()]
+            rows = cur.fetchall()
+        out = []
+        after = int(after_seq)
+        for seq, ts, typ, state, attempt, text, prev, h, fence, n in rows:
+            if n is None:  # one row per event (schema 6 and before)
+                out.append({"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
+                            "data": _data(text), "prev_hash": prev, "hash": h, "fence": fence, "data_json": text})
+            else:
+                out.extend(stored_events(run_id, (seq, ts, typ, state, attempt, text, prev, h, fence, n), after))
+        return out[:limit] if len(out) > limit else out
 
     def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
                    top_level: bool = True) -> tuple:
         """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store
         holds (a thousand runs and their events are rows SQLAlchemy would wrap one by one). The
         runs: the newest of an index (``since`` is a prefix of that order, the same as filtering
-        after the limit). Their events: a primary-key range per run; PostgreSQL gets the ids as one
+        after the limit). Their events: a primary-key range per run, the events of packed rows
+        (schema 7) taken apart in SQL (``jsonb_array_elements`` / ``json_each``); PostgreSQL gets the ids as one
         array parameter and gives the duration as JSON's number text, SQLite reads them through the
         runs' query as a subquery with ``json_extract`` (malformed data gives NULL there: no fields)."""
         p = "%s" if self.pg else "?"
@@ -105,15 +116,24 @@ class DbapiReads:
                 return runs, []
             try:
                 if self.pg:
+                    ids = [r["id"] for r in runs]
                     cur.execute("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
-                                f"CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(%s) AND type IN ({types})) "
-                                "AS e ORDER BY run_id, seq", ([r["id"] for r in runs],))
+                                f"CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(%s) AND type IN ({types}) "
+                                "UNION ALL SELECT e.run_id, CAST(j.v ->> 0 AS integer), j.v ->> 2, j.v -> 5 "
+                                "FROM flowctl_events e CROSS JOIN LATERAL jsonb_array_elements(CAST(e.data AS jsonb)) AS j(v) "
+                                f"WHERE e.run_id = ANY(%s) AND e.type = '{PACKED}' AND j.v ->> 2 IN ({types})) "
+                                "AS e ORDER BY run_id, seq", (ids, ids))
                     found = [(i, t, tool, _number(d)) for i, t, tool, d in cur.fetchall()]
                 else:
-                    cur.execute("SELECT run_id, type, CASE WHEN json_valid(data) THEN json_extract(data, '$.tool') END, "
-                                "CASE WHEN json_valid(data) THEN json_extract(data, '$.duration_ms') END "
-                                f"FROM flowctl_events WHERE run_id IN (SELECT id FROM ({runs_sql})) AND type IN ({types}) "
-                                "ORDER BY run_id, seq", params)
+                    cur.execute(f"WITH picked AS ({runs_sql}) SELECT run_id, type, tool, duration FROM ("
+                                "SELECT run_id, seq, type, CASE WHEN json_valid(data) THEN json_extract(data, '$.tool') END "
+                                "AS tool, CASE WHEN json_valid(data) THEN json_extract(data, '$.duration_ms') END AS duration "
+                                f"FROM flowctl_events WHERE run_id IN (SELECT id FROM picked) AND type IN ({types}) "
+                                "UNION ALL SELECT e.run_id, json_extract(j.value, '$[0]'), json_extract(j.value, '$[2]'), "
+                                "json_extract(j.value, '$[5].tool'), json_extract(j.value, '$[5].duration_ms') "
+                                "FROM flowctl_events e, json_each(CASE WHEN json_valid(e.data) THEN e.data ELSE '[]' END) j "
+                                f"WHERE e.run_id IN (SELECT id FROM picked) AND e.type = '{PACKED}' "
+                                f"AND json_extract(j.value, '$[2]') IN ({types})) ORDER BY run_id, seq", params)
                     found = cur.fetchall()
             except self._dbapi_error:  # PostgreSQL: an event whose data is not JSON
                 found = None

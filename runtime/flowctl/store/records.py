@@ -1,12 +1,15 @@
 """Rows of the run store as Python values: statuses, JSON columns, run ids, the lease error.
 
 Shared by :mod:`flowctl.store.core` (the SQL store), :mod:`flowctl.store.memory`,
-:mod:`flowctl.store.queue` and :mod:`flowctl.store.hot`; imports neither SQLAlchemy nor any of them.
+:mod:`flowctl.store.queue`, :mod:`flowctl.store.hot` and :mod:`flowctl.store.reader`; imports
+neither SQLAlchemy nor any of them (of the store, only :mod:`flowctl.store.audit`, the format of
+packed rows).
 """
 from __future__ import annotations
 
 import json
 
+from flowctl.store.audit import unpack
 from flowctl.errors import LeaseLost, RunConflict, RunNotFound, StoreError  # noqa: F401 - LeaseLost: records.LeaseLost
 from flowctl.store.keyring import PREFIX as SEALED_PREFIX, Sealed
 
@@ -65,6 +68,57 @@ def event_row(run_id: str, e: dict, fence=None) -> dict:
     row["fence"] = fence
     row["data"] = e["data_json"] if e.get("data_json") is not None else dumps(e.get("data"))
     return row
+
+
+#: The columns of a stored event row, in the order of :func:`event_rows`' tuples.
+EVENT_ROW = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_hash", "hash", "fence", "n_events")
+#: ``type`` of a packed row (schema 7): one row holding a whole commit's events
+#: (:func:`flowctl.store.audit.seal_commit`); no event has this type.
+PACKED = "packed"
+
+
+def event_rows(run_id: str, events, fence=None) -> list:
+    """The ``flowctl_events`` rows (tuples in :data:`EVENT_ROW` order) of one commit's ``events``:
+    one packed row when :func:`~flowctl.store.audit.seal_commit` sealed them (``seq``, ``ts`` and
+    ``state`` of its last event, the packed text as ``data``, ``n_events`` events in it), else
+    one row per event (``n_events`` NULL), as stores before schema 7 wrote them."""
+    if not events:
+        return []
+    last = events[-1]
+    text = last.get("packed_json")
+    if text is not None:
+        return [(run_id, last["seq"], last["ts"], PACKED, last.get("state"), None, text, last["prev_hash"],
+                 last["hash"], fence, len(events))]
+    return [(run_id, e["seq"], e["ts"], e["type"], e.get("state"), e.get("attempt"),
+             e["data_json"] if e.get("data_json") is not None else dumps(e.get("data")), e["prev_hash"], e["hash"],
+             fence, None) for e in events]
+
+
+def stored_events(run_id: str, row: tuple, after_seq: int = 0) -> list:
+    """The events (dicts as :meth:`flowctl.store.protocol.Store.events` gives them) of one stored
+    row ``(seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events)`` with ``seq >
+    after_seq``. A packed row whose text is not what flowctl wrote gives one event of type
+    ``packed`` with ``data`` ``{"corrupt": True}`` (``audit verify`` reports it)."""
+    seq, ts, typ, state, attempt, text, prev, digest, fence, n = row
+    if n is None:
+        try:
+            data = json.loads(text) if text is not None else None
+        except ValueError:
+            data = {"corrupt": True}  # audit verify reports it (the hash no longer matches)
+        return [{"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
+                 "data": data, "prev_hash": prev, "hash": digest, "fence": fence, "data_json": text}]
+    events = unpack(text, prev, digest, seq)
+    if events is None or len(events) != n:
+        return [{"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
+                 "data": {"corrupt": True}, "prev_hash": prev, "hash": digest, "fence": fence, "data_json": None,
+                 "packed": [seq, seq]}]
+    out = []
+    for ev in events:
+        if ev["seq"] > after_seq:
+            ev["run_id"] = run_id
+            ev["fence"] = fence
+            out.append(ev)
+    return out
 
 
 def review_due(run: dict):

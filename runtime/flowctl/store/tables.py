@@ -28,7 +28,14 @@ collation); the gate log gains ``(tool, at)``, ``(tool, flow, at)`` and ``(tool,
 (replacing ``at``): the rate and dedupe counts. The upgrade also gives a paused review written
 before version 2 its due time.
 
-:func:`upgrade` adds what is missing to a version-1 to 4 store in place.
+Version 7 (issue 17, target 2: the lean durable step): events gain ``n_events``. A commit's
+events are stored as one packed row (``type`` ``packed``, keyed by the ``seq`` of its last event,
+``data`` the text :func:`flowctl.store.audit.pack_text` makes, hashed once and chained to the
+previous row); ``n_events`` is the number of events in it, NULL for the rows of one event each that
+older versions wrote, which stay as they are (a run's chain may hold both). Readers give the same
+event dicts for both (:func:`flowctl.store.records.stored_events`).
+
+:func:`upgrade` adds what is missing to a version-1 to 6 store in place.
 """
 from __future__ import annotations
 
@@ -112,6 +119,7 @@ events = sa.Table(
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
     sa.Column("fence", sa.Integer),  # version 2
+    sa.Column("n_events", sa.Integer),  # version 7: events in a packed row (NULL: one event, not packed)
 )
 
 steps = sa.Table(
@@ -192,6 +200,11 @@ _V3_COLUMNS = (
 _V4_COLUMNS = (
     ("flowctl_runs", "seal", "VARCHAR(64)"),
 )
+#: The version that packs a commit's events in one row (self-contained: its own column and check).
+PACKED_VERSION = 7
+_PACKED_COLUMNS = (
+    ("flowctl_events", "n_events", "INTEGER"),
+)
 
 
 def upgrade(conn, from_version: int) -> None:
@@ -210,7 +223,7 @@ def upgrade(conn, from_version: int) -> None:
                              "it stands; the store is left as it is",
                              hint="restore the store from a backup (flowctl audit verify RUN checks each run)")
     added = ((_V2_COLUMNS if from_version < 2 else ()) + (_V3_COLUMNS if from_version < 3 else ())
-             + (_V4_COLUMNS if from_version < 4 else ()))
+             + (_V4_COLUMNS if from_version < 4 else ()) + (_PACKED_COLUMNS if from_version < PACKED_VERSION else ()))
     for table, column, ddl in added:
         if (table, column) not in present:
             conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")

@@ -15,6 +15,10 @@ A case gives a run input, the tools' responses, the review decisions, and what t
         - when: "input.category == 'furniture'"   # chosen by the tool input (JMESPath); reusable
           error: ToolTimeout                       # a mocked error, by type name
           message: the policy service is slow
+    models:                                 # llm/agent states' replies, in call order (no model is called)
+      classify_ticket:
+        - {text: "not JSON"}                # re-asked
+        - {json: {intent: refund, confidence: 0.9}}
     reviews:                                # each review the run pauses for, in order
       - {decision: approve, data: {note: ok}}
       - {timeout: true}                     # or: let the review's timeout pass
@@ -110,6 +114,7 @@ class Case:
     input: Any = None
     params: dict = field(default_factory=dict)
     mocks: dict = field(default_factory=dict)       # tool id -> [MockEntry]
+    models: dict = field(default_factory=dict)      # llm/agent state id -> [reply] (flowctl.models.fake)
     reviews: list = field(default_factory=list)     # [ReviewStep]
     expect: Expect = field(default_factory=Expect)
 
@@ -281,6 +286,17 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
                                  message=e.get("message"), times=e.get("times", 1),
                                  verified=e.get("verified", "output" in e), repeat=repeat))
         case.mocks[tool] = out
+
+    # model replies (llm and agent states): the fake provider answers them in call order
+    for sid, replies in (d.get("models") or {}).items():
+        state = project.states.get(sid)
+        if state is None or state.type not in ("llm", "agent"):
+            if ("state", sid) not in project.broken:
+                err("FT103", f"models: '{sid}' is no llm or agent state; these replies are never used",
+                    ("models", sid), key=True, severity=WARNING,
+                    hint=did_you_mean(sid, [k for k, v in project.states.items() if v.type in ("llm", "agent")]))
+            continue
+        case.models[sid] = [dict(r) for r in replies]
 
     # reviews
     for i, r in enumerate(d.get("reviews") or ()):

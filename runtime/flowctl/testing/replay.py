@@ -127,6 +127,7 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
     engine = Engine(project, MemoryStore(), clock=clock, max_inline_wait=float("inf"), check=True,
                     tool_resolver=tools.resolve, listener=seen.append)
     tools.store = engine.store
+    engine.model_mocks, digests = recorded_replies(rec.events)  # model steps answer as they did: no model is called
     recorders: dict = {}
 
     def recorder_for(runner):  # each run, child runs too, draws the uuid()/now() values it recorded
@@ -198,6 +199,7 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         if changed and result.replayed_path == result.recorded_path:
             result.notes.append(f"same path, but the final context differs in: {', '.join(changed)}")
     result.notes.extend(tools.notes)
+    result.notes.extend(prompt_changes(digests, seen))
     _locate(result, rec.events, seen, run is not None)
     if run is not None or tools.children:
         child = _child_divergence(tools, rec, rec.run_id, every, engine.store, label)
@@ -205,6 +207,49 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         if child is not None and (result.step is None or at <= result.step):
             result.step, result.child, result.reason = at, child, []
     return result
+
+
+def recorded_replies(events) -> tuple:
+    """``({STATE#VISIT: [reply, …]}, {STATE#VISIT: [digest, …]})`` of a run's ``model_called``
+    events: each model call's reply (its text and tool calls, as the fake provider gives them) and
+    the digest of the messages it was sent, per visit of each llm or agent state, in call order."""
+    visits: dict = {}
+    replies: dict = {}
+    digests: dict = {}
+    for ev in events:
+        d = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+        if ev["type"] == "state_entered":
+            visits[ev["state"]] = d.get("visit") or visits.get(ev["state"], 0) + 1
+        elif ev["type"] == "model_called":
+            key = f"{ev['state']}#{visits.get(ev['state'], 1)}"
+            if "content" in d or d.get("tool_calls"):
+                reply = {"text": d.get("content") or ""}
+            else:  # recorded before replies kept their text: the parsed JSON stands for it
+                reply = {"json": d.get("parsed")}
+            if d.get("tool_calls"):
+                reply["tool_calls"] = [{"name": t.get("name"), "arguments": t.get("arguments") or {}}
+                                       for t in d["tool_calls"]]
+            usage = d.get("usage") if isinstance(d.get("usage"), dict) else {}
+            reply["usage"] = {k: int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens")}
+            replies.setdefault(key, []).append(reply)
+            digests.setdefault(key, []).append(d.get("digest"))
+    return replies, digests
+
+
+def prompt_changes(recorded: dict, seen: list) -> list:
+    """Notes for each model call whose messages differ from the recorded call's (another digest):
+    the recorded reply was used all the same, and the replay says so."""
+    _, replayed = recorded_replies(seen)
+    notes = []
+    for key, found in replayed.items():
+        before = recorded.get(key) or []
+        for i, digest in enumerate(found):
+            if i < len(before) and before[i] != digest:
+                state, visit = key.rsplit("#", 1)
+                notes.append(f"the messages of model call {i + 1} of '{state}' (visit {visit}) differ from the "
+                             f"recorded ones (digest {str(before[i])[:12]} -> {str(digest)[:12]}): the recorded reply was used")
+                break
+    return notes
 
 
 def _step_of(rec: Recording, state) -> int:

@@ -80,6 +80,7 @@ def run_case(project, case: Case) -> CaseResult:
     store = MemoryStore()
     engine = Engine(project, store, clock=clock, max_inline_wait=float("inf"), check=False,
                     tool_resolver=mocks.resolve, listener=seen.append)
+    engine.model_mocks = case.models  # llm and agent states answered by the case's replies (flowctl.models.fake)
     result = CaseResult(case, ERROR)
     problems: list = []
     run = None

@@ -73,7 +73,12 @@ def _text(row, events, tree, last) -> int:
 
     for s in iter_steps(watched()):
         total += 1
-        path.append(same.setdefault(s["state"], s["state"]))
+        label = s["state"]
+        if s.get("reasks"):  # a model step: `classify (re-asked ×1)`, an agent's tools `[get_order, refund]`
+            label += f" (re-asked ×{s['reasks']})"
+        if s.get("agent_tools"):
+            label += " [" + ", ".join(dict.fromkeys(str(n) for n in s["agent_tools"])) + "]"
+        path.append(same.setdefault(label, label))
         cells = (str(s["step"]),) + tuple(same.setdefault(c, c) for c in (
             s["state"], s["type"] or "", s["tool"] or "", str(s["attempts"]), f"{s['duration_ms']:.1f}",
             (s["policy"] or "").split(" (")[0], s["outcome"], s["to"] or ""))

@@ -8,7 +8,7 @@ raises go through the error layers. Adding a state type: its model in
 """
 from __future__ import annotations
 
-from flowctl.engine.states import choice, map, parallel, pass_, review, subflow, task, terminal, wait
+from flowctl.engine.states import agent, choice, llm, map, parallel, pass_, review, subflow, task, terminal, wait
 
 HANDLERS = {
     "task": task.run,
@@ -19,6 +19,8 @@ HANDLERS = {
     "parallel": parallel.run,
     "map": map.run,
     "subflow": subflow.run,
+    "llm": llm.run,
+    "agent": agent.run,
     "succeed": terminal.succeed,
     "fail": terminal.fail,
 }
