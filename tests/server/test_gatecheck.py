@@ -78,3 +78,24 @@ def test_sensitive_values_do_not_reach_the_recorded_reason(api):
     assert r["decision"] == "deny" and card not in r["reason"] and REDACTED in r["reason"]
     (row,) = api.service.log.session("agent")
     assert card not in str(row)
+
+
+def test_a_recorded_check_is_one_write_transaction_on_a_sql_store(api):
+    import sqlalchemy as sa
+
+    h = api.key("agent", "gate")
+    api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": 1}}, headers=h)  # warm
+    commits = []
+
+    def count(conn):
+        commits.append(1)
+
+    sa.event.listen(api.store.engine, "commit", count)
+    try:
+        r = api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": 2}, "session": "s1"},
+                            headers=h)
+    finally:
+        sa.event.remove(api.store.engine, "commit", count)
+    assert r.status_code == 200 and r.json()["decision"] == "allow" and r.json()["seq"] == 1
+    assert len(commits) == 1  # the gate log's count-and-record and the service log row, together
+    assert len(api.service.log.session("s1")) == 1

@@ -527,6 +527,22 @@ def serve(root, db, host, port, rate, burst):
     _call("serve", host=host, port=port, root=root, db=db, rate=rate, burst=burst)
 
 
+@main.command(name="mcp")
+@_root_db
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP only: address to listen on.")
+@click.option("--port", default=8081, show_default=True, type=click.IntRange(0, 65535), help="HTTP only.")
+def mcp_command(root, db, transport, host, port):
+    """Serve the contracts and flows as MCP tools (stdio or streamable HTTP). Needs flowctl[mcp].
+
+    \b
+    Examples:
+      flowctl mcp                                   # an MCP client's "command": flowctl, "args": ["mcp"]
+      flowctl mcp --transport http --port 8081      # http://127.0.0.1:8081/mcp, with an API key
+    """
+    _call("mcp", transport=transport, host=host, port=port, root=root, db=db)
+
+
 @main.group()
 def keys():
     """API keys of flowctl serve: stored hashed in the run store, scoped, revocable."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from flowctl.engine import saga
+from flowctl.engine.adhoc import flow_of
 from flowctl.engine.calls import undo_inflight
 from flowctl.engine.context import RunContext, live_owner, owner_hint, trusted_project
 from flowctl.engine.result import RunResult
@@ -32,7 +33,7 @@ def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> Ru
                              hint=owner_hint(row["owner"], "stop that process first; the run stays resumable "
                                                        "and can then be cancelled"))
     project = trusted_project(engine, row)
-    ctx = RunContext(engine, project, project.flows[row["flow"]], row)
+    ctx = RunContext(engine, project, flow_of(project, row), row)
     ctx.emit("run_cancelled", by=by, compensate=compensate)
     # a cancel that an earlier (stopped) cancel began goes on as that one asked
     c = ctx.cursor

@@ -16,6 +16,7 @@ from flowctl.definition.kinds import did_you_mean
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import cancel as cancelling
 from flowctl.engine import sensitive
+from flowctl.engine.adhoc import flow_of, is_session
 from flowctl.engine.cursor import Cursor
 from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
 from flowctl.engine.loop import Runner
@@ -146,6 +147,9 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
                              hint=owner_hint(row["owner"], "wait for it, or stop that process"))
     if row.get("cancel_requested"):
         return _requested_cancel(engine, row)
+    if is_session(row["flow"]):  # no states to drive: only the server acts in it (flowctl.engine.adhoc)
+        raise UsageError(f"run {row['id']} is a flowctl serve session; it is not resumed",
+                         hint=f"invoke its tools through the server, or end it: flowctl cancel {row['id']}")
     flow = project.flows[row["flow"]]
     runner = Runner(engine, project, flow, row, stop=stop)
     if status == "running":
@@ -189,6 +193,8 @@ def recover(engine) -> list:
     for status in ("running", "waiting", "paused"):
         candidates.extend(engine.store.list_runs(status=status, limit=0))
     for row in sorted(candidates, key=lambda r: r["created_at"]):
+        if is_session(row["flow"]) and not row.get("cancel_requested"):  # the server acts in it, no one else
+            continue
         if row["status"] == "running" and ((row.get("lease_until") or 0) > now  # a worker holds it
                                            or live_owner(row.get("owner"), engine.owner)):
             continue
@@ -238,7 +244,7 @@ def fire_due_reviews(engine) -> list:
 def context_of(engine, row) -> RunContext:
     """A :class:`RunContext` on a stored run (trusted first), to record on it without driving it."""
     project = trusted_project(engine, row)
-    return RunContext(engine, project, project.flows[row["flow"]], row)
+    return RunContext(engine, project, flow_of(project, row), row)
 
 
 def remind(engine, row) -> None:

@@ -368,6 +368,9 @@ def flow_fields(project, flow) -> frozenset:
     any depth) uses; cached on the project."""
     key = ("sensitive", flow.id)
     found = project._resolved.get(key)
+    if found is None and getattr(flow, "every_contract", False):  # a session (flowctl.engine.adhoc): any contract
+        found = project._resolved[key] = frozenset(f for versions_ in project.contracts.values() for c in versions_
+                                                   for f in c.sensitive)
     if found is None:
         reach, todo = {flow.id}, [flow]
         while todo:

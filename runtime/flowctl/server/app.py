@@ -9,6 +9,12 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
   ``cursor`` (the previous page's ``next_cursor``), ``all`` (child runs too).
 * ``GET /v1/runs/{run_id}`` [runs:read] — one run (sensitive values redacted: :mod:`flowctl.server.views`).
 * ``GET /v1/runs/{run_id}/events`` [runs:read] — its audit events, ``after`` a seq, ``limit`` at a time.
+* ``GET /v1/runs/{run_id}/stream`` [runs:read] — its audit events as Server-Sent Events from ``after``,
+  ending when the run ends (:mod:`flowctl.server.stream`).
+* ``GET /v1/stats`` [runs:read] — :func:`flowctl.store.history.stats` (``limit``, ``since``, ``flow``, ``children``).
+* ``POST /v1/sessions`` [gate], ``…/{session_id}/tools/{tool}/invoke`` [invoke:<tool>],
+  ``…/{session_id}/compensate`` and ``…/close`` [gate; the key that opened it, or admin] —
+  flowctl calls tools for the caller (:mod:`flowctl.server.sessions`).
 * ``POST /v1/runs`` [runs:write] — submit a run: it is *queued for workers* through the same path as
   ``flowctl submit`` (:func:`flowctl.workers.submit.enqueue`); ``flowctl worker`` runs it. A memory
   store has no workers: 400 ``USAGE``.
@@ -28,13 +34,16 @@ import base64
 import json
 import time
 
+import anyio
 from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.responses import StreamingResponse
 from fastapi.exceptions import RequestValidationError
 
 from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
-from flowctl.server import gatecheck, models, problems, views
+from flowctl.server import gatecheck, models, problems, stream, views
+from flowctl.server.sessions import Sessions
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.store.apikeys import keys_of
@@ -42,6 +51,8 @@ from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES, check_run_id
 from flowctl.store.servicelog import log_of
 
+TOOL_ID = Path(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="a contract id (the key needs invoke:<id>)")
+SESSION_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a session id (its run's id) or a unique prefix of one")
 RUN_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a run id or a unique prefix of one (4+ characters)")
 
 
@@ -59,6 +70,7 @@ class Service:
         self.log = log_of(store)
         self.buckets = Buckets(rate, burst)
         self.aliases: dict = {}
+        self.sessions = Sessions(self)
 
 
 def _bad_query(name: str, message: str):
@@ -81,9 +93,10 @@ def _cursor_in(text: str) -> tuple:
 
 
 def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst: int = DEFAULT_BURST,
-               max_body: int = MAX_BODY):
+               max_body: int = MAX_BODY, poll: float = 0.25):
     """The ASGI app serving ``project`` over ``store`` (wrapped in :class:`~flowctl.server.guard.Guard`).
-    ``rate``/``burst``: each key's request rate (per second) and burst; ``max_body``: request bytes."""
+    ``rate``/``burst``: each key's request rate (per second) and burst; ``max_body``: request bytes;
+    ``poll``: seconds between a run stream's reads of the store (:mod:`flowctl.server.stream`)."""
     from flowctl import __version__
 
     app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None,
@@ -101,6 +114,27 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     @app.post("/v1/gate/check", response_model=models.GateDecision, responses=errs, tags=["gate"])
     def gate_check(body: models.GateCheck, caller: Caller = Depends(need("gate"))):
         return gatecheck.check(service, caller, body.tool, body.input, body.session, body.dry_run)
+
+    @app.post("/v1/sessions", response_model=models.SessionOpened, status_code=201, responses=errs, tags=["sessions"])
+    def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):
+        return service.sessions.open(caller, body.name if body is not None else None)
+
+    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, responses=errs,
+              tags=["sessions"])
+    def invoke(body: models.Invoke, session_id: str = SESSION_ID, tool: str = TOOL_ID,
+               caller: Caller = Depends(need("invoke:{tool}"))):
+        return _conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input, body.idempotency_key))
+
+    @app.post("/v1/sessions/{session_id}/compensate", response_model=models.Compensated, responses=errs,
+              tags=["sessions"])
+    def compensate_session(session_id: str = SESSION_ID, caller: Caller = Depends(need("gate"))):
+        return _conflict(lambda: service.sessions.compensate(caller, session_id))
+
+    @app.post("/v1/sessions/{session_id}/close", response_model=models.Closed, responses=errs, tags=["sessions"])
+    def close_session(body: models.CloseSession | None = None, session_id: str = SESSION_ID,
+                      caller: Caller = Depends(need("gate"))):
+        compensate = False if body is None else body.compensate
+        return _conflict(lambda: service.sessions.close(caller, session_id, compensate))
 
     @app.get("/v1/runs", response_model=models.RunPage, responses=errs, tags=["runs"])
     def list_runs(status: str | None = Query(None, max_length=16), flow: str | None = Query(None, max_length=200),
@@ -128,6 +162,21 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         found = store.events_page(row["id"], after, limit)
         events = [views.event(s, e) for e in found]
         return {"events": events, "next_after": events[-1]["seq"] if len(found) == limit else None}
+
+    @app.get("/v1/runs/{run_id}/stream", responses={**errs, 200: {
+        "content": {"text/event-stream": {}}, "description": "Server-Sent Events: id = seq, event = type, data = the event"}},
+        response_class=StreamingResponse, tags=["runs"])
+    async def run_stream(request: Request, run_id: str = RUN_ID, after: int = Query(0, ge=0, le=2**31),
+                         caller: Caller = Depends(need("runs:read"))):
+        return await anyio.to_thread.run_sync(lambda: stream.stream(service, request, run_id, after, poll=poll))
+
+    @app.get("/v1/stats", response_model=models.Stats, responses=errs, tags=["runs"])
+    def run_stats(limit: int = Query(1000, ge=1, le=100000), since: float | None = Query(None, ge=0, le=1e11),
+                  flow: str | None = Query(None, max_length=200), children: bool = Query(False),
+                  caller: Caller = Depends(need("runs:read"))):
+        from flowctl.store.history import stats
+
+        return stats(store, limit, since, flow=flow, children=children)
 
     @app.post("/v1/runs", response_model=models.Submitted, status_code=201, responses=errs, tags=["runs"])
     def submit_run(body: models.SubmitRun, caller: Caller = Depends(need("runs:write"))):

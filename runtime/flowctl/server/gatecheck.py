@@ -15,7 +15,8 @@ order (:func:`flowctl.engine.calls.call_tool`, then :func:`flowctl.engine.gateca
 
 A real check (not ``dry_run``) that is allowed is counted by the policies' ``rate`` and ``dedupe``
 (the gate log, as a run's call is), and every real check is appended to the service log with the
-caller and the session's next sequence number (:mod:`flowctl.store.servicelog`). A dry run is
+caller and the session's next sequence number (:mod:`flowctl.store.servicelog`); on a SQL store
+both in one transaction. A dry run is
 neither recorded nor counted. What is kept never holds the input: its digest, and the reason with
 the contract's ``sensitive`` fields' values redacted.
 """
@@ -25,7 +26,7 @@ import time
 
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine.sensitive import Secrets
-from flowctl.gate.policy import Decision, function_aliases, input_digest
+from flowctl.gate.policy import Decision, Gate, function_aliases, input_digest
 
 
 def _aliases(service, contract) -> tuple:
@@ -58,23 +59,60 @@ def refusal(service, tool: str, tool_input) -> tuple:
 
 
 def check(service, caller, tool: str, tool_input, session: str | None, dry_run: bool) -> dict:
-    """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`)."""
+    """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`).
+
+    On a SQL store a real check is **one write transaction**: the gate's count-and-record of an
+    allowed call (``gate_log``) and the service-log row commit together (:class:`_Joined`), so a
+    check costs one commit, and a check that fails to be logged is not counted either."""
     session = session or caller.name
+    if not dry_run and hasattr(service.log, "append_in") and hasattr(service.store, "_begin"):
+        sa = service.store.sa
+        for attempt in range(5):
+            try:
+                with service.store._begin() as conn:
+                    return _check(service, caller, tool, tool_input, session, False, conn)
+            except sa.exc.IntegrityError:  # another writer took the session's next seq: all of it again
+                if attempt == 4:
+                    raise
+    return _check(service, caller, tool, tool_input, session, dry_run, None)
+
+
+class _Joined:
+    """The store as the gate sees it during one recorded check: ``gate_admit`` and ``gate_record``
+    run in the check's transaction ``conn``; everything else is the store's own."""
+
+    def __init__(self, store, conn):
+        self._store, self._conn = store, conn
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def gate_admit(self, tools, limits, entry=None):
+        from flowctl.store.counters import admit_sql
+
+        return admit_sql(self._store, self._conn, tools, limits, entry)
+
+    def gate_record(self, entry: dict) -> None:
+        self._conn.execute(self._store.t.gate_log.insert().values(**entry))
+
+
+def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
     decision, contract = refusal(service, tool, tool_input)
     digest = input_digest(tool_input)
     if decision is None:
-        decision = service.gate.decide(contract, tool_input, run_id=session, flow="", record=not dry_run,
-                                       digest=digest, run_input=None, params={}, context={},
-                                       also=_aliases(service, contract))
+        gate = service.gate if conn is None else Gate(service.project, _Joined(service.store, conn), service.gate.clock)
+        decision = gate.decide(contract, tool_input, run_id=session, flow="", record=not dry_run,
+                               digest=digest, run_input=None, params={}, context={},
+                               also=_aliases(service, contract))
     secrets = Secrets(contract.sensitive if contract is not None else ())
     secrets.learn(tool_input)
     reason = secrets.text(decision.reason) if secrets.values else decision.reason
     ref = contract.ref if contract is not None else tool
     seq = None
     if not dry_run:
-        row = service.log.append(session, {"at": time.time(), "caller": caller.name, "kind": "gate_check", "tool": ref,
-                                           "digest": digest, "outcome": decision.outcome, "policy": decision.policy,
-                                           "rule": decision.rule, "reason": reason})
+        record = {"at": time.time(), "caller": caller.name, "kind": "gate_check", "tool": ref, "digest": digest,
+                  "outcome": decision.outcome, "policy": decision.policy, "rule": decision.rule, "reason": reason}
+        row = service.log.append(session, record) if conn is None else service.log.append_in(conn, session, record)
         seq = row["seq"]
     return {"decision": decision.outcome, "tool": ref, "policy": decision.policy, "rule": decision.rule,
             "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}

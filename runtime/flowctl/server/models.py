@@ -147,5 +147,81 @@ class Health(BaseModel):
     store: str
 
 
-__all__ = ["CancelRun", "Decide", "Event", "EventPage", "GateCheck", "GateDecision", "Health", "Outcome",
-           "PendingReview", "ReviewItem", "RunDetail", "RunPage", "RunSummary", "SubmitRun", "Submitted"]
+class OpenSession(Request):
+    """``POST /v1/sessions``."""
+
+    name: Optional[StrictStr] = Field(default=None, pattern=SESSION_PATTERN,
+                                      description="what the session is for (its run's flow is session:<name>); default: the key's name")
+
+
+class SessionOpened(BaseModel):
+    session: str = Field(description="the session's id: its run's id (GET /v1/runs/{id}, flowctl trace)")
+    name: str
+    flow: str
+    status: Literal["waiting"]
+
+
+class Invoke(Request):
+    """``POST /v1/sessions/{session}/tools/{tool}/invoke``."""
+
+    input: Any = Field(default_factory=dict, description="the tool input (checked against the contract's input_schema)")
+    idempotency_key: Optional[StrictStr] = Field(default=None, min_length=1, max_length=200,
+                                                 description="the call's key (given to the tool); default: the contract's "
+                                                             "idempotency_key expression, else <session>:<tool>:<n>")
+
+
+class InvokeDecision(BaseModel):
+    decision: Literal["allow", "deny", "review"]
+    policy: str
+    rule: str
+    reason: str
+
+
+class Invoked(BaseModel):
+    """One call made (or refused) in a session: always 200; ``status`` says what happened."""
+
+    session: str
+    tool: str
+    status: Literal["succeeded", "denied", "review", "failed"]
+    decision: Optional[InvokeDecision] = Field(description="the gate's answer (null: the call failed before it)")
+    output: Any = Field(default=None, description="the tool's output (sensitive fields redacted); succeeded only")
+    error: Optional[dict] = Field(default=None, description="{type, code, message}: failed, or review (not made)")
+    idempotency_key: Optional[str] = Field(default=None, description="the key the tool was called with")
+    seq: int = Field(description="the session run's last audit event seq after this call")
+
+
+class Compensated(BaseModel):
+    session: str
+    status: str
+    compensated: list[str] = Field(description="the tools whose effects were undone, newest first")
+    residue: list = Field(default_factory=list, description="compensations that failed")
+    failed: int = 0
+
+
+class CloseSession(Request):
+    compensate: StrictBool = Field(default=False, description="undo the session's effects first")
+
+
+class Closed(BaseModel):
+    session: str
+    status: Literal["succeeded"]
+    calls: int
+    compensated: list[str]
+    residue: list = Field(default_factory=list)
+
+
+class Stats(BaseModel):
+    """``GET /v1/stats``: :func:`flowctl.store.history.stats` over the latest runs."""
+
+    runs: int
+    by_status: dict
+    success_rate: Optional[float] = Field(description="succeeded / ended (0-1); null: none ended")
+    mean_steps: Optional[float] = None
+    compensation_failures: int
+    step_ms: dict = Field(description="{p50, p99} of tool-call durations, milliseconds")
+    tools: dict = Field(description="{tool: {calls, failures, retries, failure_rate, retry_rate}}")
+
+
+__all__ = ["CancelRun", "CloseSession", "Closed", "Compensated", "Invoke", "InvokeDecision", "Invoked",
+           "OpenSession", "SessionOpened", "Decide", "Event", "EventPage", "GateCheck", "GateDecision", "Health", "Outcome",
+           "PendingReview", "ReviewItem", "RunDetail", "RunPage", "RunSummary", "Stats", "SubmitRun", "Submitted"]

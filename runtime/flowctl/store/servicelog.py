@@ -92,22 +92,27 @@ class SqlLog:
             meta.create_all(conn, checkfirst=True)
 
     def append(self, session: str, record: dict) -> dict:
-        sa, t = self.sa, self.t
         for attempt in range(5):
             try:
                 with self.store._begin() as conn:
-                    last = conn.execute(sa.select(t.c.seq, t.c.hash).where(t.c.session == session)
-                                        .order_by(t.c.seq.desc()).limit(1)).first()
-                    seq, prev = (last[0] + 1, last[1]) if last else (1, "")
-                    row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
-                               hash=record_hash(prev, session, seq, record))
-                    conn.execute(t.insert().values(**dict(row, data=None if row["data"] is None
-                                                          else json.dumps(row["data"], sort_keys=True))))
-                    return row
-            except sa.exc.IntegrityError:
+                    return self.append_in(conn, session, record)
+            except self.sa.exc.IntegrityError:
                 if attempt == 4:
                     raise
         raise AssertionError("unreachable")
+
+    def append_in(self, conn, session: str, record: dict) -> dict:
+        """Append in the caller's transaction ``conn`` (one commit with the caller's other writes).
+        Raises ``IntegrityError`` when another writer took the same ``seq``: retry the transaction."""
+        sa, t = self.sa, self.t
+        last = conn.execute(sa.select(t.c.seq, t.c.hash).where(t.c.session == session)
+                            .order_by(t.c.seq.desc()).limit(1)).first()
+        seq, prev = (last[0] + 1, last[1]) if last else (1, "")
+        row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
+                   hash=record_hash(prev, session, seq, record))
+        conn.execute(t.insert().values(**dict(row, data=None if row["data"] is None
+                                              else json.dumps(row["data"], sort_keys=True))))
+        return row
 
     def session(self, session: str) -> list:
         sa, t = self.sa, self.t

@@ -1,0 +1,248 @@
+"""Sessions of ``flowctl serve``: flowctl calls a contract's tool *for* the caller (issue 19).
+
+A session is an ad-hoc run with no flow (:mod:`flowctl.engine.adhoc`): a run row whose ``flow`` is
+``session:<name>``, so its calls have one audit log (hash-chained, ``flowctl trace``, ``flowctl
+audit verify`` and ``GET /v1/runs/{id}/events`` read it as any run's), one checkpoint and one saga.
+Why a run row and not a table of its own: every guarantee a run has (the sealed row, the chain, the
+saga surviving a restart, rate and dedupe counted ``per: run``, sensitive values sealed at rest)
+then holds for a session without a second implementation of any of them.
+
+* :meth:`Sessions.open` — the run is created (``run_started``, then ``session_opened`` naming the
+  caller) and left ``waiting`` with no due time: no worker claims it, ``recover`` skips it.
+* :meth:`Sessions.invoke` — one call through the task path, :func:`flowctl.engine.calls.call_tool`:
+  the contract's input schema, the default-deny gate (``policy_decided``), the ``started`` record
+  of a side-effecting call, the idempotency key (the caller's ``idempotency_key``, else the
+  contract's ``idempotency_key`` expression over ``input``, else ``<session>:<tool>:<n>``), the
+  output schema, verify, the saga entry. Each call is a step of the run: a ``state_entered`` event
+  (``type: call``, the state id is the contract id, ``by`` names the caller) opens it, so ``trace``
+  prints the tools called, in order, with the gate's decision and outcome of each.
+* :meth:`Sessions.compensate` — the saga undone newest first (:func:`flowctl.engine.saga.compensate`),
+  the session stays open; :meth:`Sessions.close` ends it ``succeeded`` (compensating first when
+  asked). ``flowctl cancel SESSION`` compensates and ends it ``cancelled``, as for any run.
+
+The answer of an invoke is always a 200 with ``status``: ``succeeded`` (``output``), ``denied``
+(``decision``: the rule and reason that refused it; nothing was called), ``review`` (a policy's
+``review_when`` held: the call was *not* made and is not held for later — a session cannot pause;
+run it in a flow with a review, or ask the policy's owner), ``failed`` (the tool raised or its
+output broke the schema: ``error``; its effect, if verify confirmed one, is in the saga). An agent
+reads one shape, not a status code, and a denial is not an authorisation failure of the request.
+
+Only the key that opened a session (or an ``admin`` key) acts in it (403 otherwise). One call at a time per session in this process (a lock per session); another process acting in
+the same session at once loses the commit race: 409 ``RUN_CONFLICT``.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from flowctl.engine import lifecycle, saga
+from flowctl.engine.adhoc import PREFIX, SessionFlow, is_session
+from flowctl.engine.calls import call_tool
+from flowctl.engine.clock import iso
+from flowctl.engine.context import PARKED, RunContext, trusted_project
+from flowctl.errors import FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError, handler_names
+from flowctl.server import gatecheck
+from flowctl.store.audit import redact
+
+
+@dataclass(frozen=True)
+class CallState:
+    """The state-like object :func:`call_tool` reads for a session's call: its ``id`` (the contract
+    id), no input mapping or schema of its own (the caller gives the input), the contract's timeout."""
+
+    id: str
+    input: Any = None
+    input_schema: Any = None
+    timeout: Any = None
+    type: str = "task"
+
+    def where(self, *path) -> str:
+        return f"(session call of {self.id})"
+
+
+class SessionContext(RunContext):
+    """A :class:`RunContext` on a session's run. A gate review cannot pause a session: ``park``
+    records the review request's events and keeps the session open; :attr:`held` says what the
+    reviewer would have been shown."""
+
+    held: dict | None = None
+
+    def park(self, status, pending, available_at, *, keep_due=False):
+        self.held = {k: pending.get(k) for k in ("show", "decisions")}
+        self.cursor.pending = self.session_pending
+        self.commit()
+        return PARKED
+
+
+def _session_pending(name: str, by: str) -> dict:
+    return {"kind": "session", "name": name, "opened_by": by}
+
+
+class Sessions:
+    """The sessions of one :class:`~flowctl.server.app.Service` (the HTTP endpoints and ``flowctl mcp``)."""
+
+    def __init__(self, service):
+        self.service = service
+        self._locks: dict = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, run_id: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(run_id, threading.Lock())
+
+    def open(self, caller, name: str | None = None) -> dict:
+        """A new session for ``caller``: ``{session, name, flow, status}``. ``name`` defaults to the key's."""
+        service = self.service
+        name = name or caller.name
+        flow = SessionFlow(PREFIX + name)
+        runner = lifecycle.create(service.engine, service.project, flow, {}, {})  # not driven: no states
+        runner.cursor.pending = _session_pending(name, caller.by)
+        runner.emit("session_opened", by=caller.by, name=name)
+        runner.commit(status="waiting", available_at=None)
+        return {"session": runner.id, "name": name, "flow": flow.id, "status": "waiting"}
+
+    def _context(self, caller, session_id: str) -> SessionContext:
+        engine = self.service.engine
+        row = engine.store.get_run(session_id)
+        if not is_session(row["flow"]):
+            raise RunNotFound(f"run {row['id']} is not a session (its flow is {row['flow']})",
+                              hint="open one with POST /v1/sessions")
+        if row["status"] != "waiting":
+            exc = UsageError(f"session {row['id']} has ended ({row['status']})", hint="open a new one")
+            exc.conflict = True
+            raise exc
+        project = trusted_project(engine, row)
+        ctx = SessionContext(engine, project, SessionFlow(row["flow"]), row)
+        pending = ctx.cursor.pending or {}
+        ctx.session_pending = pending if pending.get("kind") == "session" else _session_pending("", "")
+        if ctx.session_pending.get("opened_by") != caller.by and "admin" not in caller.scopes:
+            raise ScopeError(f"session {ctx.id} was opened by {ctx.session_pending.get('opened_by') or 'another caller'}; "
+                             f"key '{caller.name}' may not act in it", hint="open a session of your own, or use an admin key")
+        return ctx
+
+    def invoke(self, caller, session_id: str, tool: str, tool_input, idempotency_key: str | None = None) -> dict:
+        """Call ``tool`` (a contract id, optionally ``@range``) with ``tool_input`` in the session, for
+        ``caller``: ``{session, tool, status, decision, output, error, idempotency_key, seq}`` (see the
+        module). Raises :class:`RunNotFound` (no such session), :class:`UsageError` (ended: 409)."""
+        with self._lock(session_id):
+            ctx = self._context(caller, session_id)
+            refused, contract = gatecheck.refusal(self.service, tool, tool_input)
+            ref = contract.ref if contract is not None else tool
+            sid = contract.id if contract is not None else tool.partition("@")[0]
+            c = ctx.cursor
+            c.step += 1
+            c.attempt = 1
+            c.visits[sid] = c.visits.get(sid, 0) + 1
+            c.path.append(sid)
+            c.state_info = {"id": sid, "entered_at": iso(ctx.clock.time()), "attempt": 1}
+            ctx.emit("state_entered", sid, 1, type="call", step=c.step, visit=c.visits[sid], tool=ref, by=caller.by,
+                     **({"idempotency_key": idempotency_key} if idempotency_key else {}))
+            out = {"session": ctx.id, "tool": ref, "status": "denied", "decision": None, "output": None,
+                   "error": None, "idempotency_key": None, "seq": None}
+            if refused is not None:
+                ctx.emit("policy_decided", sid, 1, tool=ref, **refused.as_dict())
+                out["decision"] = _decision(refused.as_dict())
+                return self._done(ctx, out)
+            key = idempotency_key or (None if contract.idempotency_key else f"{ctx.id}:{sid}:{c.visits[sid]}")
+            try:  # key None: call_tool evaluates the contract's idempotency_key expression
+                output = call_tool(ctx, CallState(sid), contract, 1, tool_input=tool_input, key=key)
+            except PolicyDenied as exc:
+                found = _last(ctx, "policy_decided")
+                out["decision"] = _decision(found) if found else {"decision": "deny", "policy": "", "rule": "",
+                                                                    "reason": str(exc)}
+            except FlowctlError as exc:
+                out.update(status="failed", error={"type": handler_names(exc)[0], "code": exc.code, "message": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - the tool's own error: recorded (tool_failed), answered
+                out.update(status="failed", error={"type": handler_names(exc)[0], "code": "TOOL_ERROR",
+                                                   "message": str(exc)})
+            else:
+                if output is PARKED:
+                    found = _last(ctx, "policy_decided", committed=True)
+                    out.update(status="review", decision=_decision(found) if found else None,
+                               error={"type": "ReviewRequired", "code": "REVIEW_REQUIRED",
+                                      "message": "a policy asks a reviewer for this call; a session cannot wait "
+                                                 "for one, so it was not made"})
+                else:
+                    out.update(status="succeeded", output=redact(output, contract.sensitive),
+                               decision={"decision": "allow", **_allowed(ctx)})
+            tool_event = _last(ctx, "tool_invoked", committed=True)
+            if tool_event:  # the key itself; an expression's value as recorded (hashed in a sensitive session)
+                out["idempotency_key"] = key or tool_event.get("idempotency_key")
+            return self._done(ctx, out)
+
+    def _done(self, ctx, out: dict) -> dict:
+        if ctx.events:
+            ctx.commit()
+        out["seq"] = ctx.last_seq
+        return out
+
+    def compensate(self, caller, session_id: str) -> dict:
+        """Undo the session's completed side effects newest first; the session stays open.
+        ``{session, compensated: [tool refs, newest first], residue, status}``."""
+        with self._lock(session_id):
+            ctx = self._context(caller, session_id)
+            undone = [e["tool"] for e in reversed(ctx.cursor.saga)]
+            before = len(ctx.cursor.residue)
+            ctx.emit("session_compensate", by=caller.by, entries=len(undone))
+            ctx.commit()
+            saga.compensate(ctx, reason=f"session compensated by {caller.by}")
+            if ctx.events:
+                ctx.commit()
+            residue = ctx.cursor.residue[before:]
+            failed = {r.get("idempotency_key") for r in residue}
+            return {"session": ctx.id, "status": ctx.row["status"], "compensated": undone,
+                    "residue": [dict(r) for r in residue], "failed": len(failed)}
+
+    def close(self, caller, session_id: str, compensate: bool = False) -> dict:
+        """End the session ``succeeded`` (after undoing its effects when ``compensate``):
+        ``{session, status, calls, compensated, residue}``."""
+        undone: list = []
+        residue: list = []
+        if compensate:
+            done = self.compensate(caller, session_id)
+            undone, residue = done["compensated"], done["residue"]
+        with self._lock(session_id):
+            ctx = self._context(caller, session_id)
+            c = ctx.cursor
+            c.done = True
+            c.pending = None
+            calls = c.step
+            output = {"calls": calls, "compensated": len(undone), "open_effects": len(c.saga)}
+            ctx.emit("session_closed", by=caller.by, **output)
+            ctx.emit("run_succeeded", output=output)
+            ctx.commit(status="succeeded", output=output, available_at=None)
+        with self._guard:
+            self._locks.pop(session_id, None)
+        return {"session": ctx.id, "status": "succeeded", "calls": calls, "compensated": undone, "residue": residue}
+
+
+def _last(ctx, type_: str, committed: bool = False) -> dict | None:
+    """The data of the last ``type_`` event of this call (buffered, or committed by it already)."""
+    for ev in reversed(ctx.events):
+        if ev["type"] == type_:
+            return ev["data"]
+        if ev["type"] == "state_entered":
+            return None
+    if committed:
+        for ev in reversed(ctx.engine.store.events_page(ctx.id, max(0, ctx.last_seq - 50), 50)):
+            if ev["type"] == type_:
+                return ev.get("data") or {}
+            if ev["type"] == "state_entered":
+                return None
+    return None
+
+
+def _decision(data: dict) -> dict:
+    return {"decision": data.get("outcome", data.get("decision", "deny")), "policy": data.get("policy", ""),
+            "rule": data.get("rule", ""), "reason": data.get("reason", "")}
+
+
+def _allowed(ctx) -> dict:
+    found = _last(ctx, "policy_decided", committed=True)
+    if found:
+        return {k: v for k, v in _decision(found).items() if k != "decision"}
+    return {"policy": "", "rule": "read-only", "reason": "the contract declares no side effects"}
+
+
+__all__ = ["CallState", "SessionContext", "Sessions"]

@@ -1,0 +1,139 @@
+"""flowctl mcp (flowctl.server.mcp) with the official MCP SDK's own client, over stdio (``flowctl
+mcp`` spawned) and over streamable HTTP (``flowctl mcp --transport http`` spawned): the tools and
+their annotations, a read-only call, a gated call denied (an error result with the reason), an
+allowed one recorded in the session's audit log with the caller."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+mcp = pytest.importorskip("mcp", reason="the flowctl[mcp] extra (the MCP SDK) is not installed")
+httpx2 = pytest.importorskip("httpx2", reason="the MCP SDK's HTTP client")
+
+from mcp import Client, ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from flowctl.store.apikeys import keys_of  # noqa: E402
+from flowctl.store.sql import open_store  # noqa: E402
+from support.serverkit import make_server_project  # noqa: E402
+
+FLOWCTL = str(Path(sys.executable).with_name("flowctl"))
+
+
+async def exercise(client):
+    """List the tools and call four; what came back."""
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    got = {"tools": listed}
+    got["read"] = await client.call_tool("get_order", {"order_id": "o1"})
+    got["denied"] = await client.call_tool("wipe", {})
+    got["over"] = await client.call_tool("refund", {"amount": 500})
+    got["allowed"] = await client.call_tool("refund", {"amount": 5})
+    got["flow"] = await client.call_tool("flow.charge", {"amount": 3})
+    return got
+
+
+def check(got, store, caller):
+    tools = got["tools"]
+    assert {"get_order", "refund", "wipe", "flow.charge"} <= set(tools)
+    assert tools["get_order"].annotations.read_only_hint is True
+    assert tools["refund"].annotations.read_only_hint is False
+    assert tools["refund"].annotations.destructive_hint is False  # compensable
+    assert tools["refund"].input_schema["required"] == ["amount"]
+    read = got["read"]
+    assert not read.is_error and read.structured_content == {"order_id": "o1", "total": 80}
+    denied = got["denied"]
+    assert denied.is_error and "default-deny" in denied.content[0].text
+    assert got["over"].is_error and "outside [0, 100]" in got["over"].content[0].text
+    assert not got["allowed"].is_error and got["allowed"].structured_content == {"ok": True}
+    flow = got["flow"].structured_content
+    assert flow["status"] == "paused" and flow["waiting"] == "review" and flow["decisions"] == ["approve", "reject"]
+    assert "token" not in flow and "--token TOKEN" in flow["how"]  # how a human decides; never the token itself
+    sessions = [r for r in store.list_runs(limit=0) if r["flow"].startswith("session:mcp-")]
+    assert len(sessions) == 1  # one connection, one session
+    events = store.events_page(sessions[0]["id"], 0, 1000)
+    calls = [(e["state"], e["data"]["by"]) for e in events if e["type"] == "state_entered"]
+    assert calls == [("get_order", caller), ("wipe", caller), ("refund", caller), ("refund", caller)]
+    decided = [e["data"]["outcome"] for e in events if e["type"] == "policy_decided"]
+    assert decided == ["deny", "deny", "allow"]
+    assert [e["data"]["tool"] for e in events if e["type"] == "tool_succeeded"] == ["get_order@1.0.0", "refund@1.0.0"]
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = make_server_project(tmp_path)
+    return root, f"sqlite:///{tmp_path}/flowctl.db"
+
+
+def test_mcp_over_stdio_with_the_sdk_client(project):
+    root, db = project
+    params = StdioServerParameters(command=FLOWCTL, args=["mcp", "--root", str(root), "--db", db],
+                                   env=dict(os.environ))
+
+    async def go():
+        async with Client(params) as client:
+            return await exercise(client)
+
+    got = asyncio.run(asyncio.wait_for(go(), 120))
+    store = open_store(db)
+    try:
+        check(got, store, "key:mcp")
+    finally:
+        store.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_mcp_over_streamable_http_needs_a_key_and_records_its_name(project):
+    root, db = project
+    store = open_store(db, create=True)
+    _, key = keys_of(store).create("agent", ("invoke:get_order", "invoke:refund", "invoke:wipe", "runs:write"))
+    _, weak = keys_of(store).create("weak", ("invoke:get_order",))
+    port = _free_port()
+    proc = subprocess.Popen([FLOWCTL, "mcp", "--transport", "http", "--port", str(port), "--root", str(root),
+                             "--db", db], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "flowctl mcp --transport http did not listen"
+                time.sleep(0.1)
+
+        async def connect(k):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {k}"}, timeout=60)
+            async with http, streamable_http_client(url, http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    if k == weak:
+                        return await session.call_tool("refund", {"amount": 5})
+                    return await exercise(session)
+
+        got = asyncio.run(asyncio.wait_for(connect(key), 120))
+        refused = asyncio.run(asyncio.wait_for(connect(weak), 60))
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    try:
+        check(got, store, "key:agent")
+        assert refused.is_error and "lacks the scope 'invoke:refund'" in refused.content[0].text
+        from flowctl.store.servicelog import log_of
+
+        denied = log_of(store).session("access")
+        assert denied and denied[-1]["caller"] == "weak" and denied[-1]["outcome"] == "forbidden"
+    finally:
+        store.close()

@@ -1,0 +1,149 @@
+"""Sessions (flowctl.server.sessions): flowctl calls a contract's tool for the caller through the
+task path, every call recorded in the session run's audit log with who asked; compensate undoes
+the calls newest first; a denial is an answer the agent reads, never a call."""
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from flowctl.cli.main import main
+
+AGENT = ("gate", "invoke:refund", "invoke:get_order", "invoke:wipe")
+
+
+def ledger(api):
+    contract = api.project.resolve_tool("refund")
+    fn = api.service.engine.tool_function(contract, "entrypoint", str(api.project.orchestration / "tools"))
+    return fn.__globals__["LEDGER"]
+
+
+def open_session(api, h, name="ticket-1"):
+    r = api.client.post("/v1/sessions", json={"name": name}, headers=h)
+    assert r.status_code == 201, r.text
+    return r.json()["session"]
+
+
+def invoke(api, h, sid, tool, tool_input, **kw):
+    r = api.client.post(f"/v1/sessions/{sid}/tools/{tool}/invoke", json={"input": tool_input, **kw}, headers=h)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def events(api, sid):
+    return api.store.events_page(sid, 0, 1000)
+
+
+def test_invoke_runs_the_tool_through_the_gate_and_compensate_undoes_newest_first(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    assert api.store.get_run(sid)["flow"] == "session:ticket-1"
+    got = invoke(api, h, sid, "get_order", {"order_id": "o1"})
+    assert got["status"] == "succeeded" and got["output"] == {"order_id": "o1", "total": 80}
+    assert got["decision"]["rule"] == "read-only"
+    for amount in (10, 20):
+        got = invoke(api, h, sid, "refund", {"amount": amount, "card": "4111"})
+        assert got["status"] == "succeeded" and got["decision"] == {
+            "decision": "allow", "policy": "refunds", "rule": "allow", "reason": "every check of refunds holds"}
+    assert ledger(api)[-2:] == [("refund", 10), ("refund", 20)]
+    evs = events(api, sid)
+    entered = [e for e in evs if e["type"] == "state_entered"]
+    assert [(e["state"], e["data"]["by"]) for e in entered] == [("get_order", "key:agent"), ("refund", "key:agent"),
+                                                                ("refund", "key:agent")]
+    types = [e["type"] for e in evs]
+    assert types.count("policy_decided") == 2 and types.count("verify_passed") == 2
+    assert "4111" not in str(evs)  # the contract's sensitive field is redacted from the record
+
+    r = api.client.post(f"/v1/sessions/{sid}/compensate", headers=h)
+    assert r.status_code == 200 and r.json()["compensated"] == ["refund@1.0.0", "refund@1.0.0"]
+    assert ledger(api)[-2:] == [("undo", 20), ("undo", 10)]  # newest first
+    assert r.json()["status"] == "waiting"  # still open
+    r = api.client.post(f"/v1/sessions/{sid}/close", headers=h)
+    assert r.status_code == 200 and r.json()["calls"] == 3
+    row = api.store.get_run(sid)
+    assert row["status"] == "succeeded" and row["cursor"]["saga"] == []
+    r = api.client.post(f"/v1/sessions/{sid}/tools/get_order/invoke", json={"input": {"order_id": "o"}}, headers=h)
+    assert r.status_code == 409 and r.json()["code"] == "USAGE"
+
+
+def test_the_session_is_a_run_trace_runs_and_audit_verify_read(api, tmp_path):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    invoke(api, h, sid, "refund", {"amount": 5})
+    invoke(api, h, sid, "wipe", {})
+    db = ["--db", api.store.url, "--root", str(api.root)]
+    out = CliRunner().invoke(main, ["trace", sid, *db])
+    assert out.exit_code == 0, out.output
+    assert "refund → wipe" in out.output and "deny" in out.output
+    out = CliRunner().invoke(main, ["audit", "verify", sid, *db])
+    assert out.exit_code == 0 and "intact" in out.output, out.output
+    out = CliRunner().invoke(main, ["runs", *db])
+    assert "session:ticket-1" in out.output and "waiting" in out.output
+
+
+def test_a_denial_is_an_answer_with_the_decision_and_nothing_is_called(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    before = list(ledger(api))
+    wipe = invoke(api, h, sid, "wipe", {})
+    assert wipe["status"] == "denied" and wipe["decision"]["rule"] == "default-deny"
+    big = invoke(api, h, sid, "refund", {"amount": 500})
+    assert big["status"] == "denied" and big["decision"]["rule"].startswith("allow[0]")
+    bad = invoke(api, h, sid, "refund", {"amount": "ten"})
+    assert bad["status"] == "denied" and bad["decision"]["rule"] == "input-schema"
+    held = invoke(api, h, sid, "refund", {"amount": 60})
+    assert held["status"] == "review" and held["decision"]["rule"] == "review_when"
+    assert held["error"]["code"] == "REVIEW_REQUIRED"
+    assert ledger(api) == before
+    assert api.store.get_run(sid)["status"] == "waiting"  # a review does not pause the session
+    outcomes = [e["data"]["outcome"] for e in events(api, sid) if e["type"] == "policy_decided"]
+    assert outcomes == ["deny", "deny", "deny", "review"]
+
+
+def test_a_sessions_calls_count_against_the_policies_rate_like_a_runs(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    assert [invoke(api, h, sid, "refund", {"amount": a})["status"] for a in (1, 2, 3)] == [
+        "succeeded", "succeeded", "denied"]
+    third = invoke(api, h, sid, "refund", {"amount": 4})
+    assert third["decision"]["rule"] == "rate"
+    other = open_session(api, h, "ticket-2")  # rate per: run counts per session
+    assert invoke(api, h, other, "refund", {"amount": 1})["status"] == "succeeded"
+
+
+def test_who_may_act_in_a_session(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    reader = api.key("reader", "gate", "invoke:get_order")
+    r = api.client.post(f"/v1/sessions/{sid}/tools/refund/invoke", json={"input": {"amount": 1}}, headers=reader)
+    assert r.status_code == 403 and "invoke:refund" in r.json()["detail"]
+    r = api.client.post(f"/v1/sessions/{sid}/tools/get_order/invoke", json={"input": {"order_id": "x"}}, headers=reader)
+    assert r.status_code == 403 and "opened by key:agent" in r.json()["detail"]  # not its session
+    admin = api.key("root", "admin")
+    assert invoke(api, admin, sid, "get_order", {"order_id": "x"})["status"] == "succeeded"
+    r = api.client.post("/v1/sessions/no-such-run/compensate", headers=h)
+    assert r.status_code == 404
+    runs = api.service.engine.run("charge", {"amount": 1})
+    r = api.client.post(f"/v1/sessions/{runs.run_id}/close", headers=admin)
+    assert r.status_code == 404 and "not a session" in r.json()["detail"]
+
+
+def test_the_callers_idempotency_key_is_the_calls_key(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    got = invoke(api, h, sid, "get_order", {"order_id": "o1"}, idempotency_key="order-o1-lookup")
+    assert got["idempotency_key"] == "order-o1-lookup"
+    derived = invoke(api, h, sid, "get_order", {"order_id": "o1"})
+    assert derived["idempotency_key"] not in (None, "order-o1-lookup")
+    assert derived["idempotency_key"] == f"{sid}:get_order:2"  # <session>:<tool>:<n>
+
+
+def test_only_the_server_acts_in_an_open_session_and_cancel_compensates_it(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    invoke(api, h, sid, "refund", {"amount": 7})
+    engine = api.service.engine
+    assert sid not in [r.run_id for r in engine.recover()]  # recover leaves it alone
+    out = CliRunner().invoke(main, ["resume", sid, "--db", api.store.url, "--root", str(api.root)])
+    assert out.exit_code != 0 and "session" in out.output
+    result = engine.cancel(sid, by="ops")
+    assert result.status == "cancelled" and ledger(api)[-1] == ("undo", 7)
+    assert api.store.get_run(sid)["cursor"]["saga"] == []
