@@ -95,7 +95,8 @@ def schema(kind):
 @click.argument("folder", default=".", type=click.Path(file_okay=False))
 @click.option("--template", default="basic", show_default=True, metavar="NAME",
               help="The project to start from: basic (a sign-up flow with a gated side effect, "
-                   "compensation and golden cases).")
+                   "compensation and golden cases) or agent (support-ticket triage: an llm state, a review, "
+                   "an agent state calling a gated refund tool, on a scripted model profile).")
 def init(folder, template):
     """Create a new project in FOLDER (default: here) that validates, runs and has golden cases.
 
