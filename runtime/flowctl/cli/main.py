@@ -95,7 +95,8 @@ def schema(kind):
 @click.argument("folder", default=".", type=click.Path(file_okay=False))
 @click.option("--template", default="basic", show_default=True, metavar="NAME",
               help="The project to start from: basic (a sign-up flow with a gated side effect, "
-                   "compensation and golden cases).")
+                   "compensation and golden cases) or agent (support-ticket triage: an llm state, a review, "
+                   "an agent state calling a gated refund tool, on a scripted model profile).")
 def init(folder, template):
     """Create a new project in FOLDER (default: here) that validates, runs and has golden cases.
 
@@ -221,11 +222,24 @@ def trace(run_id, root, db, fmt, last):
 @click.option("--since", metavar="TIME|DURATION", help="Only runs started since an ISO-8601 time or a duration ago (e.g. 1h).")
 @click.option("--flow", help="Only runs of this flow.")
 @click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def stats(root, db, limit, since, flow, all_, fmt):
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text", show_default=True,
+              help="prometheus: the text exposition format (for a node_exporter textfile or a push gateway).")
+@click.option("--check", is_flag=True,
+              help="Also compute the defence rates and exit 1 naming each one over its threshold (for cron or CI).")
+def stats(root, db, limit, since, flow, all_, fmt, check):
     """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99
-    (top-level runs; --all adds child runs, whose tool calls top-level runs do not count)."""
-    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_)
+    (top-level runs; --all adds child runs, whose tool calls top-level runs do not count).
+
+    \b
+    With --check (or --format prometheus) also the defence rates, each against its threshold:
+      validation_block_rate   calls blocked by a schema, verify or the gate    (default > 20%)
+      pause_timeout_rate      reviews nobody decided in time                   (default > 10%)
+      rollback_failure_rate   undos that failed for good                       (default > 1%)
+      human_takeover_rate     runs cancelled, redriven or edited by a person   (default > 5%)
+    Thresholds: `thresholds:` in orchestration/project.yaml (fractions, e.g. pause_timeout_rate: 0.05).
+      flowctl stats --check --since 1h || page-the-on-call
+    """
+    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check)
 
 
 @main.command()

@@ -21,7 +21,7 @@ import json
 import time
 
 from flowctl.definition.runtime_schemas import check_instance
-from flowctl.engine import saga
+from flowctl.engine import saga, spans
 from flowctl.engine.context import PARKED
 from flowctl.engine.eventtext import (flat_text, invoked_frame, invoked_text, key_text, succeeded_head,
                                       succeeded_text)
@@ -34,6 +34,7 @@ from flowctl.errors import BoundaryViolation, ExpressionError, PolicyDenied, Sch
 from flowctl.expr.expressions import compile_expr
 from flowctl.expr.scope import compile_mapping
 from flowctl.store.audit import redact
+from flowctl.telemetry import tracing
 
 
 def run_fallback(ctx, state, ref):
@@ -201,7 +202,10 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
                else f"{ctx.id}:{state.id}:{ctx.cursor.visits.get(state.id, 1)}")
     timeout = timeout or p.timeout or _timeout(ctx, state, contract)
     deadline = ctx.clock.time() + timeout
-    call = ToolCall(ctx.id, c.step, state.id, attempt, key, deadline, contract.ref)
+    span = headers = None
+    if ctx.span is not None:  # tracing on: the call's span, its context handed to the tool
+        span, headers = spans.tool(ctx, contract.ref, attempt)
+    call = ToolCall(ctx.id, c.step, state.id, attempt, key, deadline, contract.ref, headers)
     # a run with secrets redacts every record it stores by name and value (flowctl.engine.sensitive)
     # (a notify payload's token is sensitive by name only, so it is always redacted by name here)
     shown_input = (tool_input if (ctx.secrets is not None and purpose is None) or not contract.sensitive
@@ -230,8 +234,12 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         raw = call_with_timeout(fn, (given, call), timeout, p.what)
         output, raw_text, owned, output_text = _parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
+        if span is not None:
+            tracing.end(span, outcome="failed", error=exc)
         _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call)
         raise
+    if span is not None:
+        tracing.end(span, outcome="ok")
     took = (time.perf_counter() - started) * 1000
     return _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call, took, owned=owned,
                      stored_input=stored_input, output_text=output_text, check=p.output or False)
@@ -271,7 +279,10 @@ def _call_plain(ctx, state, p, attempt):
     c = ctx.cursor
     sid, ref, timeout = state.id, contract.ref, p.timeout
     key = f"{ctx.id}:{sid}:{c.visits.get(sid, 1)}"
-    call = ToolCall(ctx.id, c.step, sid, attempt, key, ctx.clock.time() + timeout, ref)
+    span = headers = None
+    if ctx.span is not None:  # tracing on: the call's span, its context handed to the tool
+        span, headers = spans.tool(ctx, ref, attempt)
+    call = ToolCall(ctx.id, c.step, sid, attempt, key, ctx.clock.time() + timeout, ref, headers)
     input_text = flat_text(tool_input)
     if input_text is not None:  # flat, small and plain: its stored text made at once, the tool's copy shallow
         given = dict(tool_input)
@@ -289,8 +300,12 @@ def _call_plain(ctx, state, p, attempt):
         output, raw_text, owned, output_text = _parse_output(call_with_timeout(p.fn, (given, call), timeout, p.what),
                                                              contract)
     except Exception as exc:  # noqa: BLE001
+        if span is not None:
+            tracing.end(span, outcome="failed", error=exc)
         _failed(ctx, state, contract, attempt, exc, started, key, tool_input, tool_input, call)
         raise
+    if span is not None:
+        tracing.end(span, outcome="ok")
     took = round((time.perf_counter() - started) * 1000, 3)
     problem = p.output(output) if p.output is not None else None
     text = None

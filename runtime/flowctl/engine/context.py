@@ -45,6 +45,9 @@ class RunContext:
     ``stop`` (a ``threading.Event``): a sibling branch failed, stop between steps. ``inherited``:
     a parent's secrets (a child run starting). Raises :class:`RecordTampered` for a forged row."""
 
+    span = None  # the run's OpenTelemetry span while tracing is on (flowctl.engine.spans)
+    step_span = None
+
     def __init__(self, engine, project, flow, row, stop=None, inherited=None):
         self.engine = engine
         self.store = engine.store

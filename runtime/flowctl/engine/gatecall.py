@@ -5,6 +5,7 @@ gate review) or raises :class:`~flowctl.errors.PolicyDenied`.
 """
 from __future__ import annotations
 
+from flowctl.engine import spans
 from flowctl.engine.clock import iso
 from flowctl.engine.tokens import new_token
 from flowctl.errors import PolicyDenied
@@ -33,6 +34,8 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
                                   run_input=ctx.row["input"], params=ctx.row.get("params") or {},
                                   context=c.context, also=also, approved=_approved(ctx, state, contract, digest))
     ctx.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
+    if ctx.span is not None:
+        spans.gate(ctx, contract, decision)
     if decision.outcome == "deny":
         raise PolicyDenied(f"{contract.id} denied by {decision.policy or 'the gate'} ({decision.rule}): {decision.reason}")
     if decision.outcome == "review":

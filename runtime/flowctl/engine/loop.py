@@ -10,7 +10,7 @@ out after compensating, so a crash in between resumes it.
 """
 from __future__ import annotations
 
-from flowctl.engine import saga
+from flowctl.engine import saga, spans
 from flowctl.engine.calls import run_fallback
 from flowctl.engine.cancel import finish_cancel, stopped_by_sibling
 from flowctl.engine.clock import iso
@@ -41,6 +41,7 @@ class Runner(RunContext):
         halt = getattr(self.engine, "halt", None)  # a worker's checkpoint flag (flowctl.workers.worker.Worker.halt)
         c = self.cursor
         states = self.project.states
+        spans.begin(self)
         try:
             while not c.done:
                 if self.stop is not None and self.stop.is_set():
@@ -56,11 +57,28 @@ class Runner(RunContext):
                         break
                     continue
                 state = states[c.state]
-                if self.step(state) is PARKED:
+                if (self.step(state) if self.span is None else self.traced_step(state)) is PARKED:
                     break
         finally:
             RECORDER.reset(token)
+            if self.span is not None:
+                spans.finish(self)
         return self.result()
+
+    def traced_step(self, state):
+        """:meth:`step` inside its OpenTelemetry span (tracing on): outcome ok, parked or failed."""
+        span = spans.step(self, state)
+        before = self.cursor.error
+        try:
+            result = self.step(state)
+        except BaseException as exc:
+            spans.end_step(self, span, "crashed", error=exc)
+            raise
+        error = self.cursor.error
+        failed = error is not None and error is not before
+        spans.end_step(self, span, "parked" if result is PARKED else "failed" if failed else "ok",
+                       error=error if failed else None)
+        return result
 
     def step(self, state):
         """One step of ``state``: enter, handle, transition; errors through the layers. ``PARKED``

@@ -27,6 +27,7 @@ import os
 import random
 import time
 
+from flowctl.engine import spans
 from flowctl.errors import BudgetExceeded, ToolError, handler_names
 from flowctl.models import ModelRequest, provider_for
 from flowctl.store.audit import encode_data
@@ -121,6 +122,8 @@ def record(ctx, state, provider, profile, req, reply, latency_ms, *, sent_from=0
     if cost is not None:
         data["cost"] = cost
     ctx.emit("model_called", state.id, ctx.cursor.attempt, **data)
+    if ctx.span is not None:
+        spans.model(ctx, state, provider.name, data["model"] or "", usage, latency_ms, reask=reask)
     _spend(ctx, usage, cost)
     return data
 

@@ -14,7 +14,9 @@ import copy
 
 from flowctl.definition.durations import parse_duration
 from flowctl.errors import CompensationFailed
+from flowctl.engine import spans
 from flowctl.engine.tools import ToolCall, call_with_timeout
+from flowctl.telemetry import tracing
 
 
 def compensate(ctx, reason: str) -> None:
@@ -22,8 +24,11 @@ def compensate(ctx, reason: str) -> None:
     while stack:
         entry = stack[-1]
         contract = _contract(ctx.project, entry["tool"])
+        span = headers = None
+        if ctx.span is not None:  # tracing on: a span per undo, its context handed to the compensate function
+            span, headers = spans.compensation(ctx, entry["tool"], entry["state"])
         call = ToolCall(entry.get("run_id", ctx.id), entry["step"], entry["state"], 1, entry["idempotency_key"], None,
-                        entry["tool"])
+                        entry["tool"], headers)
         ctx.emit("compensation_started", entry["state"], tool=entry["tool"], reason=reason,
                     idempotency_key=entry["idempotency_key"])
         try:
@@ -32,8 +37,10 @@ def compensate(ctx, reason: str) -> None:
             failure = CompensationFailed(f"compensating {entry['tool']} of '{entry['state']}' failed: "
                                          f"{type(exc).__name__}: {exc}")
             record_residue(ctx, entry["state"], entry["tool"], str(failure), entry["idempotency_key"])
+            tracing.end(span, outcome="failed", error=failure)
         else:
             ctx.emit("compensation_succeeded", entry["state"], tool=entry["tool"])
+            tracing.end(span, outcome="compensated")
         stack.pop()
         ctx.commit()
 

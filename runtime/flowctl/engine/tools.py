@@ -30,7 +30,7 @@ from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: 
 DEFAULT_TIMEOUT = 30.0
 
 
-_CALL_FIELDS = ("run_id", "step", "state", "attempt", "idempotency_key", "deadline", "tool")
+_CALL_FIELDS = ("run_id", "step", "state", "attempt", "idempotency_key", "deadline", "tool", "trace_context")
 
 
 class ToolCall(tuple):
@@ -38,7 +38,9 @@ class ToolCall(tuple):
 
     ``run_id``; ``step`` (1-based step number of the run); ``state`` id; ``attempt`` (1-based);
     ``idempotency_key`` (the same for every attempt of the step, and after a crash);
-    ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version).
+    ``deadline`` (epoch seconds by which the call must return, or None); ``tool`` (id@version);
+    ``trace_context``: the W3C trace-context headers of the call's OpenTelemetry span
+    (``{"traceparent": …}``) for the tool to send on to the systems it calls, or None (tracing off).
     Made on every step, so it is an immutable tuple (``__slots__ = ()``: no instance dict) whose
     fields are read by name; assigning one raises :class:`dataclasses.FrozenInstanceError`.
     """
@@ -46,8 +48,8 @@ class ToolCall(tuple):
     __slots__ = ()
 
     def __new__(cls, run_id: str, step: int, state: str, attempt: int, idempotency_key: str,
-                deadline: float | None, tool: str = ""):
-        return _new(cls, (run_id, step, state, attempt, idempotency_key, deadline, tool))
+                deadline: float | None, tool: str = "", trace_context: dict | None = None):
+        return _new(cls, (run_id, step, state, attempt, idempotency_key, deadline, tool, trace_context))
 
     run_id = property(itemgetter(0))
     step = property(itemgetter(1))
@@ -56,6 +58,7 @@ class ToolCall(tuple):
     idempotency_key = property(itemgetter(4))
     deadline = property(itemgetter(5))
     tool = property(itemgetter(6))
+    trace_context = property(itemgetter(7))
 
     def __setattr__(self, name, value):
         raise FrozenInstanceError(f"cannot assign to field '{name}'")

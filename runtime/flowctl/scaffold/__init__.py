@@ -23,6 +23,15 @@ NEXT_STEPS = {
         ("flowctl trace RUN", "what that run did, step by step"),
         ("flowctl graph signup -o signup.svg", "the flow drawn"),
     ],
+    "agent": [
+        ("flowctl validate", "checks every file, the prompts' names too"),
+        ("flowctl test --min-coverage 100", "the golden cases mock each model reply"),
+        ("flowctl run ticket_triage --input '{\"customer\": \"ada@example.com\", \"order_id\": \"A-1001\", "
+         "\"text\": \"The jacket arrived torn.\"}'", "a run on the scripted (fake) model profile"),
+        ("flowctl trace RUN", "model calls, the agent's tool calls, the gate's decisions"),
+        ("FLOWCTL_MODEL_PROFILE=live OPENAI_BASE_URL=... OPENAI_API_KEY=... flowctl run ticket_triage ...",
+         "the same against a real OpenAI-compatible server (pip install 'flowctl[openai]')"),
+    ],
 }
 
 

@@ -30,6 +30,7 @@ Span names and attributes (``flowctl.*``; model calls also follow the GenAI sema
     └── flowctl.step {state}  flowctl.state, flowctl.state_type, flowctl.step, flowctl.attempt
         ├── flowctl.gate {tool}   flowctl.tool, flowctl.decision, flowctl.policy, flowctl.rule
         ├── flowctl.tool {tool}   flowctl.tool, flowctl.attempt, flowctl.outcome, flowctl.error_code
+        ├── flowctl.compensate {tool}   flowctl.tool, flowctl.state, flowctl.outcome
         └── chat {model}          gen_ai.* and flowctl.reask
 
 A span that ends with an error carries ``flowctl.error_code`` and the error status.

@@ -18,7 +18,6 @@ def run(folder: str, template: str) -> int:
     steps = NEXT_STEPS.get(template, [])
     if steps:
         click.echo("\nnext:" + (f"\n  cd {folder}" if folder not in (".", "") else ""))
-        width = max(len(cmd) for cmd, _ in steps)
         for cmd, what in steps:
-            click.echo(f"  {cmd.ljust(width)}   # {what}")
+            click.echo(f"  # {what}\n  {cmd}")
     return EXIT_OK

@@ -1,11 +1,16 @@
-"""``flowctl stats``: success rate, steps, failure and retry rates per tool, step durations."""
+"""``flowctl stats``: success rate, steps, failure and retry rates per tool, step durations; with
+``--check`` the defence rates against their thresholds (exit 1 when one is over); with
+``--format prometheus`` the same figures in Prometheus' text exposition format.
+
+Thresholds: :data:`flowctl.store.health.THRESHOLDS`, overridden by ``thresholds:`` in
+``orchestration/project.yaml`` (fractions 0-1)."""
 from __future__ import annotations
 
 import json
 
 import click
 
-from flowctl.cli.commands import EXIT_OK
+from flowctl.cli.commands import EXIT_FAILED, EXIT_OK
 from flowctl.cli.commands._common import note_unknown_flow, open_reader, project_root
 from flowctl.store.history import stats
 
@@ -36,16 +41,61 @@ def parse_since(text):
         raise UsageError(f"--since {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
 
 
-def run(root, db, fmt, limit, since=None, flow=None, all_=False) -> int:
-    note_unknown_flow(root, flow)
-    store = open_reader(db, project_root(root), empty_ok=True)
+def project_thresholds(root) -> dict:
+    """``thresholds:`` of ``orchestration/project.yaml`` (``{}`` when it has none). Raises
+    ``ProjectError`` (located) when the file does not load or the value is not a mapping of
+    numbers; ``validate`` checks the names against the project schema."""
+    from flowctl.errors import ProjectError
+
+    path = root / "orchestration" / "project.yaml"
+    if not path.is_file():
+        return {}
+    from flowctl.definition.yamlio import loads
+
     try:
-        s = compute(store, limit, parse_since(since), flow=flow, children=all_)
+        data = loads(path.read_text(encoding="utf-8"), "orchestration/project.yaml")
+    except (ValueError, OSError, UnicodeDecodeError) as exc:  # located: file:line:column: message
+        raise ProjectError(str(exc), hint="flowctl validate orchestration/project.yaml") from None
+    found = (data or {}).get("thresholds") if isinstance(data, dict) else None
+    if found is None:
+        return {}
+    if not isinstance(found, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              for v in found.values()):
+        raise ProjectError("orchestration/project.yaml: thresholds must map rate names to fractions (0-1)",
+                           hint="flowctl validate shows where")
+    return found
+
+
+def run(root, db, fmt, limit, since=None, flow=None, all_=False, check=False) -> int:
+    note_unknown_flow(root, flow)
+    where = project_root(root)
+    store = open_reader(db, where, empty_ok=True)
+    try:
+        if check or fmt == "prometheus":
+            from flowctl.store.health import health
+
+            s = health(store, since=parse_since(since), limit=limit, flow=flow, thresholds=project_thresholds(where))
+        else:
+            s = compute(store, limit, parse_since(since), flow=flow, children=all_)
     finally:
         store.close()
+    over = [name for name, d in (s.get("defence") or {}).items() if d["over"]]
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))
-        return EXIT_OK
+    elif fmt == "prometheus":
+        click.echo(prometheus(s, flow), nl=False)
+    else:
+        _text(s, flow, all_)
+    if check:
+        for name in over:
+            d = s["defence"][name]
+            click.echo(f"breached: {name} {d['rate']:.1%} > {d['threshold']:.1%} ({d['part']} of {d['whole']})",
+                       err=True)
+        return EXIT_FAILED if over else EXIT_OK
+    return EXIT_OK
+
+
+def _text(s, flow, all_) -> None:
     rate = "n/a" if s["success_rate"] is None else f"{s['success_rate']:.1%}"
     scope = (f"flow {flow}, " if flow else "") + ("all runs" if all_ else "top-level runs")
     click.echo(f"runs: {s['runs']} ({scope})  " + "  ".join(f"{k}: {v}" for k, v in sorted(s["by_status"].items())))
@@ -53,4 +103,43 @@ def run(root, db, fmt, limit, since=None, flow=None, all_=False) -> int:
     click.echo(f"tool call ms: p50 {s['step_ms']['p50']:.1f}  p99 {s['step_ms']['p99']:.1f}")
     for tool, t in sorted(s["tools"].items()):
         click.echo(f"  {tool}: {t['calls']} calls, {t['failure_rate']:.0%} failed, {t['retry_rate']:.0%} retried")
-    return EXIT_OK
+    for name, d in (s.get("defence") or {}).items():
+        shown = "n/a" if d["rate"] is None else f"{d['rate']:.1%}"
+        mark = "  OVER" if d["over"] else ""
+        click.echo(f"{name}: {shown} (threshold {d['threshold']:.0%}; {d['part']} of {d['whole']}){mark}")
+
+
+def _label(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def prometheus(s: dict, flow: str | None = None) -> str:
+    """The figures of ``s`` (:func:`flowctl.store.health.health`) in Prometheus' text format 0.0.4."""
+    base = f'flow="{_label(flow)}"' if flow else ""
+    lines = []
+
+    def metric(name, kind, help_text, samples):
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            both = ",".join(x for x in (base, labels) if x)
+            lines.append(f"{name}{{{both}}} {value}" if both else f"{name} {value}")
+
+    metric("flowctl_runs", "gauge", "Runs counted (the latest --limit top-level runs), by status.",
+           [(f'status="{_label(k)}"', v) for k, v in sorted(s["by_status"].items())])
+    if s["success_rate"] is not None:
+        metric("flowctl_success_ratio", "gauge", "Succeeded over finished runs.", [("", s["success_rate"])])
+    metric("flowctl_tool_calls", "gauge", "Tool calls of the counted runs, by tool.",
+           [(f'tool="{_label(t)}"', d["calls"]) for t, d in sorted(s["tools"].items())])
+    metric("flowctl_tool_failures", "gauge", "Failed tool calls of the counted runs, by tool.",
+           [(f'tool="{_label(t)}"', d["failures"]) for t, d in sorted(s["tools"].items())])
+    metric("flowctl_tool_call_seconds", "gauge", "Tool call duration quantiles, in seconds.",
+           [('quantile="0.5"', s["step_ms"]["p50"] / 1000), ('quantile="0.99"', s["step_ms"]["p99"] / 1000)])
+    metric("flowctl_compensation_failures", "gauge", "Undos that failed for good (residue).",
+           [("", s["compensation_failures"])])
+    defence = s.get("defence") or {}
+    metric("flowctl_defence_ratio", "gauge", "The defence rates (fractions); absent when undefined.",
+           [(f'rate="{name}"', d["rate"]) for name, d in defence.items() if d["rate"] is not None])
+    metric("flowctl_defence_threshold_ratio", "gauge", "Each defence rate's alert threshold.",
+           [(f'rate="{name}"', d["threshold"]) for name, d in defence.items()])
+    return "\n".join(lines) + "\n"
