@@ -112,6 +112,33 @@ def render_targets(results: dict) -> list:
     return lines
 
 
+def render_other_targets(results: dict) -> list:
+    """Markdown lines: the targets of the other issues (16, 18–21) that the parts of this run
+    measured, one row each (``[]`` when there are none)."""
+    rows = []
+    for part, data in results.items():
+        if not isinstance(data, dict):
+            continue
+        for name, t in (data.get("targets") or {}).items():
+            number = name.split(" ", 1)[0].rstrip(".")
+            if any(number == n for n, _ in ISSUE_17) or not isinstance(t, dict) or "limit" not in t:
+                continue
+            limit = "yes" if isinstance(t["limit"], bool) else f"{'≥' if t.get('higher_is_better') else '≤'} {t['limit']:g}"
+            extra = "; ".join(f"{k} {v:.3g}" if isinstance(v, (int, float)) else f"{k} {v}"
+                              for k, v in (t.get("ratios") or {}).items())
+            if t.get("note"):
+                extra = f"{extra}; {t['note']}" if extra else t["note"]
+            verdict_text = verdict(t) if "met" in t else ("met" if t.get("value") is not None and (
+                t["value"] >= t["limit"] if t.get("higher_is_better") else t["value"] <= t["limit"]) else "**not met**")
+            rows.append(f"| {part} | {name} | {fmt_value(t)} | {limit} | {verdict_text} | {extra} |")
+    if not rows:
+        return []
+    return ["## Other issues' targets", "",
+            "The targets of issues 16 and 18–21 that this run measured (same-run ratios where a ratio is given).", "",
+            "| part | target | value | limit | verdict | notes |", "| --- | --- | ---: | ---: | --- | --- |",
+            *rows, ""]
+
+
 # ----------------------------------------------------------------------------- BENCHMARKS.md
 def _us(x: float) -> str:
     return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
@@ -178,6 +205,7 @@ def render(r: dict, commands: dict) -> str:
         "",
         *render_targets(r),
         "",
+        *render_other_targets(r),
         "Spread: every table below shows the median and, where the trials are repeated, the min–max of the "
         "trials. What dominates where a target is missed: `benchmarks/PROFILE.md`.",
     ]
