@@ -22,7 +22,8 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
     side-effecting is gated too, and every policy of every contract on it applies. Only a repeat of the call the gate allowed in this
     step (same tool, same input digest: a technical retry) is exempt from ``rate`` and ``dedupe``;
     a retry after a *denied* call, with another input, or a fallback is a new call and counted as one.
-    A gate review's approval covers only the call it showed (:func:`_approved`)."""
+    A gate review's approval covers only the call it showed (:func:`_approved`), once: the same call
+    made again later in the step (an agent asking for it twice) is reviewed again."""
     also, checked = guarded(ctx, contract, fn)
     if not checked:  # read-only everywhere: allowed without a word (policy.py rule 1)
         return
@@ -30,9 +31,12 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
     digest = input_digest(tool_input)
     granted = [c.step, contract.id, digest] + (["fallback"] if fallback else [])  # a fallback is a new call
     repeat = c.gate_granted == granted
+    approved = _approved(ctx, state, contract, digest)
+    if approved and (c.review or {}).get("used") and not repeat:
+        approved = []  # used up by the call it showed: the same call again (an agent's next one) asks again
     decision = ctx.gate.decide(contract, tool_input, run_id=ctx.id, flow=ctx.flow.id, retry=repeat, digest=digest,
                                   run_input=ctx.row["input"], params=ctx.row.get("params") or {},
-                                  context=c.context, also=also, approved=_approved(ctx, state, contract, digest))
+                                  context=c.context, also=also, approved=approved)
     ctx.emit("policy_decided", state.id, attempt, tool=contract.ref, **decision.as_dict())
     if ctx.span is not None:
         spans.gate(ctx, contract, decision)
@@ -44,6 +48,8 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
                                "a review's notify tool cannot wait for a gate review")
         return _policy_review(ctx, state, contract, decision, tool_input, digest)
     c.gate_granted = granted
+    if approved and decision.rule == "review" and not (c.review or {}).get("used"):
+        c.review = dict(c.review, used=True)  # one approval, one call (its technical retries aside)
     return None
 
 

@@ -278,3 +278,20 @@ def test_trace_shows_the_re_asks_and_the_tools_the_model_called(tmp_path, server
     out = CliRunner().invoke(main, ["trace", result.run_id, "--root", str(root), "--db", f"sqlite:///{tmp_path}/flowctl.db"])
     assert out.exit_code == 0, out.output
     assert "resolve (re-asked ×1) [get_order, refund_payment] → done" in out.output
+
+
+def test_one_approval_lets_one_call_through_the_same_call_again_is_reviewed_again(tmp_path, server):
+    # (break-it finding: one approval covered every identical call the model made later in the visit)
+    refund = ("refund_payment", {"order_id": "A1", "amount": 60})
+    server.script = [{"tool_calls": [refund]}, {"tool_calls": [refund]}, FINAL]
+    root = project(tmp_path, "openai")
+    (root / "orchestration" / "policies" / "refunds.yaml").write_text(
+        "policy: refunds\napplies_to: [refund_payment]\nallow:\n  - {field: input.amount, range: [0, 100]}\n"
+        "review_when: \"input.amount > `50`\"\n")
+    h = Harness(root)
+    paused = h.run(input=INPUT)
+    again = h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
+    assert again.status == "paused", "the second identical refund must wait for its own review"
+    assert h.ledger() == [("refund", 60)]
+    done = h.engine.resume(again.run_id, token=again.review["token"], decision="reject")
+    assert done.status == "succeeded" and h.ledger() == [("refund", 60)]
