@@ -41,7 +41,11 @@ FILES = {
     **task("s", "ship@1.0.0", extra="input: {to: context.to}\n"),
     "states/setto.yaml": "id: setto\ntype: pass\nset: {to: input.to}\n",
     "states/stop.yaml": "id: stop\ntype: fail\nerror: Stopped\n",
+    # a failure keeps what was done (no compensation): a redrive continues a run whose effects stand
     "transitions/f.yaml": ("flow: f\nversion: 1\nstart: setto\ntransitions:\n"
+                           "  - {from: setto, to: p}\n  - {from: p, to: s}\n  - {from: s, to: done}\n"
+                           "on_error:\n  - {errors: [\"*\"], compensate: false}\n"),
+    "transitions/h.yaml": ("flow: h\nversion: 1\nstart: setto\ntransitions:\n"
                            "  - {from: setto, to: p}\n  - {from: p, to: s}\n  - {from: s, to: done}\n"),
     "transitions/g.yaml": "flow: g\nversion: 1\nstart: stop\ntransitions: []\n",
 }
@@ -61,11 +65,11 @@ def test_a_failed_run_continues_from_the_failed_step_after_its_tool_is_fixed(tmp
     h = harness(tmp_path, store)
     failed = h.run("f", {"id": "1", "to": "Oslo"})
     assert failed.status == "failed" and failed.error["state"] == "s"
-    assert h.ledger() == [("pay", "1"), ("ship", "Oslo"), ("undo", "1")]  # the default handler compensated
+    assert h.ledger() == [("pay", "1"), ("ship", "Oslo")]  # the flow's handler kept the payment
     fix(h)
     result = redrive(h.engine, failed.run_id, by="key:ann", reason="carrier back up")
     assert result.status == "succeeded" and result.output == {"to": "Oslo"}
-    assert h.ledger()[3:] == [("ship", "Oslo")]  # from the failed step: setto and p are not run again
+    assert h.ledger()[2:] == [("ship", "Oslo")]  # from the failed step: setto and p are not run again
     row = h.store.get_run(failed.run_id)
     assert row["status"] == "succeeded" and row["error"] is None
     redriven = [e for e in h.store.events(failed.run_id) if e["type"] == "run_redriven"]
@@ -93,7 +97,32 @@ def test_a_redrive_that_fails_again_fails_the_run_again_with_the_new_error(tmp_p
     failed = h.run("f", {"id": "1", "to": "Oslo"})
     again = redrive(h.engine, failed.run_id)
     assert again.status == "failed" and again.error["state"] == "s"
-    assert h.ledger().count(("undo", "1")) == 1  # compensated once: the first failure emptied the saga
+    assert h.ledger() == [("pay", "1"), ("ship", "Oslo"), ("ship", "Oslo")]  # the payment is not made twice
+
+
+def test_a_run_whose_failure_compensated_its_effects_is_not_redriven(tmp_path):
+    # (break-it finding: the redrive "succeeded" after the payment it rested on had been refunded)
+    h = harness(tmp_path)
+    failed = h.run("h", {"id": "1", "to": "Oslo"})
+    assert h.ledger() == [("pay", "1"), ("ship", "Oslo"), ("undo", "1")]  # the default handler compensated
+    fix(h)
+    with pytest.raises(UsageError, match=r"undid 1 side effect\(s\) \(pay@1.0.0\)"):
+        redrive(h.engine, failed.run_id, by="ann")
+    assert h.store.get_run(failed.run_id)["status"] == "failed"
+    assert "run_redriven" not in [e["type"] for e in h.store.events(failed.run_id)]
+
+
+def test_an_edit_of_a_context_key_a_policy_reads_is_refused(tmp_path):
+    # (break-it finding: editing context.limit turned the gate's denial into an executed charge)
+    files = {**FILES, "policies/allow_all.yaml": "policy: allow_all\napplies_to: [pay]\nallow:\n"
+                                                 "  - {field: input.id, in: {expr: context.allowed}}\n",
+             "states/setto.yaml": "id: setto\ntype: pass\nset: {to: input.to, allowed: \"['2']\"}\n"}
+    h = Harness(build(tmp_path, files, TOOLS))
+    failed = h.run("f", {"id": "1", "to": "Oslo"})
+    assert failed.error["type"] == "PolicyDenied" and h.ledger() == []
+    with pytest.raises(UsageError, match="allowed, which the policy gate reads \\(allow_all\\)"):
+        redrive(h.engine, failed.run_id, context={"to": "Oslo", "allowed": ["1"]}, by="ann")
+    assert h.ledger() == [] and h.store.get_run(failed.run_id)["status"] == "failed"
 
 
 @pytest.mark.parametrize("case", ["succeeded", "fail_state", "bad_context"])

@@ -13,7 +13,9 @@ Refused (:class:`~flowctl.errors.UsageError`, nothing recorded): a run that is n
 child run (its parent has handled the failure; redrive the parent); a run that ended at a ``fail``
 state (it failed by design, not at a step); a run of a flow with sensitive fields (their values
 are dropped from the row when the run ends, so its input can no longer be replayed); a context that
-is not a JSON object. A redrive racing another command raises :class:`~flowctl.errors.RunConflict`
+is not a JSON object; a run whose failure compensated side effects (it would continue as if they
+had happened); an edited context that changes a key a policy reads (the gate must not judge a call
+against values an operator typed). A redrive racing another command raises :class:`~flowctl.errors.RunConflict`
 (one conditional commit owns the run, as a cancel does).
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from flowctl.engine.loop import Runner
 from flowctl.engine.result import RunResult
 from flowctl.engine.sensitive import flow_fields
 from flowctl.errors import UsageError
+from flowctl.gate.policy import context_keys_read
 
 
 def redrive(engine, run_id: str, *, by: str | None = None, reason: str | None = None,
@@ -56,7 +59,13 @@ def redrive(engine, run_id: str, *, by: str | None = None, reason: str | None = 
     if state is None or state.type == "fail":
         raise UsageError(f"run {row['id']} ended at '{state_id}', a fail state of its flow: it failed by design, "
                          "not at a step", hint="start a new run with the input it needs")
+    undone = _compensated(engine.store, row["id"])
+    if undone:
+        raise UsageError(f"run {row['id']}: its failure undid {len(undone)} side effect(s) ({', '.join(undone)}); "
+                         "continuing would go on as if they had happened",
+                         hint="start a new run (its saga starts from nothing), or fix what failed and run again")
     if context is not None:
+        _refuse_gate_inputs(project, c.context, context, row["id"])
         runner.emit("context_overridden", state_id, by=by, reason=reason, before=copy.deepcopy(c.context),
                     after=context)
         c.context = copy.deepcopy(context)
@@ -68,3 +77,29 @@ def redrive(engine, run_id: str, *, by: str | None = None, reason: str | None = 
 
 
 __all__ = ["redrive"]
+
+
+def _refuse_gate_inputs(project, before: dict, after: dict, run_id: str) -> None:
+    """Refuse (``UsageError``) an edit of a context key a policy reads: the gate would otherwise judge
+    a call against a value the operator typed, and a denial could be edited into an allow."""
+    read = context_keys_read(project)
+    changed = {k for k in set(before) | set(after) if k not in before or k not in after or before[k] != after[k]}
+    touched = sorted(k for k in changed if k in read) if "*" not in read else sorted(changed)
+    if touched:
+        policies = sorted({p for k in touched for p in read.get(k, read.get("*", []))} | set(read.get("*", [])))
+        raise UsageError(f"run {run_id}: the edit changes {', '.join(touched)}, which the policy gate reads "
+                         f"({', '.join(policies)}); an operator's edit cannot decide what the gate allows",
+                         hint="edit only what no policy reads, or change the policy by pull request and start a new run")
+
+
+def _compensated(store, run_id: str) -> list:
+    """The tools whose effects the run's last failure compensated (since its last redrive)."""
+    from flowctl.store.events import iter_events
+
+    undone: list = []
+    for ev in iter_events(store, run_id):
+        if ev["type"] == "run_redriven":
+            undone = []
+        elif ev["type"] == "compensation_started":
+            undone.append(str((ev.get("data") or {}).get("tool")))
+    return undone

@@ -266,6 +266,32 @@ def function_aliases(engine, project, fn, tools_folder: str) -> tuple:
     return tuple(sorted(hit[1])) if hit is not None else ()
 
 
+def context_keys_read(project) -> dict:
+    """``{top-level context key: [policy names]}`` the gate reads — in a check's ``field``, an
+    ``{expr: …}`` operand or ``review_when``; the key ``"*"`` when an expression reads the context
+    as a whole (``context`` not followed by ``.name``). What an operator may not edit in a run:
+    a value the gate trusts must come from the run, not from the person overriding it."""
+    import re
+
+    found: dict = {}
+    ref = re.compile(r"\bcontext\b(\.([A-Za-z_][A-Za-z0-9_]*))?")
+
+    def scan(text, name):
+        if isinstance(text, str):
+            for m in ref.finditer(text):
+                found.setdefault(m.group(2) or "*", set()).add(name)
+
+    for name, p in project.policies.items():
+        scan(p.review_when, name)
+        for check in p.allow:
+            scan(check.field_expr, name)
+            values = check.value if isinstance(check.value, list) else [check.value]
+            for v in values:
+                if isinstance(v, dict):
+                    scan(v.get("expr"), name)
+    return {k: sorted(v) for k, v in found.items()}
+
+
 def _same(a, b) -> bool:
     """JSON equality: ``true`` is not ``1`` and ``false`` is not ``0`` (Python's ``==`` says they are)."""
     if isinstance(a, bool) or isinstance(b, bool):
