@@ -99,3 +99,12 @@ def test_a_recorded_check_is_one_write_transaction_on_a_sql_store(api):
     assert r.status_code == 200 and r.json()["decision"] == "allow" and r.json()["seq"] == 1
     assert len(commits) == 1  # the gate log's count-and-record and the service log row, together
     assert len(api.service.log.session("s1")) == 1
+
+
+def test_a_session_named_like_a_run_or_another_keys_session_spends_only_its_own_budget(api):
+    # (break-it finding: a gate-only key using a real run's id as its session spent that run's budget)
+    a, b = api.key("agent-a", "gate"), api.key("agent-b", "gate")
+    assert [check(api, a, "refund", {"amount": i}, session="run-1")["decision"] for i in (1, 2, 3)] == [
+        "allow", "allow", "deny"]  # refunds: 2 per run (here: per key and session)
+    assert api.store.gate_count("run_id", "run-1", "refund", 0) == 0  # the run "run-1" was not charged
+    assert check(api, b, "refund", {"amount": 1}, session="run-1")["decision"] == "allow"  # b's own budget

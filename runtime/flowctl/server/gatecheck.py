@@ -9,7 +9,10 @@ order (:func:`flowctl.engine.calls.call_tool`, then :func:`flowctl.engine.gateca
 3. :meth:`flowctl.gate.policy.Gate.decide`, following the function as the engine does (the
    policies of every contract on the same entrypoint, or on the same resolved function object:
    :func:`~flowctl.gate.policy.function_aliases`). The session stands where a run would: ``rate
-   per: run`` and ``dedupe`` count per session, and ``allow`` checks see ``run.id`` = the session,
+   per: run`` and ``dedupe`` count per session of the calling key (:func:`gate_run_id`: a session
+   is never a run, and a caller choosing a new session gets a new per-run budget, so limits meant
+   for every caller are ``per: tool`` or ``per: flow``), and ``allow`` checks see ``run.id`` =
+   ``gate:<key>:<session>``,
    ``flow`` = ``''``, and empty ``run_input``, ``params`` and ``context`` — a caller cannot supply
    the run data a policy trusts.
 
@@ -96,12 +99,19 @@ class _Joined:
         self._conn.execute(self._store.t.gate_log.insert().values(**entry))
 
 
+def gate_run_id(caller, session: str) -> str:
+    """What the gate counts a session's checks under: ``gate:<key name>:<session>``. Namespaced by
+    the key, and holding a ``:`` no run id has, so a caller can neither spend a real run's ``rate
+    per: run`` / ``dedupe`` budget nor another key's."""
+    return f"gate:{caller.name}:{session}"
+
+
 def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
     decision, contract = refusal(service, tool, tool_input)
     digest = input_digest(tool_input)
     if decision is None:
         gate = service.gate if conn is None else Gate(service.project, _Joined(service.store, conn), service.gate.clock)
-        decision = gate.decide(contract, tool_input, run_id=session, flow="", record=not dry_run,
+        decision = gate.decide(contract, tool_input, run_id=gate_run_id(caller, session), flow="", record=not dry_run,
                                digest=digest, run_input=None, params={}, context={},
                                also=_aliases(service, contract))
     secrets = Secrets(contract.sensitive if contract is not None else ())
