@@ -99,3 +99,19 @@ def test_signing_out_needs_the_token_and_ends_the_session(console):
     token = console.csrf(c, "/console/runs")
     c.post("/console/signout", data={"csrf": token}, follow_redirects=False)
     assert c.get("/console/runs", follow_redirects=False).status_code == 303
+
+
+def test_a_copy_of_a_signed_out_cookie_opens_nothing(console):
+    # (break-it finding: the old cookie and its CSRF token still cancelled a run after sign-out)
+    paused = console.engine.run("charge", {"amount": 10, "card": "4111"})
+    c = console.client(console.key("ann", "runs:read", "runs:write", "reviews"))
+    token = console.csrf(c, "/console/runs")
+    stolen = dict(c.cookies)
+    c.post("/console/signout", data={"csrf": token}, follow_redirects=False)
+    other = c.__class__(c.app, base_url=str(c.base_url))
+    other.cookies.update(stolen)
+    assert other.get("/console/reviews", follow_redirects=False).status_code == 303  # to the sign-in page
+    r = other.post(f"/console/runs/{paused.run_id}/cancel", data={"reason": "x", "csrf": token},
+                   follow_redirects=False)
+    assert r.status_code in (303, 401, 403)
+    assert console.store.get_run(paused.run_id)["status"] == "paused"

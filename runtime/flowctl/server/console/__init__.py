@@ -10,7 +10,7 @@ library directly (the store's readers, the engine, :mod:`flowctl.graph`), never 
 from __future__ import annotations
 
 import secrets as _secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse
@@ -25,6 +25,9 @@ class Console:
 
     service: object
     secret: bytes
+    #: sessions signed out (their CSRF tokens' SHA-256): refused until they would have expired.
+    #: Per process, like the default secret (a restart signs everyone out anyway).
+    ended: set = field(default_factory=set)
 
 
 def mount(app, service, *, secret: bytes | None = None) -> None:

@@ -36,6 +36,10 @@ PRE_COOKIE = "flowctl_signin"
 SESSION_SECONDS = 8 * 3600
 
 
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 def _sign(secret: bytes, payload: bytes) -> str:
     return hmac.new(secret, payload, hashlib.sha256).hexdigest()
 
@@ -67,6 +71,8 @@ def viewer_of(request: Request) -> Viewer | None:
     console = request.app.state.console
     data = decode(console.secret, request.cookies.get(COOKIE))
     if data is None:
+        return None
+    if _digest(str(data.get("c") or "")) in console.ended:  # signed out: the cookie no longer opens anything
         return None
     row = next((r for r in console.service.keys.list() if r["key_id"] == data.get("k")), None)
     if row is None or row.get("revoked_at") is not None or row["name"] != data.get("n"):
@@ -119,7 +125,12 @@ async def signin(request: Request):
 
 
 def signout(request: Request, viewer: Viewer, fields: dict):
-    """End the session (a POST with the CSRF token, like every action: :func:`action` ``(None)``)."""
+    """End the session (a POST with the CSRF token, like every action: :func:`action` ``(None)``):
+    the cookie is deleted *and* refused from now on, wherever a copy of it is."""
+    console = request.app.state.console
+    console.ended.add(_digest(viewer.csrf))
+    console.service.log.append("access", {"at": time.time(), "caller": viewer.name, "kind": "console_signout",
+                                          "outcome": "signed_out", "reason": "signed out of the console"})
     response = go(request, PREFIX + "/signin")
     response.delete_cookie(COOKIE, path=PREFIX)
     return response
