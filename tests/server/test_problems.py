@@ -97,3 +97,14 @@ def test_junk_on_every_endpoint_is_a_4xx_problem(api, content_type):
         assert 400 <= r.status_code < 500 or r.status_code in (200, 201), (method, path, r.status_code, r.text)
         if r.status_code >= 400:
             assert r.headers["content-type"] == PROBLEM and r.json()["code"], (method, path, r.text)
+
+
+def test_a_lone_surrogate_or_a_body_nested_too_deeply_is_a_400_problem_not_a_500(api):
+    # (break-it findings: "\ud800" gave a 500 UnicodeEncodeError; 100k-deep JSON a RecursionError)
+    h = api.key("agent", "gate")
+    r = api.client.post("/v1/gate/check", content=b'{"tool": "refund", "input": {"note": "\\ud800"}}',
+                        headers={**h, "Content-Type": "application/json"})
+    assert r.status_code in (400, 422) and r.headers["content-type"].startswith("application/problem+json")
+    deep = b'{"tool": "refund", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r = api.client.post("/v1/gate/check", content=deep, headers={**h, "Content-Type": "application/json"})
+    assert 400 <= r.status_code < 500 and r.headers["content-type"].startswith("application/problem+json")

@@ -112,6 +112,17 @@ def install(app: FastAPI) -> None:
             headers = {"WWW-Authenticate": "Bearer"}
         return problem(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, headers=headers)
 
+    @app.exception_handler(RecursionError)
+    async def _too_deep(request: Request, exc: RecursionError):  # json.loads of a body nested 100,000 deep
+        return problem(400, INVALID_REQUEST, "the request nests too deeply to be read",
+                       hint="send JSON nested at most a few hundred levels")
+
+    @app.exception_handler(UnicodeError)
+    async def _not_text(request: Request, exc: UnicodeError):  # valid JSON holding a lone surrogate ("\ud800")
+        return problem(400, INVALID_REQUEST, "the request holds text that is not valid Unicode "
+                       "(a lone surrogate such as \\ud800)",
+                       hint="send UTF-8 text: surrogates only in pairs")
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):  # Starlette re-raises it: Guard logs it
         return problem(500, INTERNAL, "the server failed to answer this request; it was logged",

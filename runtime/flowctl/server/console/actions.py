@@ -75,8 +75,8 @@ def routes(router, service) -> None:
             return message(request, 422, "Not done", "Say why you edit the context (the reason is recorded).")
         try:
             context = json.loads(fields.get("context") or "")
-        except ValueError as exc:
-            return message(request, 422, "Not done", f"The context is not JSON: {exc}")
+        except (ValueError, RecursionError) as exc:
+            return message(request, 422, "Not done", f"The context is not JSON (or nests too deeply): {exc}")
         if not isinstance(context, dict):
             return message(request, 422, "Not done", "The context must be a JSON object.")
         result = redrive_run(service.engine, request.path_params["run_id"], by=viewer.by, reason=reason,

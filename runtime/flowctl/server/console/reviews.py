@@ -66,8 +66,8 @@ def data_from(fields: list, posted: dict):
             return None
         try:
             data = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"the data is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"the data is not JSON (or nests too deeply): {exc}") from None
         if not isinstance(data, dict):
             raise ValueError("the data must be a JSON object")
         return data
