@@ -204,3 +204,22 @@ def test_health_page(served, page):
     expect(page.locator("#runs-count")).to_have_text("5")
     expect(page.locator("#rate-human_takeover_rate")).to_have_class("over")
     shot(page, "health")
+
+
+def test_a_decision_dismissed_at_its_confirmation_is_not_made(served, browser):
+    # (new-user finding: the inbox's buttons decided at once, without their confirmation)
+    c = served.console
+    paused = c.engine.run("grant", {"customer": "Acme"})
+    context = browser.new_context()
+    p = context.new_page()
+    asked = []
+    p.on("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    p.set_default_timeout(20_000)
+    try:
+        sign_in(p, served, c.key("rita", "runs:read", "reviews"), start="/console/reviews")
+        p.locator(f"#review-{paused.run_id} button.decision-reject").click()
+        expect(p.locator(f"#review-{paused.run_id}")).to_be_visible()
+        assert asked and "reject" in asked[0]
+        assert c.store.get_run(paused.run_id)["status"] == "paused"
+    finally:
+        context.close()
