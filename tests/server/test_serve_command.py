@@ -49,3 +49,21 @@ def test_serve_refuses_a_public_host_without_a_key(tmp_path):
 def test_loopback_addresses():
     assert all(loopback(h) for h in ("127.0.0.1", "127.3.2.1", "::1", "[::1]", "localhost"))
     assert not any(loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
+
+
+def test_serve_on_a_port_in_use_is_a_clear_usage_error_before_it_claims_to_serve(tmp_path):
+    # (new-user finding: it printed "flowctl serve: http://…", then uvicorn's error, then exit 3)
+    import socket
+
+    root = make_server_project(tmp_path)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        r = cli("serve", "--port", str(port), "--root", str(root), "--db", f"sqlite:///{tmp_path}/s.db")
+    finally:
+        taken.close()
+    assert r.exit_code == 2, r.output
+    assert f"cannot listen on 127.0.0.1:{port}" in r.output and "--port" in r.output
+    assert "flowctl serve: http" not in r.output

@@ -46,8 +46,31 @@ def run(host, port, root, db, rate, burst) -> int:
             click.echo("note: no API key yet: every /v1 request is refused (401) until one is created with "
                        "flowctl keys create NAME --scope gate", err=True)
         app = create_app(project, store, rate=rate, burst=burst)
+        sock = _listen(host, port)  # bound here, so a port in use is a clear error before anything is said
+        port = sock.getsockname()[1]
         click.echo(f"flowctl serve: http://{host}:{port} (OpenAPI at /openapi.json; store {store.url})", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", server_header=False))
+        server.run(sockets=[sock])
     finally:
         store.close()
     return 0
+
+
+def _listen(host: str, port: int):
+    """A TCP socket bound to ``host:port`` (port 0: any free one). Raises ``UsageError`` when the
+    address cannot be had (in use, not this machine's, no permission)."""
+    import socket
+
+    from flowctl.errors import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = ("another process listens there: stop it, or choose another port, e.g. --port 8081"
+                if exc.errno in (98, 48) else "check --host and --port")
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint=hint) from None
+    return sock
