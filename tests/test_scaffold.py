@@ -22,7 +22,7 @@ def test_a_scaffolded_project_validates_and_passes_its_cases_and_contracts(tmp_p
     made = _flowctl(tmp_path, "init", "proj", "--template", template)
     assert made.returncode == 0, made.stderr
     proj = tmp_path / "proj"
-    for args in (("validate", "--strict"), ("test", "--min-coverage", "100"), ("test", "--contracts")):
+    for args in (("validate", "--strict", "--import-check"), ("test", "--min-coverage", "100"), ("test", "--contracts")):
         done = _flowctl(proj, *args)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
     assert "0 skipped" in _flowctl(proj, "test", "--contracts").stdout  # side effects run in a sandbox

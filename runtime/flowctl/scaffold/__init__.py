@@ -17,14 +17,14 @@ SKIP = {"__pycache__"}
 # What to try first, per template: (command, what it shows).
 NEXT_STEPS = {
     "basic": [
-        ("flowctl validate", "checks every file (what CI runs)"),
+        ("flowctl validate --import-check", "checks every file and imports every tool (what CI should run)"),
         ("flowctl test --min-coverage 100", "runs the golden cases in orchestration/tests/"),
         ("flowctl run signup --input '{\"email\": \"ada@example.com\", \"plan\": \"team\"}'", "a real run"),
         ("flowctl trace RUN", "what that run did, step by step"),
         ("flowctl graph signup -o signup.svg", "the flow drawn"),
     ],
     "agent": [
-        ("flowctl validate", "checks every file, the prompts' names too"),
+        ("flowctl validate --import-check", "checks every file and the prompts' names, and imports every tool"),
         ("flowctl test --min-coverage 100", "the golden cases mock each model reply"),
         ("flowctl run ticket_triage --input '{\"customer\": \"ada@example.com\", \"order_id\": \"A-1001\", "
          "\"text\": \"The jacket arrived torn.\"}'", "a run on the scripted (fake) model profile"),
