@@ -56,3 +56,18 @@ def test_an_include_reads_only_the_snapshots_prompts(tmp_path):
         p, s = project("{% include '" + name + "' %}")
         with pytest.raises(ExpressionError, match="TemplateNotFound"):
             render(p, s, SCOPE)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("{% for a in range(10000) %}{% for b in range(10000) %}{% endfor %}{% endfor %}", "budget"),
+    ("{% for a in range(100000) %}x{% endfor %}", "range too big"),
+    ("{% for a in range(10000) %}{% for b in range(10000) %}xxxxxxxxxx{% endfor %}{% endfor %}", "characters"),
+])
+def test_a_template_that_would_run_for_ever_or_grow_without_end_is_stopped(text, says, monkeypatch):
+    # (break-it finding: nested loops passed validate and hung the run with no render budget)
+    import flowctl.engine.prompts as prompts
+
+    monkeypatch.setattr(prompts, "RENDER_SECONDS", 0.5)
+    p, s = project(text)
+    with pytest.raises(ExpressionError, match=says):
+        render(p, s, SCOPE)
