@@ -63,3 +63,12 @@ def test_an_existing_gitignore_is_kept(tmp_path):
     written = init(tmp_path, "basic")
     assert (tmp_path / ".gitignore").read_text() == "mine\n"
     assert all(".gitignore" != p.name for p in written)
+
+
+def test_a_dangling_link_or_an_unwritable_folder_is_a_usage_error_and_nothing_is_kept(tmp_path):
+    # (break-it finding: both were "internal error: this is a flowctl bug")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UsageError, match="does not exist"):
+        init(tmp_path / "dangling")
+    done = _flowctl(tmp_path, "init", "/proc/self")
+    assert done.returncode == 2 and "cannot write the project" in done.stderr and "internal error" not in done.stderr

@@ -7,6 +7,7 @@ folder already holds an ``orchestration/`` folder or the template is unknown.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from flowctl.errors import UsageError
@@ -63,12 +64,22 @@ def init(target: str | Path, template: str = "basic") -> list[Path]:
         if dest == Path(".gitignore") and (root / dest).exists():
             continue
         plan.append((path, dest))
+    if root.is_symlink() and not root.exists():
+        raise UsageError(f"{root} is a link to {os.readlink(root)}, which does not exist; nothing was written",
+                         hint="give a real folder, or a new name")
     written = []
-    for path, dest in plan:
-        out = root / dest
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(path.read_bytes())
-        written.append(dest)
+    try:
+        for path, dest in plan:
+            out = root / dest
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(path.read_bytes())
+            written.append(dest)
+    except OSError as exc:
+        for dest in reversed(written):  # nothing half-written: take back what this call wrote
+            (root / dest).unlink(missing_ok=True)
+        raise UsageError(f"cannot write the project into {root}: {exc.strerror or exc}"
+                         f"{' (' + exc.filename + ')' if exc.filename else ''}; nothing was kept",
+                         hint="give a folder you can write to") from None
     return written
 
 
