@@ -72,3 +72,13 @@ def test_a_dangling_link_or_an_unwritable_folder_is_a_usage_error_and_nothing_is
         init(tmp_path / "dangling")
     done = _flowctl(tmp_path, "init", "/proc/self")
     assert done.returncode == 2 and "cannot write the project" in done.stderr and "internal error" not in done.stderr
+
+
+def test_the_templates_tools_keep_their_data_in_the_project_whatever_the_current_folder(tmp_path):
+    # (new-user finding: run with --root from elsewhere, the tools opened a second database there)
+    init(tmp_path / "p", "basic")
+    done = _flowctl(tmp_path, "run", "signup", "--root", "p", "-q",
+                    "--input", json.dumps({"email": "ada@example.com", "plan": "team"}))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "p" / ".flowctl" / "accounts.sqlite").is_file()
+    assert not (tmp_path / ".flowctl" / "accounts.sqlite").exists()

@@ -1,6 +1,6 @@
 """Tools of the ``ticket_triage`` flow over a small SQLite shop, seeded on first use.
 
-Path: ``$SHOP_DB``, default ``.flowctl/shop.sqlite`` relative to the current folder. Seeded orders:
+Path: ``$SHOP_DB``, default ``.flowctl/shop.sqlite`` in the project folder. Seeded orders:
 A-1001 (49.90 EUR, delivered), A-1004 (899.00 EUR, delivered: over the refunds policy's limit).
 ``refund`` is keyed by ``call.idempotency_key``; ``refunded`` is its verify and ``cancel_refund``
 its compensation. Replace these with calls to your own systems; keep the three functions.
@@ -14,11 +14,15 @@ from pathlib import Path
 
 from flowctl import ToolError
 
+#: the project folder (this file is orchestration/tools/<package>/<module>.py): the data lives in
+#: its .flowctl/, whatever the current folder of the command that runs the tools
+PROJECT = Path(__file__).resolve().parents[3]
+
 SEED = [("A-1001", "delivered", 4990, "EUR", "P-1001"), ("A-1004", "delivered", 89900, "EUR", "P-1004")]
 
 
 def _connect() -> sqlite3.Connection:
-    path = Path(os.environ.get("SHOP_DB") or ".flowctl/shop.sqlite")
+    path = Path(os.environ.get("SHOP_DB") or PROJECT / ".flowctl" / "shop.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, status TEXT, cents INTEGER,"

@@ -1,6 +1,6 @@
 """Tools of the ``signup`` flow, over a small SQLite database.
 
-Path: ``$ACCOUNTS_DB``, default ``.flowctl/accounts.sqlite`` relative to the current folder.
+Path: ``$ACCOUNTS_DB``, default ``.flowctl/accounts.sqlite`` in the project folder.
 Each side-effecting tool has a ``verify`` (did it happen?) and a ``compensate`` (undo it), and is
 keyed by ``call.idempotency_key`` so a retried call does nothing twice. Replace these with calls
 to your own systems; keep the three functions per side effect.
@@ -14,9 +14,13 @@ from pathlib import Path
 
 from flowctl import ToolError
 
+#: the project folder (this file is orchestration/tools/<package>/<module>.py): the data lives in
+#: its .flowctl/, whatever the current folder of the command that runs the tools
+PROJECT = Path(__file__).resolve().parents[3]
+
 
 def _connect() -> sqlite3.Connection:
-    path = Path(os.environ.get("ACCOUNTS_DB") or ".flowctl/accounts.sqlite")
+    path = Path(os.environ.get("ACCOUNTS_DB") or PROJECT / ".flowctl" / "accounts.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE IF NOT EXISTS accounts (account_id TEXT PRIMARY KEY, email TEXT UNIQUE,"
