@@ -36,6 +36,17 @@ def test_flowctl_model_profile_overrides_the_default_profile(tmp_path, monkeypat
     assert called(h)[-1]["profile"] == "other"
 
 
+def test_an_unknown_flowctl_model_profile_is_refused_before_a_run_is_created(tmp_path, monkeypatch):
+    # (new-user finding: it became a stored failed run, exit 1)
+    from flowctl.errors import UsageError
+
+    h = Harness(project(tmp_path))
+    monkeypatch.setenv("FLOWCTL_MODEL_PROFILE", "bogus")
+    with pytest.raises(UsageError, match="FLOWCTL_MODEL_PROFILE=bogus names no profile"):
+        h.run(input={"card": "x", "name": "y"})
+    assert h.store.list_runs() == []
+
+
 def test_the_cost_limit_raises_budget_exceeded_through_the_error_layers(tmp_path):
     root = project(tmp_path, limits="limits: {cost: 0.001}\non_error:\n  - {errors: [BudgetExceeded], goto: done}\n")
     (root / "orchestration" / "models.yaml").write_text(

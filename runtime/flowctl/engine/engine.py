@@ -33,7 +33,8 @@ from flowctl.engine import cancel as cancelling
 from flowctl.engine import lifecycle
 from flowctl.engine.clock import SystemClock
 from flowctl.engine.context import process_owner
-from flowctl.engine.flowfiles import flow_files, missing_parts, refuse_unchecked, started_flows, tool_refs
+from flowctl.engine.flowfiles import (flow_files, missing_parts, refuse_unchecked, refuse_unknown_profile,
+                                      started_flows, tool_refs)
 from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
 from flowctl.engine.tools import resolve
@@ -159,6 +160,7 @@ class Engine:
         if not self.check or flow.id in self._checked:
             return
         refuse_unchecked(self.project, flow)
+        refuse_unknown_profile(self.project, flow)
         self._resolve_tools(flow)
         self._checked.add(flow.id)
         for child in started_flows(self.project, flow):  # the flows its parallel/map/subflow states start

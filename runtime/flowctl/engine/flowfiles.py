@@ -180,6 +180,29 @@ def remember_checked(project, flow) -> None:
         pass
 
 
+def refuse_unknown_profile(project, flow) -> None:
+    """Refuse (``UsageError``, before a run is created) a ``FLOWCTL_MODEL_PROFILE`` naming no
+    profile of ``orchestration/models.yaml`` when ``flow`` has a model state on ``model: default``
+    (which the variable overrides). A state naming an unknown profile itself is FC901 (validate)."""
+    import os
+
+    wanted = os.environ.get("FLOWCTL_MODEL_PROFILE")
+    if not wanted:
+        return
+    models = getattr(project, "models", None)
+    known = set(models.profiles) if models is not None else set()
+    if wanted in known:
+        return
+    for sid in sorted(flow_graph(project, flow)):
+        state = project.states.get(sid)
+        if state is not None and state.type in ("llm", "agent") and getattr(state, "model", None) == "default":
+            from flowctl.errors import UsageError
+
+            raise UsageError(f"FLOWCTL_MODEL_PROFILE={wanted} names no profile of orchestration/models.yaml "
+                             f"(state '{sid}' of flow '{flow.id}' would use it)",
+                             hint="profiles: " + (", ".join(sorted(known)) or "none") + "; or unset the variable")
+
+
 def refuse_unchecked(project, flow, diagnostics=None) -> None:
     """:func:`refuse_broken` of ``flow`` on ``diagnostics`` (None: ``validate(project)``, run only
     when needed), unless this definition's ``flow`` passed it before; a pass is remembered.
@@ -194,5 +217,5 @@ def refuse_unchecked(project, flow, diagnostics=None) -> None:
     remember_checked(project, flow)
 
 
-__all__ = ["flow_files", "missing_parts", "refuse_broken", "refuse_unchecked", "started_flows", "tool_refs",
+__all__ = ["flow_files", "missing_parts", "refuse_broken", "refuse_unchecked", "refuse_unknown_profile", "started_flows", "tool_refs",
            "was_checked", "remember_checked", "check_key"]
