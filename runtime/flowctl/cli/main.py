@@ -398,7 +398,7 @@ def policy_check(tool, input_, flow, run_id, run_input, context_, params, root, 
 
     \b
     Example:
-      flowctl policy check send_email --input @orchestration/examples/send_email_input.json
+      flowctl policy check send_email --input @orchestration/examples/tool_inputs/send_email.json
       flowctl policy check refund_payment --input '{"order_id": "A-1001", "payment_id": "P-1001",
           "amount": 49.9, "currency": "EUR"}' --run-input '{"order_id": "A-1001"}'
     The input must satisfy the contract's input_schema (a run fails such a call before the gate).
