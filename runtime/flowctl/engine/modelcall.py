@@ -13,7 +13,7 @@ stores each message once; ``digest`` is the sha256 of the whole conversation as 
 for a run with secrets: after redaction). Events are redacted by the run's sensitive-value machinery
 (:mod:`flowctl.engine.sensitive`) when they are emitted. A call that raised is recorded as
 ``model_failed`` ``{call_id, provider, model, error, message, latency_ms}`` and its error raised
-through the state's ``retry`` (:func:`with_retries`) and the error layers.
+through the state's ``retry`` (:func:`flowctl.engine.retry.with_retries`) and the error layers.
 
 Token budget: every call's usage is added to the checkpoint (``cursor.extra["model_usage"]``:
 ``{tokens, cost}`` for the run); past the flow's ``limits.tokens`` or ``limits.cost`` the call
@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import time
 
 from flowctl.engine import spans
+from flowctl.engine.retry import with_retries
 from flowctl.errors import BudgetExceeded, ToolError, handler_names
 from flowctl.models import ModelRequest, provider_for
 from flowctl.store.audit import encode_data
@@ -150,33 +150,6 @@ def _spend(ctx, usage, cost) -> None:
         raise BudgetExceeded(f"the run's model calls used {spent['tokens']} tokens, over limits.tokens {tokens}")
     if money is not None and spent["cost"] > money:
         raise BudgetExceeded(f"the run's model calls cost {spent['cost']:g}, over limits.cost {money:g}")
-
-
-def with_retries(ctx, state, attempt_fn):
-    """``attempt_fn()`` under the state's ``retry`` rules, as a task's tool call (the first matching
-    rule decides; ``max_attempts`` counts every call; a delay over the engine's
-    ``max_inline_wait`` parks the run ``waiting`` and the state is entered again when it is due)."""
-    c = ctx.cursor
-    while True:
-        attempt = c.attempt
-        try:
-            return attempt_fn()
-        except Exception as exc:  # noqa: BLE001 - retried, or raised to the handler layers
-            names = handler_names(exc)  # the first rule that matches by name (or "*"), as task.retry_rule
-            rule = next((r for r in state.retry if "*" in r.errors or any(n in r.errors for n in names)), None)
-            if rule is None or attempt >= rule.max_attempts:
-                raise
-            delay = min(rule.interval * rule.backoff ** (attempt - 1), rule.max_delay or float("inf"))
-            if rule.jitter == "full":
-                delay = random.uniform(0, delay)
-            c.attempt = attempt + 1
-            c.state_info = dict(c.state_info or {}, attempt=attempt + 1)
-            ctx.emit("retry_scheduled", state.id, attempt, error=handler_names(exc)[0], message=str(exc),
-                     delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
-            if delay > ctx.engine.max_inline_wait:
-                return ctx.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
-                                ctx.clock.time() + delay)
-            ctx.clock.sleep(delay)
 
 
 def schema_instruction(schema, *, agent: bool) -> str:

@@ -3,7 +3,7 @@
 Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
 :mod:`flowctl.server.auth`; every error is a problem, see :mod:`flowctl.server.problems`):
 
-* ``GET /healthz`` — liveness, no key. ``GET /openapi.json`` — this API's OpenAPI document.
+* ``GET /healthz`` — liveness, no key. ``GET /metrics`` [runs:read] — Prometheus text format. ``GET /openapi.json`` — this API's OpenAPI document.
 * ``POST /v1/gate/check`` [gate] — allow / deny / review for one tool call (:mod:`flowctl.server.gatecheck`).
 * ``GET /v1/runs`` [runs:read] — runs newest first; ``status``, ``flow``, ``limit`` (1-200),
   ``cursor`` (the previous page's ``next_cursor``), ``all`` (child runs too).
@@ -36,8 +36,8 @@ import time
 
 import anyio
 from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.responses import StreamingResponse
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
@@ -177,6 +177,17 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         from flowctl.store.history import stats
 
         return stats(store, limit, since, flow=flow, children=children)
+
+    @app.get("/metrics", tags=["runs"], responses=errs, response_class=PlainTextResponse)
+    def metrics(limit: int = Query(1000, ge=1, le=100000), flow: str | None = Query(None, max_length=200),
+                caller: Caller = Depends(need("runs:read"))):
+        """The health figures and defence rates of the latest ``limit`` runs in Prometheus' text
+        format (a scrape job with ``authorization: {credentials: <key>}``, scope ``runs:read``)."""
+        from flowctl.store.health import health
+        from flowctl.telemetry.metrics import prometheus
+
+        return PlainTextResponse(prometheus(health(store, limit=limit, flow=flow), flow),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/v1/runs", response_model=models.Submitted, status_code=201, responses=errs, tags=["runs"])
     def submit_run(body: models.SubmitRun, caller: Caller = Depends(need("runs:write"))):

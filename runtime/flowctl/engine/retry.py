@@ -1,0 +1,47 @@
+"""A state's ``retry`` rules around one call: the first rule matching the error by name (or ``*``)
+decides; ``max_attempts`` counts every call; the delay is ``interval × backoff^(attempt-1)``, capped
+by ``max_delay``, with full jitter if asked; a delay over the engine's ``max_inline_wait`` parks the
+run ``waiting`` and the state is entered again when it is due. Used by the task state and by the
+model call of llm and agent states (:mod:`flowctl.engine.modelcall`)."""
+from __future__ import annotations
+
+import random
+
+from flowctl.errors import handler_names
+
+
+def retry_rule(state, exc):
+    """The first of the state's ``retry`` rules that matches ``exc`` by name (or ``*``), or None."""
+    names = handler_names(exc)
+    for rule in state.retry:
+        if "*" in rule.errors or any(n in rule.errors for n in names):
+            return rule
+    return None
+
+
+def with_retries(ctx, state, attempt_fn):
+    """``attempt_fn()`` (it reads ``ctx.cursor.attempt`` for the attempt number) under the state's
+    ``retry`` rules: its result, ``PARKED`` (waiting out a long delay), or the error no rule retries."""
+    c = ctx.cursor
+    while True:
+        attempt = c.attempt
+        try:
+            return attempt_fn()
+        except Exception as exc:  # noqa: BLE001 - retried, or raised to the handler layers
+            rule = retry_rule(state, exc)
+            if rule is None or attempt >= rule.max_attempts:
+                raise
+            delay = min(rule.interval * rule.backoff ** (attempt - 1), rule.max_delay or float("inf"))
+            if rule.jitter == "full":
+                delay = random.uniform(0, delay)
+            c.attempt = attempt + 1
+            c.state_info = dict(c.state_info or {}, attempt=attempt + 1)
+            ctx.emit("retry_scheduled", state.id, attempt, error=handler_names(exc)[0], message=str(exc),
+                     delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
+            if delay > ctx.engine.max_inline_wait:
+                return ctx.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
+                                ctx.clock.time() + delay)
+            ctx.clock.sleep(delay)
+
+
+__all__ = ["retry_rule", "with_retries"]

@@ -1,0 +1,28 @@
+"""``GET /metrics`` of ``flowctl serve`` (``flowctl.telemetry.metrics``): a scrape that
+Prometheus' own parser reads, behind a key with ``runs:read``."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the flowctl[serve] extra is not installed")
+parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client is not installed")
+
+
+def test_a_scrape_parses_and_counts_the_runs_by_status(api):
+    h = api.key("prom", "runs:read")
+    run = api.service.engine.run("charge", {"amount": 10})
+    api.service.engine.resume(run.run_id, token=run.review["token"], decision="approve")
+    api.service.engine.run("charge", {"amount": 20})
+    r = api.client.get("/metrics", headers=h)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in parser.text_string_to_metric_families(r.text)}
+    assert {s.labels["status"]: s.value for s in families["flowctl_runs"].samples} == {"succeeded": 1.0, "paused": 1.0}
+    assert {s.labels["tool"]: s.value for s in families["flowctl_tool_calls"].samples} == {"refund@1.0.0": 2.0}
+    thresholds = {s.labels["rate"] for s in families["flowctl_defence_threshold_ratio"].samples}
+    assert thresholds == {"validation_block_rate", "pause_timeout_rate", "rollback_failure_rate",
+                          "human_takeover_rate"}
+
+
+def test_a_scrape_needs_a_key_with_runs_read(api):
+    assert api.client.get("/metrics").status_code == 401
+    assert api.client.get("/metrics", headers=api.key("agent", "gate")).status_code == 403
