@@ -39,6 +39,7 @@ FILES = {
     "states/ask.yaml": "id: ask\ntype: review\ndecisions: [ok]\ntimeout: 1h\non_timeout: {goto: done}\n",
     "transitions/f.yaml": ("flow: f\nversion: 1\nstart: p\ntransitions:\n"
                            "  - {from: p, to: s}\n  - {from: s, to: done}\n"),
+    "transitions/k.yaml": "flow: k\nversion: 1\nstart: s\ntransitions:\n  - {from: s, to: done}\n",
     "transitions/g.yaml": "flow: g\nversion: 1\nstart: ask\ntransitions:\n  - {from: ask, to: done}\n",
     "transitions/d.yaml": "flow: d\nversion: 1\nstart: denied\ntransitions:\n  - {from: denied, to: done}\n",
 }
@@ -52,13 +53,13 @@ def h(tmp_path):
 def test_each_rate_counts_what_it_names_and_is_flagged_over_its_threshold(h):
     h.run("f", {"undo_fails": False, "fail": False})           # fine
     h.run("f", {"undo_fails": True, "fail": True})             # fails, its undo fails: residue
-    failed = h.run("f", {"undo_fails": False, "fail": True})   # fails, undone
+    failed = h.run("k", {"fail": True})                         # fails before any side effect
     redrive(h.engine, failed.run_id, by="ann", context={})      # a takeover (fails again: ship still fails)
     report = health(h.store)
     d = report["defence"]
     assert report["runs"] == 3 and report["by_status"] == {"succeeded": 1, "failed": 2}
-    assert (d["rollback_failure_rate"]["part"], d["rollback_failure_rate"]["whole"]) == (1, 2)
-    assert d["rollback_failure_rate"]["rate"] == 0.5 and d["rollback_failure_rate"]["over"] is True
+    assert (d["rollback_failure_rate"]["part"], d["rollback_failure_rate"]["whole"]) == (1, 1)
+    assert d["rollback_failure_rate"]["rate"] == 1.0 and d["rollback_failure_rate"]["over"] is True
     assert (d["human_takeover_rate"]["part"], d["human_takeover_rate"]["whole"]) == (1, 3)
     assert d["pause_timeout_rate"]["rate"] is None and d["pause_timeout_rate"]["over"] is False  # no reviews
     assert d["validation_block_rate"]["part"] == 0
