@@ -327,9 +327,14 @@ def flowctl_trial(project_root: Path, project, url: str, runs: int, workers: int
     with psycopg.connect(url) as conn:
         t1, steps_ok = conn.execute("SELECT max(updated_at), bool_and(steps = %s) FROM flowctl_runs",
                                     (expected_steps(TRANSITIONS),)).fetchone()
-        first_claim = conn.execute("SELECT min(ts) FROM flowctl_events WHERE type = 'run_resumed'").fetchone()[0]
+        # a commit's events are one packed row since schema 7 (type 'packed', its events one per line of
+        # ``data`` as [seq,ts,"type",…]); a run_resumed is the first event of a worker's commit
+        first_claim, claims = conn.execute(
+            "SELECT min(ts), count(*) FILTER (WHERE type = 'run_resumed') + coalesce(sum("
+            "(length(data) - length(replace(data, ',\"run_resumed\",', ''))) / length(',\"run_resumed\",'))"
+            " FILTER (WHERE type = 'packed'), 0) FROM flowctl_events "
+            "WHERE type = 'run_resumed' OR (type = 'packed' AND data LIKE '%,\"run_resumed\",%')").fetchone()
         per_owner = dict(conn.execute("SELECT owner, count(*) FROM flowctl_runs GROUP BY owner").fetchall())
-        claims = conn.execute("SELECT count(*) FROM flowctl_events WHERE type = 'run_resumed'").fetchone()[0]
     assert steps_ok, "a run did not make the expected steps"
     commits = [c for s in stopped for c in s["timings"]["commits"]]
     timed = sum(1 for k, _ in commits if k == "step")

@@ -79,6 +79,8 @@ class DbapiReads:
         out = []
         after = int(after_seq)
         for seq, ts, typ, state, attempt, text, prev, h, fence, n in rows:
+            if len(out) >= limit:  # the rows after hold only events past this page: not unpacked
+                break
             if n is None:  # one row per event (schema 6 and before)
                 out.append({"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
                             "data": _data(text), "prev_hash": prev, "hash": h, "fence": fence, "data_json": text})
