@@ -51,7 +51,7 @@ def init(target: str | Path, template: str = "basic") -> list[Path]:
     root = Path(target)
     if (root / "orchestration").exists():
         raise UsageError(f"{root / 'orchestration'} already exists; nothing was written",
-                         hint="run flowctl init in an empty folder, or give a new folder: flowctl init my-project")
+                         hint=f"run flowctl init in an empty folder, or give a new one: flowctl init {root.name or 'project'}-2")
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root} is a file, not a folder")
     source = TEMPLATES_DIR / template

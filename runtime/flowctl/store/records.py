@@ -165,8 +165,9 @@ def run_dict(row, store=None) -> dict:
 def check_run_id(run_id: str) -> None:
     """Raise :class:`RunNotFound` unless ``run_id`` could be a run id (or a prefix of one)."""
     if not run_id or len(run_id) > 64 or not set(run_id) <= RUN_ID_CHARS:
-        raise RunNotFound(f"'{run_id[:70]}' is not a run id", hint="run ids are letters, digits, '.', '_' and '-'; "
-                          "list runs with: flowctl runs")
+        why = (f"it is {len(run_id)} characters long; a run id has at most 64" if run_id and len(run_id) > 64
+               else "run ids are letters, digits, '.', '_' and '-'")
+        raise RunNotFound(f"'{run_id[:70]}' is not a run id", hint=f"{why}; list runs with: flowctl runs")
 
 
 def prefix_bounds(prefix: str) -> tuple:
