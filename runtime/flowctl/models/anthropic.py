@@ -10,31 +10,10 @@ is imported when the first request is made.
 """
 from __future__ import annotations
 
-import os
-import threading
 
-from flowctl.models.base import ModelReply, ModelRequest, ToolCallRequest, map_sdk_error, missing_sdk
+from flowctl.models.base import ModelReply, ModelRequest, ToolCallRequest, import_sdk, map_sdk_error, sdk_client
 
 DEFAULT_MAX_TOKENS = 1024
-_CLIENTS: dict = {}
-_LOCK = threading.Lock()
-
-
-def _sdk():
-    try:
-        import anthropic
-    except ImportError:
-        raise missing_sdk("anthropic") from None
-    return anthropic
-
-
-def _client(sdk):
-    key = (os.environ.get("ANTHROPIC_BASE_URL"), os.environ.get("ANTHROPIC_API_KEY"))
-    with _LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = _CLIENTS[key] = sdk.Anthropic(max_retries=0, api_key=key[1] or "not-set")
-        return client
 
 
 def wire_messages(messages: list):
@@ -69,7 +48,7 @@ class AnthropicProvider:
     name = "anthropic"
 
     def complete(self, request: ModelRequest) -> ModelReply:
-        sdk = _sdk()
+        sdk = import_sdk("anthropic")
         system, messages = wire_messages(request.messages)
         kwargs = {"model": request.model, "messages": messages, "timeout": request.timeout,
                   "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS}
@@ -81,7 +60,7 @@ class AnthropicProvider:
             kwargs["tools"] = [{"name": t["name"], "description": t.get("description", ""),
                                 "input_schema": t["parameters"]} for t in request.tools]
         try:
-            response = _client(sdk).messages.create(**kwargs)
+            response = sdk_client(sdk, "Anthropic", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY").messages.create(**kwargs)
         except sdk.AnthropicError as exc:
             raise map_sdk_error(exc, sdk, "anthropic") from exc
         texts, calls = [], []

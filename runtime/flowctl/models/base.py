@@ -15,6 +15,8 @@ flowctl's (:func:`map_sdk_error`): rate limit -> ``ToolThrottled``, 5xx and conn
 """
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -104,4 +106,31 @@ def missing_sdk(provider: str) -> ToolError:
                      f"installed: pip install 'flowctl[{provider}]'", hint=f"pip install 'flowctl[{provider}]'")
 
 
-__all__ = ["ModelRequest", "ModelReply", "ToolCallRequest", "Provider", "map_sdk_error", "missing_sdk"]
+_CLIENTS: dict = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def import_sdk(provider: str):
+    """The official SDK module of ``provider`` (``openai``, ``anthropic``), imported now (never at
+    start-up); raises :func:`missing_sdk`'s error when it is not installed."""
+    import importlib
+
+    try:
+        return importlib.import_module(provider)
+    except ImportError:
+        raise missing_sdk(provider) from None
+
+
+def sdk_client(sdk, factory: str, base_url_env: str, key_env: str):
+    """One SDK client (``sdk.<factory>(max_retries=0, api_key=…)``: the state's ``retry`` decides, not
+    the SDK) per (base URL, key) as the environment names them now (tests point it elsewhere)."""
+    key = (factory, os.environ.get(base_url_env), os.environ.get(key_env))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = getattr(sdk, factory)(max_retries=0, api_key=key[2] or "not-set")
+        return client
+
+
+__all__ = ["ModelRequest", "ModelReply", "ToolCallRequest", "Provider", "map_sdk_error", "missing_sdk", "import_sdk",
+           "sdk_client"]

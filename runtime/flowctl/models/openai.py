@@ -12,31 +12,8 @@ imported when the first request is made, never by ``validate`` or by flows witho
 from __future__ import annotations
 
 import json
-import os
-import threading
 
-from flowctl.models.base import ModelReply, ModelRequest, ToolCallRequest, map_sdk_error, missing_sdk
-
-_CLIENTS: dict = {}
-_LOCK = threading.Lock()
-
-
-def _sdk():
-    try:
-        import openai
-    except ImportError:
-        raise missing_sdk("openai") from None
-    return openai
-
-
-def _client(sdk):
-    """One client per (base URL, key) as the environment names them now (tests point it elsewhere)."""
-    key = (os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY"))
-    with _LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = _CLIENTS[key] = sdk.OpenAI(max_retries=0, api_key=key[1] or "not-set")
-        return client
+from flowctl.models.base import ModelReply, ModelRequest, ToolCallRequest, import_sdk, map_sdk_error, sdk_client
 
 
 def wire_messages(messages: list) -> list:
@@ -61,7 +38,7 @@ class OpenAIProvider:
     name = "openai"
 
     def complete(self, request: ModelRequest) -> ModelReply:
-        sdk = _sdk()
+        sdk = import_sdk("openai")
         kwargs = {"model": request.model, "messages": wire_messages(request.messages), "timeout": request.timeout}
         if request.max_output_tokens:
             kwargs["max_completion_tokens"] = request.max_output_tokens
@@ -74,7 +51,7 @@ class OpenAIProvider:
             kwargs["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "output", "schema": request.output_schema}}
         try:
-            response = _client(sdk).chat.completions.create(**kwargs)
+            response = sdk_client(sdk, "OpenAI", "OPENAI_BASE_URL", "OPENAI_API_KEY").chat.completions.create(**kwargs)
         except sdk.OpenAIError as exc:
             raise map_sdk_error(exc, sdk, "openai") from exc
         choice = response.choices[0] if response.choices else None
