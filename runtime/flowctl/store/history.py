@@ -153,8 +153,10 @@ def iter_steps(events):
             current["fanout_at"] = ev["ts"]
         elif t == "fanout_finished" and current.get("fanout_at") is not None:
             current["duration_ms"] = (ev["ts"] - current.pop("fanout_at")) * 1000.0
-        elif t == "policy_decided":
-            current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
+        elif t == "policy_decided":  # after a gate review: who decided, then the gate's answer
+            reviewed = current.pop("gate_review", None)
+            current["policy"] = (f"review, {reviewed} → " if reviewed else "") + \
+                f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
         elif t == "error_caught":
             e = d.get("error") or {}
             current["error"] = f"{e.get('type')}: {e.get('message')}"
@@ -175,6 +177,8 @@ def iter_steps(events):
             current["outcome"] = d.get("status")
         elif t == "review_decided":
             current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
+            if current["type"] != "review":  # the gate sent a tool call to review (review_when)
+                current["gate_review"] = current["outcome"]
         elif t == "review_timed_out":
             current["outcome"] = "review timed out"
         elif t == "fallback_used":
