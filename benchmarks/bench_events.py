@@ -18,7 +18,6 @@ queries interleaved). Target (issue 21): a filtered query of the last hour < 200
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import random
 import sys

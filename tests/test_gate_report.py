@@ -3,24 +3,14 @@ from recorded decisions, rates over the window, and rules that never triggered."
 from __future__ import annotations
 
 import json
-import textwrap
 
 from click.testing import CliRunner
 
 from support.enginekit import Harness, build, effect_contract, task
+from test_store_query import TOOLS  # pay (its verify and undo) and ship
 
 from flowctl.gate.report import rule_report
 
-TOOLS = """
-def pay(input, call):
-    return {"ok": True}
-
-def verify_pay(input, output, call):
-    return True
-
-def undo_pay(input, output, call):
-    pass
-"""
 POLICY = """\
 policy: cap
 applies_to: [pay]
@@ -70,7 +60,7 @@ def test_decisions_of_rules_no_longer_in_the_project_are_counted_apart(tmp_path)
     assert all(r["never_triggered"] for r in found["rules"])
 
 
-def test_policy_report_reads_the_store_and_fails_on_never_only_when_asked(tmp_path, monkeypatch):
+def test_policy_report_reads_the_store_and_fails_on_never_only_when_asked(tmp_path):
     from flowctl.cli.main import main
     from flowctl.store.sql import open_store
 
