@@ -164,3 +164,25 @@ def test_flowctl_events_prints_jsonl_and_refuses_a_bad_window(tmp_path):
     assert backwards.exit_code == 2 and "--until" in backwards.output and "Traceback" not in backwards.output
     unknown = runner.invoke(main, args + ["--run", "nosuchrun"])
     assert unknown.exit_code == 2 and "no run 'nosuchrun'" in unknown.output
+
+
+def test_rows_of_one_event_from_before_schema_7_are_filtered_exactly_too(tmp_path):
+    from support.helpers import load_sql_dump
+
+    from flowctl.store.sql import open_store
+
+    url = f"sqlite:///{tmp_path}/v4.db"
+    load_sql_dump(__import__("pathlib").Path(__file__).parent / "data" / "store_v4.sql", url)
+    store = open_store(url)  # upgraded to this schema: its rows stay one event each
+    try:
+        runs = store.list_runs(limit=0)
+        every = [e for r in runs for e in store.events(r["id"])]
+        assert every and all(e.get("packed") is None for e in every)
+        tool = next(e["data"]["tool"] for e in every if isinstance(e["data"], dict) and e["data"].get("tool"))
+        for flt, keep in ((EventFilter(type="state_entered"), lambda e: e["type"] == "state_entered"),
+                          (EventFilter(state=every[1]["state"]), lambda e: e["state"] == every[1]["state"]),
+                          (EventFilter(tool=tool), lambda e: isinstance(e["data"], dict) and e["data"].get("tool") == tool)):
+            got = sorted((e["run_id"], e["seq"]) for e in query_events(store, flt))
+            assert got and got == sorted((e["run_id"], e["seq"]) for e in every if keep(e))
+    finally:
+        store.close()
