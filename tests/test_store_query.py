@@ -29,16 +29,29 @@ def ship(input, call):
 """
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request, tmp_path):
+SQL_STORES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def _open(request, tmp_path):
     from flowctl.store.sql import MemoryStore, open_store
 
     if request.param == "memory":
-        found = MemoryStore()
-    elif request.param == "sqlite":
-        found = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
-    else:
-        found = open_store(request.getfixturevalue("pg_url"), create=True)
+        return MemoryStore()
+    if request.param == "sqlite":
+        return open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    return open_store(request.getfixturevalue("pg_url"), create=True)
+
+
+@pytest.fixture(params=["memory", *SQL_STORES])
+def store(request, tmp_path):
+    found = _open(request, tmp_path)
+    yield found
+    found.close()
+
+
+@pytest.fixture(params=SQL_STORES)
+def sql_store(request, tmp_path):
+    found = _open(request, tmp_path)
     yield found
     found.close()
 
@@ -94,9 +107,8 @@ def test_results_are_oldest_first_and_limit_keeps_the_newest(tmp_path, store):
     assert [(e["run_id"], e["seq"]) for e in last] == [(e["run_id"], e["seq"]) for e in every[-3:]]
 
 
-def test_sql_reads_in_batches_and_the_reader_answers_as_the_store(tmp_path, store):
-    if not hasattr(store, "pg"):
-        pytest.skip("the memory store has no batches")
+def test_sql_reads_in_batches_and_the_reader_answers_as_the_store(tmp_path, sql_store):
+    store = sql_store
     from flowctl.store.core import SCHEMA_VERSION
     from flowctl.store.reader import open_reader
 
