@@ -50,7 +50,9 @@ _ERROR = S.obj({"type": STRING, "code": ANY, "message": STRING, "state": ANY, "a
 _VISITS = S.obj({}, closed=False)
 _REVIEW = S.obj({"decision": STRING, "data": ANY, "by": ANY, "at": ANY, "state": STRING, "step": ANY,
                  "policy": BOOLEAN}, closed=True)
-_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
+#: ``calls``: an agent state's tool calls of the visit (engine/states/agent.py); absent (null) elsewhere
+_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER, "calls": S.join(NULL, S.array(
+    S.obj({"tool": STRING, "ok": BOOLEAN, "error": S.join(NULL, STRING)}, closed=True)))}, closed=True)
 _RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
                    "depth": NUMBER}, closed=True)
 

@@ -135,6 +135,8 @@ def iter_steps(events):
             current["outcome"] = current["outcome"] or "ok"
         elif t == "agent_tool_call":  # the tools an agent's model called, in order
             current.setdefault("agent_tools", []).append(d.get("name"))
+        elif t == "agent_tool_result" and not d.get("ok"):  # refused or failed, and told to the model
+            current.setdefault("agent_errors", []).append(f"{d.get('name')}: {d.get('error')}: {d.get('message')}")
         elif t in ("tool_invoked",) and current["type"] == "agent":
             pass  # an agent's tool calls are listed by name (agent_tools), its tries are its model's
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":
