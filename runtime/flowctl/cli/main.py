@@ -287,15 +287,18 @@ def _seq_hash(value):
 
 
 @audit.command(name="verify")
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @_root_db
 @click.option("--expect-head", metavar="SEQ:HASH", callback=lambda ctx, param, value: _seq_hash(value),
               help="Also require the chain to hold this head, as `flowctl audit head` printed it earlier (kept "
                    "outside the store).")
-def audit_verify(run_id, root, db, expect_head):
+@click.option("--archive", type=click.Path(), metavar="FILE|DIR", help="Prune archives: alone, check every run in them; "
+              "with RUN, check RUN's whole log with its archived events put back.")
+def audit_verify(run_id, root, db, expect_head, archive):
     """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
-    run row (status, checkpoint, error), a step record or the definition snapshot differs from it."""
-    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head)
+    run row (status, checkpoint, error), a step record or the definition snapshot differs from it
+    (of a pruned run, what the store keeps: the output says what went to which archive)."""
+    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head, archive=archive)
 
 
 @audit.command(name="head")
@@ -591,5 +594,7 @@ def keys_revoke(name, root, db):
     _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
 
 
+from flowctl.cli.retention import prune  # noqa: E402 - its click command (cli/retention.py)
+main.add_command(prune)
 if __name__ == "__main__":  # pragma: no cover
     main()
