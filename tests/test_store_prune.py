@@ -212,6 +212,17 @@ def test_bad_prune_options_are_usage_errors(tmp_path, args, message):
     assert out.exit_code == 2 and message in out.output and "Traceback" not in out.output
 
 
+def test_an_archive_folder_that_cannot_be_written_prunes_nothing(tmp_path):
+    root, store, rid, _wid = _runs(tmp_path, f"sqlite:///{tmp_path}/flowctl.db")
+    n = len(store.events(rid))
+    store.close()
+    (tmp_path / "a_file").write_text("x")
+    out = _cli("prune", "--older-than", "90d", "--archive", tmp_path / "a_file" / "arch", "--root", root,
+               "--db", f"sqlite:///{tmp_path}/flowctl.db")
+    assert out.exit_code == 2 and "--archive: cannot write the archive" in out.output and "nothing was pruned" in out.output
+    assert len(sqlite_store(tmp_path).events(rid)) == n
+
+
 def test_audit_verify_needs_run_or_archive(tmp_path):
     out = _cli("audit", "verify")
     assert out.exit_code == 2 and "needs RUN, or --archive" in out.output

@@ -157,7 +157,8 @@ def prune(store, cutoff: float, folder, *, keep: tuple | None = None, dry_run: b
     in ``folder`` (a ``Path``; created if missing), then delete them from ``store`` in one
     transaction (see the module docstring). ``keep``: see :func:`keep_patterns`. ``dry_run``: only
     the plan. ``before_delete``: called between the archive and the delete (tests inject a crash
-    there). Raises :class:`UsageError` for a store that is not SQL, :class:`StoreError` when the
+    there). Raises :class:`UsageError` for a store that is not SQL or an archive that cannot be
+    written, :class:`StoreError` when the
     store fails or changed under the prune (nothing deleted then)."""
     from flowctl.store.archive import ArchiveWriter
 
@@ -166,17 +167,21 @@ def prune(store, cutoff: float, folder, *, keep: tuple | None = None, dry_run: b
     result = PruneResult(plans, [])
     if dry_run or not plans:
         return result
-    writer = ArchiveWriter(folder, {"created_at": now, "cutoff": cutoff, "keep_types": list(keep) if keep else None},
-                           now)
     try:
-        for p in plans:
-            writer.run(p.info())
-            for row in p.rows:
-                writer.row(row)
-        result.path, result.sha256 = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+        writer = ArchiveWriter(folder, {"created_at": now, "cutoff": cutoff,
+                                        "keep_types": list(keep) if keep else None}, now)
+        try:
+            for p in plans:
+                writer.run(p.info())
+                for row in p.rows:
+                    writer.row(row)
+            result.path, result.sha256 = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    except OSError as exc:
+        raise UsageError(f"--archive: cannot write the archive in {folder}: {exc.strerror or exc}",
+                         hint="give a folder you can write to (--archive DIR); nothing was pruned") from None
     if before_delete is not None:
         before_delete(result)
     result.skipped = _delete(store, plans, result.path.name, result.sha256, now)
