@@ -190,6 +190,20 @@ def test_a_run_changed_after_the_plan_is_skipped_whole(tmp_path):
     assert result.skipped == [rid] and store.events(rid) == before and result.events == 0
 
 
+def test_a_finished_child_of_a_parent_still_open_is_not_pruned(tmp_path):
+    files = dict(FILES, **{"states/sub.yaml": "id: sub\ntype: subflow\nflow: f\n",
+                           "transitions/p.yaml": "flow: p\nstart: sub\ntransitions:\n  - {from: sub, to: w}\n"
+                                                 "  - {from: w, to: done}\n"})
+    root = build(tmp_path, files, TOOLS)
+    store = sqlite_store(tmp_path)
+    parent = Harness(root, store=store, max_inline_wait=1.0).run("p")
+    assert parent.status == "waiting"
+    (child,) = store.list_runs(parent_id=parent.run_id)
+    assert child["status"] == "succeeded"
+    result = prune(store, CUTOFF, tmp_path / "arch", now=time.time())
+    assert result.runs == [] and store.events(child["id"])
+
+
 def test_dry_run_writes_nothing(tmp_path):
     root, store, rid, _wid = _runs(tmp_path, f"sqlite:///{tmp_path}/flowctl.db")
     n = len(store.events(rid))

@@ -1,7 +1,7 @@
 """Retention: ``flowctl prune`` moves finished runs' old events to an archive (issue 21, item 6).
 
 What is pruned: of each run whose status is final (succeeded, failed, cancelled; a running,
-waiting, paused or queued run is never touched), the stored event rows older than the cutoff
+waiting, paused or queued run is never touched, nor a child run whose parent has not ended), the stored event rows older than the cutoff
 (a row's ``ts`` is its last event's), read in ``seq`` order up to the first row that is not:
 
 * without ``keep_types``, all of them (a prefix of the run's chain);
@@ -114,11 +114,15 @@ def plan_run(store, run: dict, cutoff: float, keep: tuple | None) -> RunPlan | N
 
 
 def finished_runs(store, cutoff: float, run_ids=None) -> list:
-    """Finished runs created before ``cutoff`` (only those could hold older events): dicts of id,
-    flow, status, last_seq, last_hash, oldest first."""
+    """Finished runs created before ``cutoff`` (only those could hold older events), but not a
+    child run whose parent has not ended (the parent may still read its log): dicts of id, flow,
+    status, last_seq, last_hash, oldest first."""
     sa, r = store.sa, store.t.runs
+    final = tuple(sorted(FINAL))
+    parent = r.alias("parent")
+    open_parent = sa.exists().where(parent.c.id == r.c.parent_id, parent.c.status.notin_(final))
     q = (sa.select(r.c.id, r.c.flow, r.c.status, r.c.last_seq, r.c.last_hash)
-         .where(r.c.status.in_(tuple(sorted(FINAL))), r.c.created_at < cutoff).order_by(r.c.created_at, r.c.id))
+         .where(r.c.status.in_(final), r.c.created_at < cutoff, ~open_parent).order_by(r.c.created_at, r.c.id))
     if run_ids:
         q = q.where(r.c.id.in_(list(run_ids)))
     with store.engine.connect() as conn:
