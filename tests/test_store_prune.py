@@ -204,6 +204,21 @@ def test_a_finished_child_of_a_parent_still_open_is_not_pruned(tmp_path):
     assert result.runs == [] and store.events(child["id"])
 
 
+def test_a_failed_run_keeps_what_redrive_reads(tmp_path):
+    files = dict(FILES, **contract("boom", "boom"), **task("x", "boom@1.0.0"),
+                 **{"transitions/h.yaml": "flow: h\nstart: b\ntransitions:\n  - {from: b, to: x}\n"
+                                          "  - {from: x, to: done}\n"})
+    root = build(tmp_path, files, TOOLS + "\ndef boom(input, call):\n    raise RuntimeError('down')\n")
+    store = sqlite_store(tmp_path)
+    failed = Harness(root, store=store).run("h")
+    assert failed.status == "failed"
+    prune(store, CUTOFF, tmp_path / "arch", now=time.time())
+    assert "compensation_started" in [e["type"] for e in store.events(failed.run_id)]
+    store.close()
+    ok = _cli("audit", "verify", failed.run_id, "--root", root, "--db", f"sqlite:///{tmp_path}/flowctl.db")
+    assert ok.exit_code == 0 and "pruned into" in ok.output, ok.output
+
+
 def test_dry_run_writes_nothing(tmp_path):
     root, store, rid, _wid = _runs(tmp_path, f"sqlite:///{tmp_path}/flowctl.db")
     n = len(store.events(rid))

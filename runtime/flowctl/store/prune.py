@@ -12,6 +12,8 @@ waiting, paused or queued run is never touched, nor a child run whose parent has
   left in the store still hashes to its own text. This is the choice of this module: never a row
   rewritten, never a kept event that cannot be verified from the store alone.
 
+Of a failed run, the rows holding :data:`REDRIVE_GUARD` events always stay (redrive reads them).
+
 Each run of pruned rows (a *range*: consecutive rows, events ``first_seq``..``last_seq``) is
 recorded in ``flowctl_pruned`` (schema 8) with the chain's hash before it and the hash of its last
 row, so ``flowctl audit verify RUN`` still checks the chain of what stays (it steps over each range
@@ -35,6 +37,11 @@ from flowctl.store.records import FINAL, PACKED, stored_events
 
 #: The event types ``--keep-types default`` keeps: what a run decided and undid, and its life.
 DEFAULT_KEEP = ("run_*", "policy_decided", "review_*", "compensation_*")
+
+
+#: Kept of a failed run whatever ``keep`` says: ``flowctl redrive`` refuses to continue a run whose
+#: failure compensated side effects, and it learns that from these events.
+REDRIVE_GUARD = ("compensation_started", "run_redriven")
 
 
 def keep_patterns(text: str | None) -> tuple | None:
@@ -95,13 +102,14 @@ def plan_run(store, run: dict, cutoff: float, keep: tuple | None) -> RunPlan | N
     with store.engine.connect() as conn:
         rows = conn.execute(sa.select(e.c.seq, e.c.ts, e.c.type, e.c.state, e.c.attempt, e.c.data, e.c.prev_hash,
                                       e.c.hash, e.c.n_events).where(e.c.run_id == run["id"]).order_by(e.c.seq)).all()
+    patterns = (keep or ()) + (REDRIVE_GUARD if run["status"] == "failed" else ())
     open_range = None
     for row in rows:
         row = tuple(row)
         first_seq = row[0] - (row[8] or 1) + 1  # a row is keyed by its last event's seq
         if row[1] >= cutoff:
             break
-        if keep is not None and (row[2] == PACKED or row[8] is None) and _kept(_row_events(run["id"], row), keep):
+        if patterns and _kept(_row_events(run["id"], row), patterns):
             open_range = None
             continue
         plan.rows.append(row)
