@@ -287,15 +287,18 @@ def _seq_hash(value):
 
 
 @audit.command(name="verify")
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @_root_db
 @click.option("--expect-head", metavar="SEQ:HASH", callback=lambda ctx, param, value: _seq_hash(value),
               help="Also require the chain to hold this head, as `flowctl audit head` printed it earlier (kept "
                    "outside the store).")
-def audit_verify(run_id, root, db, expect_head):
+@click.option("--archive", type=click.Path(), metavar="FILE|DIR", help="Prune archives: alone, check every run in them; "
+              "with RUN, check RUN's whole log with its archived events put back.")
+def audit_verify(run_id, root, db, expect_head, archive):
     """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
-    run row (status, checkpoint, error), a step record or the definition snapshot differs from it."""
-    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head)
+    run row (status, checkpoint, error), a step record or the definition snapshot differs from it
+    (of a pruned run, what the store keeps: the output says what went to which archive)."""
+    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head, archive=archive)
 
 
 @audit.command(name="head")
@@ -560,39 +563,12 @@ def mcp_command(root, db, transport, host, port):
     _call("mcp", transport=transport, host=host, port=port, root=root, db=db)
 
 
-@main.group()
-def keys():
-    """API keys of flowctl serve: stored hashed in the run store, scoped, revocable."""
-
-
-@keys.command(name="create")
-@click.argument("name")
-@click.option("--scope", "scopes", multiple=True, required=True, metavar="SCOPE",
-              help="gate, runs:read, runs:write, reviews, invoke:<tool>, admin (repeatable).")
-@_root_db
-def keys_create(name, scopes, root, db):
-    """Create key NAME and print it once (only its hash is kept)."""
-    _call("keys", action="create", name=name, scopes=scopes, root=root, db=db, by=_login())
-
-
-@keys.command(name="list")
-@_root_db
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def keys_list(root, db, fmt):
-    """List keys: name, scopes, live or revoked (never a key)."""
-    _call("keys", action="list", name=None, scopes=(), root=root, db=db, fmt=fmt)
-
-
-@keys.command(name="revoke")
-@click.argument("name")
-@_root_db
-def keys_revoke(name, root, db):
-    """Revoke key NAME at once."""
-    _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
-
-
+from flowctl.cli.access import register as _access  # noqa: E402 - the keys commands (cli/access.py)
 from flowctl.cli.observe import register as _observe  # noqa: E402 - issue 21: events, policy report
+from flowctl.cli.retention import prune  # noqa: E402 - its click command (cli/retention.py)
+_access(main, _root_db, _login)
 _observe(main, policy, _root_db)
+main.add_command(prune)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
