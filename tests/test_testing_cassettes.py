@@ -234,3 +234,20 @@ def test_flowctl_test_record_writes_the_cassette_and_flowctl_test_replays_it(tmp
 def test_record_with_contracts_is_a_usage_error(tmp_path):
     code, out = flowctl_cli("test", "--record", "--contracts", "--root", str(project(tmp_path, "openai")))
     assert code == 2 and "--record records the model replies of golden cases" in out
+
+
+def test_flowctl_replay_of_a_recorded_agent_run_uses_its_replies_and_their_tool_call_ids(tmp_path, monkeypatch):
+    # replay of a stored run (flowctl replay) answers from its model_called events, not a cassette
+    from flowctl.testing.replay import load_recording, replay
+    from support.enginekit import Harness, sqlite_store
+
+    root = project(tmp_path, "openai")
+    store = sqlite_store(tmp_path)
+    with ModelServer(SCRIPT) as server:
+        server.env(monkeypatch)
+        run = Harness(root, store=store).run(input={"ticket": "T-1", "order_id": "A1", "text": "broken"})
+        assert run.status == "succeeded", run.error
+        same = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert len(server.requests) == 5  # the replay called no model
+    assert not same.diverged and same.replayed_status == "succeeded"
+    assert same.notes == []  # the agent's later turns send the recorded tool call ids: the same messages
