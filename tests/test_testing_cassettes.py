@@ -26,7 +26,7 @@ FILES = {
     "models.yaml": "profiles:\n  default: {provider: openai, model: gpt-test}\n"
                    "  claude: {provider: anthropic, model: claude-test}\n",
     "prompts/classify.md": "Classify ticket {{ input.ticket }}: {{ input.text }}",
-    "prompts/resolve.md": "Resolve ticket {{ input.ticket }} about order {{ input.order_id }}.",
+    "prompts/settle.md": "Resolve ticket {{ input.ticket }} about order {{ input.order_id }}.",
     "contracts/get_order.v1.0.0.yaml": """
         id: get_order
         version: 1.0.0
@@ -34,19 +34,11 @@ FILES = {
         sensitive: [card]
         input_schema: {type: object, required: [order_id], properties: {order_id: {type: string}}}
         """,
-    "contracts/refund_payment.v1.0.0.yaml": """
-        id: refund_payment
-        version: 1.0.0
-        entrypoint: tk:refund_payment
-        verify: tk:verify_refund
-        compensate: tk:undo_refund
-        side_effects:
-          - {type: payment, target: payments}
-        input_schema: {type: object, required: [order_id, amount],
-                       properties: {order_id: {type: string}, amount: {type: number}}}
-        """,
-    "policies/refunds.yaml": "policy: refunds\napplies_to: [refund_payment]\nallow:\n"
-                             "  - {field: input.amount, range: [0, 100]}\n",
+    "contracts/refund_payment.v1.0.0.yaml": (
+        "{id: refund_payment, version: 1.0.0, entrypoint: 'tk:refund_payment', verify: 'tk:verify_refund',"
+        " compensate: 'tk:undo_refund', side_effects: [{type: payment, target: payments}],"
+        " input_schema: {type: object, required: [order_id, amount]}}\n"),
+    "policies/refunds.yaml": "{policy: refunds, applies_to: [refund_payment], allow: [{field: input.amount, range: [0, 100]}]}\n",
     "states/classify.yaml": """
         id: classify
         type: llm
@@ -56,17 +48,17 @@ FILES = {
         retry:
           - {{errors: [ToolThrottled], max_attempts: 3, interval: 1s}}
         """,
-    "states/resolve.yaml": """
-        id: resolve
+    "states/settle.yaml": """
+        id: settle
         type: agent
         model: {profile}
-        prompt: resolve.md
+        prompt: settle.md
         tools: [get_order@^1, refund_payment@^1]
         output_schema: {{type: object, required: [resolution]}}
-        max_turns: 6
+        max_turns: 4
         """,
     "transitions/f.yaml": "flow: f\nstart: classify\noutput: {resolution: response.resolution, note: response.note}\n"
-                          "transitions:\n  - {from: classify, to: resolve}\n  - {from: resolve, to: done}\n",
+                          "transitions:\n  - {from: classify, to: settle}\n  - {from: settle, to: done}\n",
 }
 TOOLS = """
 def get_order(input, call):
@@ -89,7 +81,7 @@ mocks:
   get_order: {output: {order_id: A1, total: 80, card: "4111111111111111"}}
   refund_payment: {output: {refunded: 30}}
 expect:
-  path: [classify, resolve, done]
+  path: [classify, settle, done]
   status: succeeded
   output: {resolution: refunded}
 """
@@ -104,7 +96,7 @@ SCRIPT = [{"status": 429}, {"json": {"intent": "refund"}},
 def project(tmp_path, provider, case=CASE):
     files = dict(FILES)
     profile = "default" if provider == "openai" else "claude"
-    for sid in ("classify", "resolve"):
+    for sid in ("classify", "settle"):
         files[f"states/{sid}.yaml"] = FILES[f"states/{sid}.yaml"].format(profile=profile)
     files["tests/f/refund.yaml"] = case
     return build(tmp_path, files, tools=TOOLS)
@@ -137,8 +129,8 @@ def test_a_recorded_cassette_replays_with_no_network(tmp_path, monkeypatch, prov
     assert recorded.cassette == "orchestration/tests/f/cassettes/refund.yaml"
     calls = flowctl.definition.yamlio.loads(cassette(root).read_text())["calls"]
     assert [(c["state"], c["index"], c["attempt"], c.get("error")) for c in calls] == [
-        ("classify", 0, 1, "ToolThrottled"), ("classify", 0, 2, None), ("resolve", 0, 1, None),
-        ("resolve", 1, 1, None), ("resolve", 2, 1, None)]
+        ("classify", 0, 1, "ToolThrottled"), ("classify", 0, 2, None), ("settle", 0, 1, None),
+        ("settle", 1, 1, None), ("settle", 2, 1, None)]
     assert calls[2]["reply"]["tool_calls"][0]["id"] == "call_2_0"  # the server's id, so later digests match
     # the server is gone: a call to it would fail; the cassette answers every model step
     replayed = run_case(*the_case(root))
@@ -152,24 +144,24 @@ def test_a_recorded_cassette_replays_with_no_network(tmp_path, monkeypatch, prov
 def test_a_changed_prompt_fails_the_case_naming_the_state_and_saying_to_re_record(tmp_path, monkeypatch):
     root = project(tmp_path, "openai")
     assert record(root, monkeypatch)[0].passed
-    (root / "orchestration" / "prompts" / "resolve.md").write_text("Resolve {{ input.ticket }} politely.")
+    (root / "orchestration" / "prompts" / "settle.md").write_text("Resolve {{ input.ticket }} politely.")
     result = run_case(*the_case(root))
     assert result.status == "error"
     text = result.report()
-    assert "cassette problem: the prompt of 'resolve' changed since orchestration/tests/f/cassettes/refund.yaml" in text
-    assert "model call 1 of 'resolve' (visit 1, attempt 1)" in text
+    assert "cassette problem: the prompt of 'settle' changed since orchestration/tests/f/cassettes/refund.yaml" in text
+    assert "model call 1 of 'settle' (visit 1, attempt 1)" in text
     assert "hint: re-record the cassette: flowctl test --record orchestration/tests/f/refund.yaml" in text
-    assert result.path == ["classify", "resolve"]  # the unchanged classify was still answered
+    assert result.path == ["classify", "settle"]  # the unchanged classify was still answered
 
 
 def test_a_call_the_cassette_does_not_hold_fails_the_case(tmp_path, monkeypatch):
     root = project(tmp_path, "openai")
     assert record(root, monkeypatch)[0].passed
     text = cassette(root).read_text()
-    cassette(root).write_text(text[:text.index("- state: resolve")])  # the agent's turns are gone
+    cassette(root).write_text(text[:text.index("- state: settle")])  # the agent's turns are gone
     result = run_case(*the_case(root))
     assert result.status == "error"
-    assert "has no reply for model call 1 of 'resolve'" in result.report()
+    assert "has no reply for model call 1 of 'settle'" in result.report()
 
 
 def test_no_sensitive_value_is_written_to_the_cassette(tmp_path, monkeypatch):
@@ -190,7 +182,7 @@ def test_a_state_the_case_mocks_is_not_recorded(tmp_path, monkeypatch):
     assert recorded.passed, recorded.report()
     assert len(server.requests) == 3
     calls = flowctl.definition.yamlio.loads(cassette(root).read_text())["calls"]
-    assert {c["state"] for c in calls} == {"resolve"}
+    assert {c["state"] for c in calls} == {"settle"}
     assert run_case(*the_case(root)).passed
 
 
