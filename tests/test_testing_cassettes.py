@@ -243,3 +243,16 @@ def test_flowctl_replay_of_a_recorded_agent_run_uses_its_replies_and_their_tool_
     assert len(server.requests) == 5  # the replay called no model
     assert not same.diverged and same.replayed_status == "succeeded"
     assert same.notes == []  # the agent's later turns send the recorded tool call ids: the same messages
+
+
+def test_a_cassette_linked_from_outside_the_project_is_neither_read_nor_written(tmp_path, monkeypatch):
+    root = project(tmp_path, "openai")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "refund.yaml").write_text("calls: []\n")
+    cassette(root).parent.symlink_to(outside, target_is_directory=True)
+    result = run_case(*the_case(root))
+    assert result.status == "error" and "leads outside the project; it is not read" in result.report()
+    recorded, _server = record(root, monkeypatch)
+    assert recorded.cassette is None and "leads outside the project; nothing is written" in recorded.unrecorded
+    assert (outside / "refund.yaml").read_text() == "calls: []\n"

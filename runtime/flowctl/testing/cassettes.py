@@ -69,6 +69,11 @@ def _rel(project, path: Path) -> str:
         return str(path)
 
 
+def _inside(project, path: Path) -> bool:
+    top = os.path.realpath(project.root)
+    return os.path.realpath(path).startswith(top.rstrip(os.sep) + os.sep)
+
+
 def load(project, case) -> dict | None:
     """``{(state, visit, index, attempt): entry}`` of ``case``'s cassette, or None when it has none.
     Raises :class:`CassetteProblem` for a file that is malformed or leads outside the project."""
@@ -78,8 +83,7 @@ def load(project, case) -> dict | None:
     if not path.is_file():
         return None
     rel = _rel(project, path)
-    top = os.path.realpath(project.root)
-    if not os.path.realpath(path).startswith(top.rstrip(os.sep) + os.sep):
+    if not _inside(project, path):
         raise CassetteProblem(f"{rel} leads outside the project; it is not read",
                               hint="make it a plain file (flowctl test --record writes one)")
     try:
@@ -106,11 +110,15 @@ def load(project, case) -> dict | None:
 
 def save(project, case, calls: list) -> Path:
     """Write ``calls`` (entries as :class:`Tape` records them) as ``case``'s cassette, whole or
-    not at all (a temporary file renamed over it). Returns its path."""
+    not at all (a temporary file renamed over it). Returns its path. Raises
+    :class:`CassetteProblem` where the cassette would land outside the project (a linked folder)."""
     import yaml
 
     path = cassette_path(project, case)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not _inside(project, path):
+        raise CassetteProblem(f"{_rel(project, path)} leads outside the project; nothing is written there",
+                              hint="make orchestration/tests/<flow>/cassettes/ a plain folder")
     head = (f"# recorded by flowctl test --record from {case.file}; replayed by flowctl test with no network.\n"
             "# Re-record after changing a prompt: flowctl test --record " + case.file + "\n")
     text = head + yaml.safe_dump({"case": case.id, "calls": calls}, sort_keys=False, allow_unicode=True, width=120)

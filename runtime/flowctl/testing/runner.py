@@ -178,7 +178,11 @@ def _save(project, case, tape, result, problems) -> None:
     elif any(p.startswith("mock problem") for p in problems):
         result.unrecorded = "not recorded: the case could not run to its end"
     elif tape.calls:
-        cassettes.save(project, case, tape.calls)
+        try:
+            cassettes.save(project, case, tape.calls)
+        except (cassettes.CassetteProblem, OSError) as exc:
+            result.unrecorded = f"not recorded: {getattr(exc, 'message', None) or exc}"
+            return
         result.cassette = tape.where
         result.recorded = len(tape.calls)
 
