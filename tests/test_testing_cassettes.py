@@ -256,3 +256,12 @@ def test_a_cassette_linked_from_outside_the_project_is_neither_read_nor_written(
     recorded, _server = record(root, monkeypatch)
     assert recorded.cassette is None and "leads outside the project; nothing is written" in recorded.unrecorded
     assert (outside / "refund.yaml").read_text() == "calls: []\n"
+
+
+def test_a_recording_whose_model_never_answered_is_not_written(tmp_path, monkeypatch):
+    root = project(tmp_path, "openai")
+    recorded, server = record(root, monkeypatch, [{"status": 429}])
+    assert len(server.requests) == 3  # every attempt of classify's retry was throttled
+    assert not cassette(root).exists() and recorded.cassette is None
+    assert recorded.unrecorded.startswith("not recorded: model call 1 of 'classify' (visit 1, attempt 3) got no answer "
+                                          "(ToolThrottled")

@@ -135,7 +135,8 @@ class Tape:
 
     ``problem`` is the first :class:`CassetteProblem` raised (the engine may have seen it go by),
     ``problem_steps`` the number of events in ``seen`` before it; ``unrecorded`` says why a
-    recording must not be written (an error that is not a provider's)."""
+    recording must not be written (an error that is not a provider's), as does ``unanswered`` (a
+    call no attempt of which was answered: the provider was not reached, or refused)."""
 
     def __init__(self, project, case, *, record: bool = False, entries: dict | None = None, seen: list | None = None):
         self.project, self.case, self.record, self.entries, self.seen = project, case, record, entries, seen
@@ -143,6 +144,8 @@ class Tape:
         self.problem: CassetteProblem | None = None
         self.problem_steps: int | None = None
         self.unrecorded: str | None = None
+        #: (state, visit, index) -> why: calls whose every attempt failed (a server down, a wrong key)
+        self.unanswered: dict = {}
 
     @property
     def where(self) -> str:
@@ -196,6 +199,7 @@ class _Recorder:
             name = handler_names(exc)[0]
             if name in REPLAYED_ERRORS:
                 self.tape.calls.append(dict(entry, error=name, message=self._scrub(str(exc))))
+                self.tape.unanswered[key[:3]] = f"{_label(key)} got no answer ({name}: {self._scrub(str(exc))})"
             elif self.tape.unrecorded is None:
                 self.tape.unrecorded = f"{_label(key)} raised {name}: {exc}"
             raise
@@ -205,6 +209,7 @@ class _Recorder:
             if t.arguments is None:
                 call["arguments_text"] = t.arguments_text
             calls.append(call)
+        self.tape.unanswered.pop(key[:3], None)
         entry["model"] = reply.model or self.profile.model
         entry["reply"] = self._scrub({"text": reply.text, "tool_calls": calls, "usage": dict(reply.usage),
                                       "stop": reply.stop})

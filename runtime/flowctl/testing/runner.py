@@ -175,6 +175,8 @@ def _save(project, case, tape, result, problems) -> None:
 
     if tape.unrecorded is not None:
         result.unrecorded = f"not recorded: {tape.unrecorded}"
+    elif tape.unanswered:
+        result.unrecorded = f"not recorded: {next(iter(tape.unanswered.values()))}; check the provider's server and key"
     elif any(p.startswith("mock problem") for p in problems):
         result.unrecorded = "not recorded: the case could not run to its end"
     elif tape.calls:
