@@ -420,8 +420,11 @@ def policy_check(tool, input_, flow, run_id, run_input, context_, params, root, 
               help="Fail (exit 1) when a flow's transition or handler coverage is below N percent.")
 @click.option("--suggest", is_flag=True, help="List uncovered transitions, handlers and error edges, each with a case skeleton that would reach it.")
 @click.option("--junit", type=click.Path(dir_okay=False), metavar="FILE", help="Also write the results as JUnit XML (for CI).")
+@click.option("--record", is_flag=True, help="Call the real model of each llm and agent state the case does not mock (its "
+              "profile's provider, not a fake one); write its replies to orchestration/tests/<flow>/cassettes/<case>.yaml, "
+              "which later runs replay with no network.")
 @click.option("--root", type=click.Path(), help="Project folder (holding orchestration/); default: found from the current folder.")
-def test_cmd(flow, contracts, min_coverage, suggest, junit, root):
+def test_cmd(flow, contracts, min_coverage, suggest, junit, record, root):
     """Run the golden path cases in orchestration/tests/<flow>/*.yaml: mocked tools, a fake clock
     (no real waiting), the real policy gate; failures print as path diffs; coverage per flow.
 
@@ -435,8 +438,9 @@ def test_cmd(flow, contracts, min_coverage, suggest, junit, root):
       flowctl test order_return --min-coverage 100 --junit report.xml
       flowctl test --suggest                    skeletons for what no case reaches
       flowctl test --contracts                  verify and compensate really undo
+      FLOWCTL_MODEL_PROFILE=live flowctl test --record   record a real model's replies once
     """
-    _call("test", flow=flow, contracts=contracts, min_coverage=min_coverage, suggest=suggest, junit=junit, root=root)
+    _call("test", flow=flow, contracts=contracts, min_coverage=min_coverage, suggest=suggest, junit=junit, record=record, root=root)
 
 
 @main.command()
