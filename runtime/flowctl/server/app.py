@@ -43,7 +43,7 @@ from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
 from flowctl.server import gatecheck, models, problems, stream, views
-from flowctl.server.sessions import Sessions
+from flowctl.server.sessions import Sessions, respond
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.store.apikeys import keys_of
@@ -119,11 +119,12 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):
         return service.sessions.open(caller, body.name if body is not None else None)
 
-    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, responses=errs,
-              tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, tags=["sessions"],
+              responses={**errs, 202: {"model": models.Invoked, "description": "held for a review (status review)"}})
     def invoke(body: models.Invoke, session_id: str = SESSION_ID, tool: str = TOOL_ID,
                caller: Caller = Depends(need("invoke:{tool}"))):
-        return _conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input, body.idempotency_key))
+        return respond(_conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input,
+                                                                 body.idempotency_key)))
 
     @app.post("/v1/sessions/{session_id}/compensate", response_model=models.Compensated, responses=errs,
               tags=["sessions"])
