@@ -41,7 +41,7 @@ import mcp_types as types
 from mcp.server import Server
 
 from flowctl.errors import FlowctlError
-from flowctl.server.auth import Caller
+from flowctl.server.auth import Caller, refused
 from flowctl.server.views import outcome, secrets_of
 from flowctl.store.apikeys import allows
 
@@ -115,17 +115,17 @@ class Bridge:
         if row is None:
             exc = AccessError("flowctl mcp over HTTP needs an API key (Authorization: Bearer fck_…)",
                               hint=f"create one with: flowctl keys create NAME --scope {needed}")
-            self._refused(exc, "")
+            self._refused(exc, "", ctx)
         caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
         if not allows(caller.scopes, needed):
             self._refused(ScopeError(f"key '{caller.name}' lacks the scope '{needed}'",
                                      hint=f"create a key with --scope {needed}"), caller.name)
         return caller
 
-    def _refused(self, exc, name: str):
-        self.service.log.append("access", {"at": time.time(), "caller": name, "kind": "access_denied",
-                                           "outcome": exc.code.lower(), "reason": exc.message,
-                                           "data": {"method": "mcp", "path": "tools/call"}})
+    def _refused(self, exc, name: str, ctx=None):
+        request = getattr(ctx, "request", None)
+        client = getattr(request, "client", None)
+        refused(self.service, exc, name, client.host if client else "", {"method": "mcp", "path": "tools/call"})
         raise exc
 
     def session_of(self, ctx, caller) -> str:
