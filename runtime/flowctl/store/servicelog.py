@@ -96,6 +96,10 @@ class SqlLog:
                           sa.Column("hash", sa.String(64), nullable=False))
         with store.engine.begin() as conn:
             meta.create_all(conn, checkfirst=True)
+        t = self.t  # built once: a statement made per append cost more than the append
+        self._last = (sa.select(t.c.seq, t.c.hash).where(t.c.session == sa.bindparam("s"))
+                      .order_by(t.c.seq.desc()).limit(1))
+        self._insert = t.insert()
 
     def append(self, session: str, record: dict) -> dict:
         for attempt in range(5):
@@ -110,14 +114,12 @@ class SqlLog:
     def append_in(self, conn, session: str, record: dict) -> dict:
         """Append in the caller's transaction ``conn`` (one commit with the caller's other writes).
         Raises ``IntegrityError`` when another writer took the same ``seq``: retry the transaction."""
-        sa, t = self.sa, self.t
-        last = conn.execute(sa.select(t.c.seq, t.c.hash).where(t.c.session == session)
-                            .order_by(t.c.seq.desc()).limit(1)).first()
+        last = conn.execute(self._last, {"s": session}).first()
         seq, prev = (last[0] + 1, last[1]) if last else (1, "")
         row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
                    hash=record_hash(prev, session, seq, record))
-        conn.execute(t.insert().values(**dict(row, data=None if row["data"] is None
-                                              else json.dumps(row["data"], sort_keys=True))))
+        conn.execute(self._insert, dict(row, data=None if row["data"] is None
+                                        else json.dumps(row["data"], sort_keys=True)))
         return row
 
     def session(self, session: str) -> list:
