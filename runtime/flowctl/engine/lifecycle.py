@@ -16,6 +16,7 @@ from flowctl.definition.kinds import did_you_mean
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import cancel as cancelling
 from flowctl.engine import sensitive
+from flowctl.engine import adhoc
 from flowctl.engine.adhoc import flow_of, is_session
 from flowctl.engine.cursor import Cursor
 from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
@@ -148,6 +149,8 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     if row.get("cancel_requested"):
         return _requested_cancel(engine, row)
     if is_session(row["flow"]):  # no states to drive: only the server acts in it (flowctl.engine.adhoc)
+        if status == "paused" and token is not None:  # a gate review of one of its calls: decided, not driven
+            return adhoc.decide(RunContext(engine, project, flow_of(project, row), row), token, decision, data, by)
         raise UsageError(f"run {row['id']} is a flowctl serve session; it is not resumed",
                          hint=f"invoke its tools through the server, or end it: flowctl cancel {row['id']}")
     flow = project.flows[row["flow"]]

@@ -31,6 +31,7 @@ Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoin
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 
@@ -43,13 +44,13 @@ from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
 from flowctl.server import gatecheck, models, problems, stream, views
-from flowctl.server.sessions import Sessions
+from flowctl.server.sessions import Sessions, respond
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.store.apikeys import keys_of
 from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES, check_run_id
-from flowctl.store.servicelog import log_of
+from flowctl.store.servicelog import Refusals, log_of
 
 TOOL_ID = Path(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="a contract id (the key needs invoke:<id>)")
 SESSION_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a session id (its run's id) or a unique prefix of one")
@@ -68,6 +69,7 @@ class Service:
         self.gate = Gate(project, store, self.engine.clock)
         self.keys = keys_of(store)
         self.log = log_of(store)
+        self.refusals = Refusals(self.log)  # 401s, counted per address and minute
         self.buckets = Buckets(rate, burst)
         self.aliases: dict = {}
         self.sessions = Sessions(self)
@@ -99,7 +101,12 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     ``poll``: seconds between a run stream's reads of the store (:mod:`flowctl.server.stream`)."""
     from flowctl import __version__
 
-    app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None,
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        service.refusals.flush()  # the counts of the last window of refusals without a key
+
+    app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="The flowctl gate as a service: ask before acting, follow runs, answer reviews.")
     service = Service(project, store, engine=engine, rate=rate, burst=burst)
     app.state.service = service
@@ -119,11 +126,12 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):
         return service.sessions.open(caller, body.name if body is not None else None)
 
-    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, responses=errs,
-              tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, tags=["sessions"],
+              responses={**errs, 202: {"model": models.Invoked, "description": "held for a review (status review)"}})
     def invoke(body: models.Invoke, session_id: str = SESSION_ID, tool: str = TOOL_ID,
                caller: Caller = Depends(need("invoke:{tool}"))):
-        return _conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input, body.idempotency_key))
+        return respond(_conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input,
+                                                                 body.idempotency_key)))
 
     @app.post("/v1/sessions/{session_id}/compensate", response_model=models.Compensated, responses=errs,
               tags=["sessions"])
