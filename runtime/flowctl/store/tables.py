@@ -35,7 +35,13 @@ previous row); ``n_events`` is the number of events in it, NULL for the rows of 
 older versions wrote, which stay as they are (a run's chain may hold both). Readers give the same
 event dicts for both (:func:`flowctl.store.records.stored_events`).
 
-:func:`upgrade` adds what is missing to a version-1 to 6 store in place.
+Version 8 (issue 17 target 4d, issue 18 and 21's ``stats``): a new table
+``flowctl_run_summaries`` ``(run_id, last_seq, facts)``: the facts ``flowctl stats`` counts of a run
+that has ended (:mod:`flowctl.store.summary`), written after the commit that ends it; a summary
+whose ``last_seq`` is not the run's is stale and not used. No column of an older table changes;
+runs that ended before the upgrade have none (``stats`` reads their events).
+
+:func:`upgrade` adds what is missing to a version-1 to 7 store in place.
 """
 from __future__ import annotations
 
@@ -165,6 +171,14 @@ GATE_INDEXES = (
     sa.Index("ix_flowctl_gate_log_tool_run_at", gate_log.c.tool, gate_log.c.run_id, gate_log.c.at),
 )
 
+#: Version 8: the facts ``flowctl stats`` counts of an ended run (flowctl.store.summary): JSON text.
+run_summaries = sa.Table(
+    "flowctl_run_summaries", metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("last_seq", sa.Integer, nullable=False),  # the run's last_seq when it was written
+    sa.Column("facts", sa.Text, nullable=False),
+)
+
 workers = sa.Table(
     "flowctl_workers", metadata,
     sa.Column("id", sa.String(200), primary_key=True),          # host:pid, as runs.owner
@@ -238,6 +252,19 @@ def upgrade(conn, from_version: int) -> None:
         for index in HISTORY_INDEXES + GATE_INDEXES:
             index.create(conn, checkfirst=True)
         _due_paused_reviews(conn)
+    _upgrade_run_summaries(conn, from_version)
+
+
+#: The version that keeps ended runs' stats facts (flowctl_run_summaries).
+SUMMARIES_VERSION = 8
+
+
+def _upgrade_run_summaries(conn, from_version: int) -> None:
+    """Schema 8: ``flowctl_run_summaries``, created by ``create_all`` before :func:`upgrade` runs
+    (checked here so the step stands alone). Runs that ended before it keep no summary: ``stats``
+    reads their events, as it did."""
+    if from_version < SUMMARIES_VERSION:
+        run_summaries.create(conn, checkfirst=True)
 
 
 def _seal_live_runs(conn) -> None:
