@@ -20,14 +20,11 @@ from __future__ import annotations
 
 from flowctl.store.events import iter_events
 from flowctl.store.history import stats
+from flowctl.store.summary import BLOCKS, TAKEOVER  # noqa: F401 - health.BLOCKS, health.TAKEOVER
 
 #: rate name -> the fraction above which it is flagged
 THRESHOLDS = {"validation_block_rate": 0.20, "pause_timeout_rate": 0.10, "rollback_failure_rate": 0.01,
               "human_takeover_rate": 0.05}
-#: error types of a call blocked by a check (schema, boundary, the gate)
-BLOCKS = frozenset({"SchemaMismatch", "BoundaryViolation", "PolicyDenied"})
-#: events that mean an operator took the run over
-TAKEOVER = frozenset({"run_redriven", "context_overridden"})
 
 
 def _rate(part: int, whole: int):

@@ -111,7 +111,8 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
       ``success_rate`` (succeeded over finished; None when none finished), ``mean_steps``;
     * ``step_ms: {p50, p99}`` (tool-call durations, milliseconds) and ``tools: {tool: {calls,
       failures, retries, failure_rate, retry_rate}}``; ``latency: {tool: {count, sum_s, le}}``
-      (``le``: the calls at or under each bound of :data:`LATENCY_BOUNDS`, seconds, cumulative);
+      (``le``: ``[[bound, calls]]``, the calls at or under each bound of :data:`LATENCY_BOUNDS`,
+      seconds, cumulative);
     * ``compensation_failures``, ``compensations: {started, succeeded, failed}``, ``gate: {allow,
       deny, review, warn}`` (decisions; ``warn``: soft-rule warnings), ``reviews: {requested,
       timed_out, pending}`` (``pending``: counted runs paused now);
@@ -122,9 +123,11 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
     * with ``bucket`` (seconds): ``buckets`` per tool (:func:`_buckets`), of calls at or after ``since``.
 
     Rates are fractions (0-1)."""
+    import bisect
+    import itertools
     import statistics  # (imports decimal, fractions, random: not for the other read commands)
 
-    from flowctl.store.health import BLOCKS, TAKEOVER
+    from flowctl.store.summary import BLOCKS, TAKEOVER
 
     rows, facts = store.stats_rows(limit, since, flow, not children)
     flow_of = {r["id"]: r.get("flow") for r in rows}
@@ -154,11 +157,10 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
             entry = tools.setdefault(name, {"calls": 0, "failures": 0, "retries": 0})
             entry["calls"] += 1
             entry["failures"] += t == "tool_failed"
-            hist = latency.setdefault(name, {"count": 0, "sum_s": 0.0, "le": [0] * len(LATENCY_BOUNDS)})
+            hist = latency.setdefault(name, {"count": 0, "sum_s": 0.0, "le": [0] * (len(LATENCY_BOUNDS) + 1)})
             hist["count"] += 1
             hist["sum_s"] += ms / 1000.0
-            for i, bound in enumerate(LATENCY_BOUNDS):
-                hist["le"][i] += ms / 1000.0 <= bound
+            hist["le"][bisect.bisect_left(LATENCY_BOUNDS, ms / 1000.0)] += 1  # per bound here; cumulated below
             durations.append(ms)
             last_failed = name if t == "tool_failed" else None
             if bucket and isinstance(f[1], (int, float)) and (since is None or f[1] >= since):
@@ -188,6 +190,8 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
                           by_state.setdefault(f"{fl}/{state}", _usage())):
                 _add_usage(entry, f)
     n.update(compensations=comp["started"], compensation_failures=comp["failed"], takeovers=len(took_over))
+    for hist in latency.values():
+        hist["le"] = [[bound, n] for bound, n in zip(LATENCY_BOUNDS, itertools.accumulate(hist["le"][:-1]))]
     finished = sum(by_status.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
     for entry in tools.values():
         entry["failure_rate"] = entry["failures"] / entry["calls"] if entry["calls"] else 0.0

@@ -40,6 +40,10 @@ FACT_TYPES = frozenset({
     "tool_invoked", "tool_succeeded", "tool_failed", "retry_scheduled", "compensation_started",
     "compensation_succeeded", "compensation_failed", "review_requested", "review_timed_out", "policy_decided",
     "error_caught", "run_cancelled", "run_redriven", "context_overridden", "model_called"})
+#: error types of a call blocked by a check (schema, boundary, the gate)
+BLOCKS = frozenset({"SchemaMismatch", "BoundaryViolation", "PolicyDenied"})
+#: events that mean an operator took the run over
+TAKEOVER = frozenset({"run_redriven", "context_overridden"})
 
 
 def _fact(ev: dict) -> list:
@@ -80,7 +84,21 @@ def read_summary(text):
         found = json.loads(text)
     except (TypeError, ValueError):
         return None
-    return found if isinstance(found, list) and all(isinstance(f, list) and f for f in found) else None
+    return found if read_summary_value(found) else None
+
+
+def read_summaries(text):
+    """Like :func:`read_summary`, for the texts of several summaries joined as one JSON list."""
+    try:
+        found = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return found if isinstance(found, list) and all(read_summary_value(x) for x in found) else None
+
+
+def read_summary_value(value) -> bool:
+    """Whether ``value`` (parsed) is a summary: a list of non-empty lists."""
+    return isinstance(value, list) and all(isinstance(f, list) and f for f in value)
 
 
 def upsert_sql(pg: bool) -> str:
@@ -90,4 +108,4 @@ def upsert_sql(pg: bool) -> str:
             "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
 
 
-__all__ = ["FACT_TYPES", "facts_of", "read_summary", "summary_text", "upsert_sql"]
+__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text", "upsert_sql"]
