@@ -21,11 +21,12 @@ from flowctl.errors import RunNotFound, StoreError, first_line
 from flowctl.store.records import JSON_STEP, check_run_id, event_dict, loads, prefix_bounds, run_dict, stored_events
 from flowctl.store.url import safe_url
 
-def run_facts(store, runs: list, summaries: dict | None = None) -> list:
+def run_facts(store, runs: list, summaries: dict | None = None, read_many=None) -> list:
     """``[(run_id, fact)]`` of ``runs`` (dicts with ``id``, ``status``, ``last_seq``), each run's in
     ``seq`` order: from its summary in ``summaries`` (run id -> ``(last_seq, text)``) when that
     describes the run as it stands (ended, same ``last_seq``), else from its events read through
-    the store (:func:`flowctl.store.summary.facts_of`)."""
+    the store (:func:`flowctl.store.summary.facts_of`); ``read_many(run_ids)`` (run id -> facts),
+    when given, reads those runs' events in a few queries instead of one run at a time."""
     from flowctl.store.events import iter_events
     from flowctl.store.records import FINAL
     from flowctl.store.summary import facts_of, read_summaries, read_summary
@@ -38,12 +39,17 @@ def run_facts(store, runs: list, summaries: dict | None = None) -> list:
     if joined is not None and len(joined) == len(current):
         kept = {r["id"]: facts for r, facts in zip(current, joined)}
     current_ids = {r["id"] for r in current}
+    for rid in current_ids - set(kept):  # a summary that did not decode with the others
+        facts = read_summary(summaries[rid][1])
+        if facts is not None:
+            kept[rid] = facts
+    missing = [r["id"] for r in runs if r["id"] not in kept]
+    if missing and read_many is not None:
+        kept.update(read_many(missing))
     out = []
     for r in runs:
         rid = r["id"]
         facts = kept.get(rid)
-        if facts is None and rid in current_ids:
-            facts = read_summary(summaries[rid][1])
         if facts is None:
             facts = facts_of(iter_events(store, rid))
         out.extend((rid, f) for f in facts)
@@ -127,7 +133,26 @@ class DbapiReads:
         runs = [{"id": i, "status": st, "steps": n, "created_at": at, "flow": fl, "last_seq": seq}
                 for i, st, n, at, fl, seq, _, _ in rows]
         summaries = {r[0]: (r[6], r[7]) for r in rows if r[7] is not None}
-        return runs, run_facts(self, runs, summaries)
+        return runs, run_facts(self, runs, summaries, self._facts_from_events)
+
+    def _facts_from_events(self, run_ids: list, chunk: int = 200) -> dict:
+        """Run id -> the facts of its events, for runs without a current summary (not ended,
+        redriven, ended before schema 8): their event rows ``chunk`` runs per query, unpacked."""
+        from flowctl.store.summary import facts_of
+
+        p = "%s" if self.pg else "?"
+        out = {}
+        for lo in range(0, len(run_ids), chunk):
+            ids = run_ids[lo:lo + chunk]
+            with self._cursor() as cur:
+                cur.execute("SELECT run_id, seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events "
+                            f"FROM flowctl_events WHERE run_id IN ({', '.join([p] * len(ids))}) ORDER BY run_id, seq", ids)
+                rows = cur.fetchall()
+            events: dict = {rid: [] for rid in ids}
+            for row in rows:
+                events[row[0]].extend(stored_events(row[0], tuple(row[1:])))
+            out.update((rid, facts_of(evs)) for rid, evs in events.items())
+        return out
 
 
 class SqlReader(DbapiReads):
