@@ -1,8 +1,8 @@
 """History must not slow the present (issue 17, target 4).
 
 A store holding ``--runs`` runs (default 100,000; one in ten a child run, one in twenty failed,
-four events each, and the summary of its facts the store keeps when a run ends: schema 8) and ``--gate`` gate-log rows is built directly in the store's tables; then, in
-process, with the store open, each of these is timed (median of ``--trials`` rounds, min and
+four events each, with the summary of facts the store keeps when a run ends: schema 9) and
+``--gate`` gate-log rows is built directly in the store's tables; then, in process, with the store open, each of these is timed (median of ``--trials`` rounds, min and
 max beside it, milliseconds):
 
 * ``runs``: ``list_runs(limit=50, top_level=True)`` and the database clock, as ``flowctl runs``;
@@ -87,7 +87,7 @@ def _fill(store, n_runs: int, n_gate: int, n_paused: int = 0, batch: int = 20_00
                     ("run_failed" if failed else "run_succeeded", {})), start=1):
                 events.append({"run_id": rid, "seq": seq, "ts": T0 + i, "type": typ, "state": "a", "attempt": 1,
                                "data": json.dumps(data), "prev_hash": "p" * 64, "hash": "h" * 64})
-            # the facts the commit that ended the run keeps (schema 8), from the same events
+            # the facts the commit that ended the run keeps (schema 9), from the same events
             summaries.append({"run_id": rid, "last_seq": 4, "facts": summary_text(
                 [dict(e, data=json.loads(e["data"])) for e in events[-4:]])})
         with store.engine.begin() as conn:

@@ -1,4 +1,4 @@
-"""Schema 8: the commit that ends a run keeps its stats facts (``flowctl.store.summary``), so
+"""Schema 9: the commit that ends a run keeps its stats facts (``flowctl.store.summary``), so
 ``flowctl stats`` counts an ended run without reading its events; a summary that no longer
 describes the run (it was redriven) is not used. Model usage, gate decisions, compensations,
 reviews and time buckets are counted alike in every store."""

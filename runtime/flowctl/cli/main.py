@@ -228,9 +228,8 @@ def trace(run_id, root, db, fmt, last):
               help="Also compute the defence rates and exit 1 naming each one over its threshold (for cron or CI).")
 @click.option("--bucket", metavar="DURATION", help="Also per tool per time bucket (1h, 15m): calls, failures, mean/p95 ms.")
 def stats(root, db, limit, since, flow, all_, fmt, check, bucket):
-    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99,
-    model tokens, cost and re-ask rate per flow, state and model (top-level runs; --all adds child
-    runs). --bucket 1h adds each tool's calls per hour: flowctl stats --since 24h --bucket 1h
+    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99, model
+    tokens, cost and re-ask rate per flow, state and model (top-level runs; --all adds child runs).
 
     \b
     With --check (or --format prometheus) also the defence rates, each against its threshold:
@@ -593,6 +592,9 @@ def keys_revoke(name, root, db):
     """Revoke key NAME at once."""
     _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
 
+
+from flowctl.cli.observe import register as _observe  # noqa: E402 - issue 21: events, policy report
+_observe(main, policy, _root_db)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

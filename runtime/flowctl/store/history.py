@@ -4,7 +4,7 @@ Costs do not grow with the number of stored runs (issue 17): ``list_runs`` reads
 of an index on ``(created_at, id)`` (top-level runs: a partial index; ``status`` and ``flow``:
 indexes on ``(status|flow, created_at, id)``); ``due_by`` reads paused runs from an index on
 their due time; ``stats_rows`` (:class:`flowctl.store.reader.DbapiReads`) reads only the runs asked for with the
-facts of their events kept when they ended (schema 8, :mod:`flowctl.store.summary`): no event is
+facts of their events kept when they ended (schema 9, :mod:`flowctl.store.summary`): no event is
 read for a run that ended with a summary. The indexes are in :mod:`flowctl.store.tables` (schema version 5).
 
 :class:`HistoryMethods` is a part of :class:`flowctl.store.core.SqlStore` (a mix-in over its
@@ -265,8 +265,10 @@ def iter_steps(events):
             current["fanout_at"] = ev["ts"]
         elif t == "fanout_finished" and current.get("fanout_at") is not None:
             current["duration_ms"] = (ev["ts"] - current.pop("fanout_at")) * 1000.0
-        elif t == "policy_decided":
-            current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
+        elif t == "policy_decided":  # after a gate review: who decided, then the gate's answer
+            reviewed = current.pop("gate_review", None)
+            current["policy"] = (f"review, {reviewed} → " if reviewed else "") + \
+                f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
         elif t == "error_caught":
             e = d.get("error") or {}
             current["error"] = f"{e.get('type')}: {e.get('message')}"
@@ -287,6 +289,8 @@ def iter_steps(events):
             current["outcome"] = d.get("status")
         elif t == "review_decided":
             current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
+            if current["type"] != "review":  # the gate sent a tool call to review (review_when)
+                current["gate_review"] = current["outcome"]
         elif t == "review_timed_out":
             current["outcome"] = "review timed out"
         elif t == "fallback_used":

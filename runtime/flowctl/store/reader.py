@@ -110,7 +110,7 @@ class DbapiReads:
     def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
                    top_level: bool = True) -> tuple:
         """See :meth:`flowctl.store.protocol.Store.stats_rows`: one query for the runs (the newest
-        of an index; ``since`` is a prefix of that order) and their summaries (schema 8, a primary
+        of an index; ``since`` is a prefix of that order) and their summaries (schema 9, a primary
         key each); only runs without a current summary — not ended, redriven, ended before schema
         8 — have their events read (:func:`run_facts`)."""
         p = "%s" if self.pg else "?"

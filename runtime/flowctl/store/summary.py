@@ -1,5 +1,5 @@
 """A run's *facts*: the few fields of its events that ``flowctl stats``, its health rates and the
-Prometheus metrics count, kept per run once it has ended (schema 8, ``flowctl_run_summaries``).
+Prometheus metrics count, kept per run once it has ended (schema 9, ``flowctl_run_summaries``).
 
 ``stats`` over the latest thousand of 100,000 runs must not take a thousand runs' events apart
 (issue 17 target 4: packed rows, schema 7, would have to be unpacked, in SQL or in Python). So the
@@ -8,7 +8,7 @@ and writes their facts beside it (:func:`summary_text`), keyed by the run's ``la
 time. A summary is used only while it describes the run as it stands — the run has ended and its
 ``last_seq`` is the summary's — so a run redriven after it ended, or one whose summary write was
 lost to a crash (it is written just after the final commit, as a cache), is read from its events
-(:func:`facts_of`), as are runs that have not ended and runs that ended before schema 8.
+(:func:`facts_of`), as are runs that have not ended and runs that ended before schema 9.
 
 A fact is a list ``[type, ts, state, name, *values]`` (``ts`` epoch seconds; absent trailing
 values are not written):

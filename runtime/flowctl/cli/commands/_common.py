@@ -336,7 +336,10 @@ def print_result(result, *, fmt="text", db=None) -> int:
         click.echo("path: " + result_path(result) + note)
     if result.status == "succeeded":
         click.echo("output: " + json.dumps(result.output, ensure_ascii=False, sort_keys=True))
-    if result.error:
+    if result.error and result.status == "cancelled" and result.error.get("type") == "Cancelled":
+        e = result.error  # the reason it stopped, not an error of the command
+        click.echo(f"cancelled at {e.get('state')}: {e.get('message')}")
+    elif result.error:
         e = result.error
         code = f" [{e.get('code')}]" if e.get("code") != e.get("type") else ""
         click.echo(f"error: {e.get('type')}{code} at {e.get('state')}: {e.get('message')}")
