@@ -2,8 +2,9 @@
 
 A store holding ``--runs`` runs (default 100,000; one in ten a child run, one in twenty failed,
 four events each, with the summary of facts the store keeps when a run ends: schema 9) and
-``--gate`` gate-log rows is built directly in the store's tables; then, in process, with the store open, each of these is timed (median of ``--trials`` rounds, min and
-max beside it, milliseconds):
+``--gate`` gate-log rows is built directly in the store's tables; then, in process, with the
+store open, each of these is timed (median of ``--trials`` rounds, min and max beside it,
+milliseconds; ``--only stats``: that part alone):
 
 * ``runs``: ``list_runs(limit=50, top_level=True)`` and the database clock, as ``flowctl runs``;
 * ``runs_failed``: the same with ``status="failed"``;
