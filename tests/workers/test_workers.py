@@ -629,7 +629,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 8  # store schema 8: events indexed by time
+    assert SCHEMA_VERSION == 9  # store schema 8: events indexed by time; 9: run summaries
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
