@@ -226,9 +226,10 @@ def trace(run_id, root, db, fmt, last):
               help="prometheus: the text exposition format (for a node_exporter textfile or a push gateway).")
 @click.option("--check", is_flag=True,
               help="Also compute the defence rates and exit 1 naming each one over its threshold (for cron or CI).")
-def stats(root, db, limit, since, flow, all_, fmt, check):
-    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99
-    (top-level runs; --all adds child runs, whose tool calls top-level runs do not count).
+@click.option("--bucket", metavar="DURATION", help="Also per tool per time bucket (1h, 15m): calls, failures, mean/p95 ms.")
+def stats(root, db, limit, since, flow, all_, fmt, check, bucket):
+    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99, model
+    tokens, cost and re-ask rate per flow, state and model (top-level runs; --all adds child runs).
 
     \b
     With --check (or --format prometheus) also the defence rates, each against its threshold:
@@ -239,7 +240,8 @@ def stats(root, db, limit, since, flow, all_, fmt, check):
     Thresholds: `thresholds:` in orchestration/project.yaml (fractions, e.g. pause_timeout_rate: 0.05).
       flowctl stats --check --since 1h || page-the-on-call
     """
-    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check)
+    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check,
+          bucket=bucket)
 
 
 @main.command()

@@ -188,13 +188,16 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
 
     @app.get("/metrics", tags=["runs"], responses=errs, response_class=PlainTextResponse)
     def metrics(limit: int = Query(1000, ge=1, le=100000), flow: str | None = Query(None, max_length=200),
-                caller: Caller = Depends(need("runs:read"))):
-        """The health figures and defence rates of the latest ``limit`` runs in Prometheus' text
-        format (a scrape job with ``authorization: {credentials: <key>}``, scope ``runs:read``)."""
+                since: float | None = Query(None, ge=0, le=1e11), caller: Caller = Depends(need("runs:read"))):
+        """The figures of the latest ``limit`` runs (created since ``since``, epoch seconds) in
+        Prometheus' text format: runs by flow and status, tool calls, failures and a latency
+        histogram, gate decisions, compensations, reviews, model tokens and cost, the defence rates
+        (:mod:`flowctl.telemetry.metrics`; a scrape job with ``authorization: {credentials: <key>}``,
+        scope ``runs:read``)."""
         from flowctl.store.health import health
         from flowctl.telemetry.metrics import prometheus
 
-        return PlainTextResponse(prometheus(health(store, limit=limit, flow=flow), flow),
+        return PlainTextResponse(prometheus(health(store, limit=limit, flow=flow, since=since), flow),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/v1/runs", response_model=models.Submitted, status_code=201, responses=errs, tags=["runs"])

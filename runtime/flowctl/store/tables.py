@@ -43,7 +43,13 @@ range), the index :func:`flowctl.store.query.query_events` and ``flowctl policy 
 an archive, with the hash the chain had before the range (``prev_hash``) and at its end (``hash``), so the
 events left in the store still verify (:func:`upgrade_8`: nothing to change in existing rows).
 
-:func:`upgrade` adds what is missing to a version-1 to 7 store in place.
+Version 9 (issue 17 target 4d, issue 18 and 21's ``stats``): a new table
+``flowctl_run_summaries`` ``(run_id, last_seq, facts)``: the facts ``flowctl stats`` counts of a run
+that has ended (:mod:`flowctl.store.summary`), written after the commit that ends it; a summary
+whose ``last_seq`` is not the run's is stale and not used. No column of an older table changes;
+runs that ended before the upgrade have none (``stats`` reads their events).
+
+:func:`upgrade` adds what is missing to a version-1 to 8 store in place.
 """
 from __future__ import annotations
 
@@ -197,6 +203,14 @@ pruned = sa.Table(
     sa.Column("pruned_at", sa.Float, nullable=False),
 )
 
+#: Version 9: the facts ``flowctl stats`` counts of an ended run (flowctl.store.summary): JSON text.
+run_summaries = sa.Table(
+    "flowctl_run_summaries", metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("last_seq", sa.Integer, nullable=False),  # the run's last_seq when it was written
+    sa.Column("facts", sa.Text, nullable=False),
+)
+
 workers = sa.Table(
     "flowctl_workers", metadata,
     sa.Column("id", sa.String(200), primary_key=True),          # host:pid, as runs.owner
@@ -274,6 +288,7 @@ def upgrade(conn, from_version: int) -> None:
         _due_paused_reviews(conn)
     if from_version < EVENTS_BY_TIME_VERSION:
         upgrade_events_by_time(conn)
+    _upgrade_run_summaries(conn, from_version)
 
 
 def upgrade_events_by_time(conn) -> None:
@@ -287,6 +302,18 @@ def upgrade_8(conn) -> None:
     """Schema 8 (retention): the table ``flowctl_pruned``. Safe to repeat; no existing row changes
     (nothing was pruned before it existed)."""
     pruned.create(conn, checkfirst=True)
+
+
+#: The version that keeps ended runs' stats facts (flowctl_run_summaries).
+SUMMARIES_VERSION = 9
+
+
+def _upgrade_run_summaries(conn, from_version: int) -> None:
+    """Schema 9: ``flowctl_run_summaries``, created by ``create_all`` before :func:`upgrade` runs
+    (checked here so the step stands alone). Runs that ended before it keep no summary: ``stats``
+    reads their events, as it did."""
+    if from_version < SUMMARIES_VERSION:
+        run_summaries.create(conn, checkfirst=True)
 
 
 def _seal_live_runs(conn) -> None:
