@@ -138,6 +138,25 @@ def test_open_schemas_and_free_form_data_say_nothing(make_project):
     assert of(diags, "FC801") == [] and of(diags, "FC802") == []
 
 
+ASK_WITH_DATA = ("id: ask\ntype: review\ndecisions: [approve, reject]\ndata_schema:\n  type: object\n"
+                 "  additionalProperties: false\n  properties:\n    note: {type: string}\n"
+                 "    amount: {type: number}\n")
+
+
+def test_a_review_data_schema_types_review_data_for_later_states(make_project):
+    diags = run_checks(make_project, BASE + """\
+  - {from: decide, to: ask}
+  - from: ask
+    when: "review.data.nte == 'x' || review.data.amount > '5'"
+    to: pay
+  - {from: ask, to: stop}
+  - {from: pay, to: done}
+""", {"states/ask.yaml": ASK_WITH_DATA})
+    d = one(diags, "FC801")
+    assert "`review.data` has no field 'nte'" in d.message and d.hint == "did you mean 'note'?"
+    assert "number" in one(diags, "FC802").message
+
+
 # ------------------------------------------------------------------ FC802: different JSON types
 def test_type_mismatch_comparison_number_against_string(make_project):
     diags = run_checks(make_project, BASE + """\
