@@ -323,6 +323,8 @@ def render(r: dict, commands: dict) -> str:
         lines += _render_pgcapacity(r["pgcapacity"])
     if "regression" in r:
         lines += _render_regression(r["regression"])
+    if "events" in r:
+        lines += _render_events(r["events"])
 
     for part, trace in r.get("errors", {}).items():
         lines += ["", f"## {part}: failed in this run", "", "```", trace.strip().splitlines()[-1], "```"]
@@ -335,6 +337,23 @@ def render(r: dict, commands: dict) -> str:
               "`FLOWCTL_BENCH_PG` (default `postgresql://postgres@127.0.0.1:5432/test`); each trial creates a "
               "database there and drops it. Profile findings: `benchmarks/PROFILE.md`.", ""]
     return "\n".join(lines)
+
+
+def _render_events(e: dict) -> list:
+    """Issue 21: ``flowctl events`` across runs with a million stored events (bench_events)."""
+    lines = ["", "## Events across runs (issue 21)", "",
+             f"`flowctl events` on a store of {e['events']:,} events ({e['rows']:,} packed rows, {e['runs']:,} runs over "
+             f"the last {e['days']:g} days, {e['tools']} tools), filled by bulk insert; every matching event read through "
+             f"the CLI's reader; p50 of {e['trials']}; {_load(e)}.", "",
+             "| store | filled in s | query | p50 ms | max ms | events found |", "| --- | ---: | --- | ---: | ---: | ---: |"]
+    for store, res in e.get("stores", {}).items():
+        for name, q in res["queries"].items():
+            lines.append(f"| {store} | {res['fill_seconds']:.1f} | {name} | {q['p50_ms']:.1f} | {q['max_ms']:.1f} | "
+                         f"{q['events_found']:,} |")
+    if e.get("postgresql_skipped"):
+        lines.append(f"PostgreSQL not measured: {e['postgresql_skipped']}")
+    lines += ["", "Targets (issue 21):", *_targets(e)]
+    return lines
 
 
 def _render_workers(w: dict) -> list:

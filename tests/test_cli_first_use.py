@@ -109,6 +109,7 @@ def test_trace_of_a_run_cancelled_without_compensation_says_who_and_what_it_kept
     run_id = out.split("run ", 1)[1].split()[0]
     code, out = _flowctl(tmp_path, "cancel", run_id, "--no-compensate", "--by", "carol")
     assert code == 0, out
+    assert "cancelled at " in out and "error:" not in out, out  # the reason it stopped is not an error of cancel
     code, out = _flowctl(tmp_path, "trace", run_id)
     assert code == 0, out
     assert "cancelled by carol" in out

@@ -171,8 +171,22 @@ def test_review_when_pauses_before_the_tool(tmp_path):
     done = h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
     assert done.status == "succeeded" and ("mail", "many") in h.ledger()
     paused = h.run(input={"n": 12, "to": "nope"})
-    rejected = h.engine.resume(paused.run_id, token=paused.review["token"], decision="reject")
+    rejected = h.engine.resume(paused.run_id, token=paused.review["token"], decision="reject", by="bob")
     assert rejected.error["code"] == "POLICY_DENIED" and ("mail", "nope") not in h.ledger()
+
+
+def test_trace_names_who_decided_a_gate_review(tmp_path):
+    from flowctl.store.history import steps_of
+
+    h = Harness(_gate_project(tmp_path, "allow: []\nreview_when: 'input.n > `10`'\n"))
+    paused = h.run(input={"n": 12, "to": "many"})
+    h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve", by="alice")
+    (step,) = [s for s in steps_of(h.store.events(paused.run_id)) if s["tool"]]
+    assert step["policy"].startswith("review, approve by alice → allow (") and step["outcome"] == "ok"
+    paused = h.run(input={"n": 12, "to": "nope"})
+    h.engine.resume(paused.run_id, token=paused.review["token"], decision="reject", by="bob")
+    (step,) = [s for s in steps_of(h.store.events(paused.run_id)) if s["state"] == paused.review["state"]]
+    assert step["policy"].startswith("review, reject by bob → ") and step["outcome"] == "failed", step
 
 
 def test_rate_limit_holds_across_two_processes(tmp_path):

@@ -30,7 +30,8 @@ V4_RUNS = {"01a232032d3a16abb80a2e31": "succeeded", "01a232033038cdf82fbd091b": 
 PAUSED = ["01a23203322456ea21650300", "01a23203338ab7c91d39d4af"]
 NEW_INDEXES = {"ix_flowctl_runs_created", "ix_flowctl_runs_top_created", "ix_flowctl_runs_status_created",
                "ix_flowctl_runs_flow_created", "ix_flowctl_runs_parent_created", "ix_flowctl_runs_status_due",
-               "ix_flowctl_gate_log_tool_at", "ix_flowctl_gate_log_tool_flow_at", "ix_flowctl_gate_log_tool_run_at"}
+               "ix_flowctl_gate_log_tool_at", "ix_flowctl_gate_log_tool_flow_at", "ix_flowctl_gate_log_tool_run_at",
+               "ix_flowctl_events_ts"}  # version 8
 OLD_INDEXES = {"ix_flowctl_runs_status", "ix_flowctl_runs_flow", "ix_flowctl_runs_parent_id", "ix_flowctl_gate_log_at"}
 
 
@@ -49,7 +50,7 @@ def _indexes(store) -> set:
     import sqlalchemy as sa
 
     with store.engine.connect() as conn:
-        return {ix["name"] for table in ("flowctl_runs", "flowctl_gate_log")
+        return {ix["name"] for table in ("flowctl_runs", "flowctl_gate_log", "flowctl_events")
                 for ix in sa.inspect(conn).get_indexes(table)}
 
 
@@ -60,14 +61,14 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     _load_v4(db_url)
     if db_url.startswith("sqlite"):  # as a paused review of a pre-version-2 store: no due time kept
         with sqlite3.connect(db_url[len("sqlite:///"):]) as conn:
             conn.execute("UPDATE flowctl_runs SET available_at = NULL WHERE id = ?", (PAUSED[1],))
     store = open_store(db_url)
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "7"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "8"
     found = _indexes(store)
     assert NEW_INDEXES <= found and not OLD_INDEXES & found
     assert ("ix_flowctl_runs_id_c" in found) == db_url.startswith("postgresql")  # id prefixes whatever the collation

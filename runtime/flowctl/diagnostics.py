@@ -60,6 +60,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC605": ("tool-input-mismatch", ERROR),
     "FC606": ("tool-code-outside-project", ERROR),
     "FC607": ("sensitive-field-undeclared", WARNING),
+    "FC608": ("tool-function-not-found", ERROR),
     "FC609": ("invalid-json-schema", ERROR),
     "FC701": ("policy-value", ERROR),
     "FC702": ("no-policy-allows", WARNING),

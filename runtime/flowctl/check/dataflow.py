@@ -62,7 +62,9 @@ def _review_shape(state) -> Shape:
     return S.obj({**_REVIEW.props, "data": (S.from_schema(schema), True)}, closed=True)
 
 
-_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
+#: ``calls``: an agent state's tool calls of the visit (engine/states/agent.py); absent (null) elsewhere
+_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER, "calls": S.join(NULL, S.array(
+    S.obj({"tool": STRING, "ok": BOOLEAN, "error": S.join(NULL, STRING)}, closed=True)))}, closed=True)
 _RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
                    "depth": NUMBER}, closed=True)
 

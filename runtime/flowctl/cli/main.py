@@ -591,5 +591,8 @@ def keys_revoke(name, root, db):
     _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
 
 
+from flowctl.cli.observe import register as _observe  # noqa: E402 - issue 21: events, policy report
+_observe(main, policy, _root_db)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -135,6 +135,8 @@ def iter_steps(events):
             current["outcome"] = current["outcome"] or "ok"
         elif t == "agent_tool_call":  # the tools an agent's model called, in order
             current.setdefault("agent_tools", []).append(d.get("name"))
+        elif t == "agent_tool_result" and not d.get("ok"):  # refused or failed, and told to the model
+            current.setdefault("agent_errors", []).append(f"{d.get('name')}: {d.get('error')}: {d.get('message')}")
         elif t in ("tool_invoked",) and current["type"] == "agent":
             pass  # an agent's tool calls are listed by name (agent_tools), its tries are its model's
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":
@@ -153,8 +155,10 @@ def iter_steps(events):
             current["fanout_at"] = ev["ts"]
         elif t == "fanout_finished" and current.get("fanout_at") is not None:
             current["duration_ms"] = (ev["ts"] - current.pop("fanout_at")) * 1000.0
-        elif t == "policy_decided":
-            current["policy"] = f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
+        elif t == "policy_decided":  # after a gate review: who decided, then the gate's answer
+            reviewed = current.pop("gate_review", None)
+            current["policy"] = (f"review, {reviewed} → " if reviewed else "") + \
+                f"{d.get('outcome')} ({d.get('policy') or d.get('rule')})"
         elif t == "error_caught":
             e = d.get("error") or {}
             current["error"] = f"{e.get('type')}: {e.get('message')}"
@@ -175,6 +179,8 @@ def iter_steps(events):
             current["outcome"] = d.get("status")
         elif t == "review_decided":
             current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
+            if current["type"] != "review":  # the gate sent a tool call to review (review_when)
+                current["gate_review"] = current["outcome"]
         elif t == "review_timed_out":
             current["outcome"] = "review timed out"
         elif t == "fallback_used":

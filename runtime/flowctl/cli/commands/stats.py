@@ -21,8 +21,8 @@ def compute(store, limit: int = 1000, since: float | None = None, *, flow: str |
     return stats(store, limit, since, flow=flow, children=children)
 
 
-def parse_since(text):
-    """``--since``: an ISO-8601 time, or a duration ago (``1h``); epoch seconds, or None."""
+def parse_since(text, option: str = "--since"):
+    """``--since`` (or ``option``): an ISO-8601 time, or a duration ago (``1h``); epoch seconds, or None."""
     if not text:
         return None
     import time
@@ -38,7 +38,7 @@ def parse_since(text):
     try:
         return _parse_time(text).timestamp()
     except ValueError:
-        raise UsageError(f"--since {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
+        raise UsageError(f"{option} {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
 
 
 def project_thresholds(root) -> dict:

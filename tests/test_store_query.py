@@ -1,0 +1,200 @@
+"""Events across runs (store/query.py, issue 21): exact filters over packed rows, commit order,
+the newest N, and the same answers from SQLite, PostgreSQL, the DBAPI reader and the memory store."""
+from __future__ import annotations
+
+import pytest
+
+from support.enginekit import Harness, build, effect_contract, task
+from support.pg import pg_url  # noqa: F401 - fixture
+
+from flowctl.store.query import EventFilter, query_events
+
+TOOLS = """
+LEDGER = []
+
+def pay(input, call):
+    if input.get("amount", 0) < 0:
+        raise ValueError("negative")
+    LEDGER.append(input.get("amount"))
+    return {"ok": True}
+
+def verify_pay(input, output, call):
+    return True
+
+def undo_pay(input, output, call):
+    pass
+
+def ship(input, call):
+    return {"shipped": True}
+"""
+
+
+SQL_STORES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def _open(request, tmp_path):
+    from flowctl.store.sql import MemoryStore, open_store
+
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    return open_store(request.getfixturevalue("pg_url"), create=True)
+
+
+@pytest.fixture(params=["memory", *SQL_STORES])
+def store(request, tmp_path):
+    found = _open(request, tmp_path)
+    yield found
+    found.close()
+
+
+@pytest.fixture(params=SQL_STORES)
+def sql_store(request, tmp_path):
+    found = _open(request, tmp_path)
+    yield found
+    found.close()
+
+
+def _runs(tmp_path, store):
+    """Two flows: ``f`` (pay, then ship) and ``g`` (ship); returns the harness and the run ids."""
+    files = {**effect_contract("pay", "pay"), **task("charge", "pay@^1", extra="input: {amount: input.amount}\n"),
+             "contracts/ship.v1.0.0.yaml": "id: ship\nversion: 1.0.0\nentrypoint: tk:ship\n",
+             **task("send", "ship@^1"),
+             "policies/cap.yaml": "policy: cap\napplies_to: [pay]\nallow:\n  - {field: input.amount, range: [0, 100]}\n",
+             "transitions/f.yaml": "flow: f\nstart: charge\ntransitions:\n  - {from: charge, to: send}\n"
+                                   "  - {from: send, to: done}\n",
+             "transitions/g.yaml": "flow: g\nstart: send\ntransitions:\n  - {from: send, to: done}\n"}
+    h = Harness(build(tmp_path, files, TOOLS), store=store)
+    ids = []
+    for flow, amount in (("f", 5), ("g", None), ("f", 500), ("f", 7)):
+        ids.append(h.run(flow, {"amount": amount} if amount is not None else {}).run_id)
+        h.clock._t += 60
+    return h, ids
+
+
+def test_filters_are_exact_although_a_row_packs_a_whole_commit(tmp_path, store):
+    h, ids = _runs(tmp_path, store)
+    every = [e for r in ids for e in store.events(r)]
+    got = list(query_events(store, EventFilter(type="tool_succeeded", tool="pay")))
+    want = [e for e in every if e["type"] == "tool_succeeded" and e["data"]["tool"].startswith("pay@")]
+    assert [(e["run_id"], e["seq"]) for e in got] == [(e["run_id"], e["seq"]) for e in want] and len(got) == 2
+    assert {e["flow"] for e in got} == {"f"}
+    denied = list(query_events(store, EventFilter(type="policy_decided")))
+    assert [e["data"]["outcome"] for e in denied] == ["allow", "deny", "allow"]  # ship is read-only: not gated
+    sends = list(query_events(store, EventFilter(state="send", flow="g")))
+    assert sends and {(e["state"], e["run_id"]) for e in sends} == {("send", ids[1])}
+    assert list(query_events(store, EventFilter(tool="pa"))) == []  # a prefix of a tool id is not that tool
+    assert list(query_events(store, EventFilter(type="tool_succeed"))) == []
+
+
+def test_since_until_and_run_select_by_event_time_and_run(tmp_path, store):
+    h, ids = _runs(tmp_path, store)
+    t0 = store.get_run(ids[0])["created_at"]
+    got = list(query_events(store, EventFilter(since=t0 + 30, until=t0 + 150)))
+    assert {e["run_id"] for e in got} == {ids[1], ids[2]} and all(t0 + 30 <= e["ts"] <= t0 + 150 for e in got)
+    one = list(query_events(store, EventFilter(run_id=ids[3])))
+    assert [e["seq"] for e in one] == [e["seq"] for e in store.events(ids[3])]
+    assert list(query_events(store, EventFilter(run_id="no-such-run"))) == []
+
+
+def test_results_are_oldest_first_and_limit_keeps_the_newest(tmp_path, store):
+    h, ids = _runs(tmp_path, store)
+    every = list(query_events(store, EventFilter()))
+    assert [e["run_id"] for e in every] == sorted((e["run_id"] for e in every), key=ids.index)
+    assert len(every) == sum(len(store.events(r)) for r in ids)
+    last = list(query_events(store, EventFilter(limit=3)))
+    assert [(e["run_id"], e["seq"]) for e in last] == [(e["run_id"], e["seq"]) for e in every[-3:]]
+
+
+def test_sql_reads_in_batches_and_the_reader_answers_as_the_store(tmp_path, sql_store):
+    store = sql_store
+    from flowctl.store.core import SCHEMA_VERSION
+    from flowctl.store.reader import open_reader
+
+    h, ids = _runs(tmp_path, store)
+    whole = [(e["run_id"], e["seq"]) for e in query_events(store, EventFilter(tool="ship"))]
+    paged = [(e["run_id"], e["seq"]) for e in query_events(store, EventFilter(tool="ship"), batch=1)]
+    assert paged == whole and len(whole) >= 4
+    reader = open_reader(store.url, SCHEMA_VERSION)
+    try:
+        assert [(e["run_id"], e["seq"]) for e in query_events(reader, EventFilter(tool="ship"), batch=2)] == whole
+    finally:
+        reader.close()
+
+
+def test_the_time_query_uses_the_schema_8_index(tmp_path):
+    import sqlite3
+
+    from flowctl.store.sql import open_store
+
+    open_store(f"sqlite:///{tmp_path}/s.db", create=True).close()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        plan = " ".join(r[-1] for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT e.seq FROM flowctl_events e JOIN flowctl_runs r ON r.id = e.run_id "
+            "WHERE e.ts >= 0 ORDER BY e.ts, e.run_id, e.seq LIMIT 5"))
+    assert "ix_flowctl_events_ts" in plan and "TEMP B-TREE" not in plan
+
+
+def test_the_servers_gate_decisions_are_read_by_time(store):
+    from flowctl.store.query import service_decisions
+    from flowctl.store.servicelog import log_of
+
+    assert list(service_decisions(store)) == []  # no service log yet: nothing, not an error
+    log = log_of(store)
+    for at, outcome in ((100.0, "allow"), (200.0, "deny")):
+        log.append("s1", {"at": at, "caller": "ci", "kind": "gate_check", "tool": "pay@1.0.0", "outcome": outcome,
+                          "policy": "cap", "rule": "allow[0] range on input.amount", "reason": "r"})
+    log.append("access", {"at": 300.0, "caller": "", "kind": "access_denied", "outcome": "deny"})
+    assert [(d["ts"], d["outcome"]) for d in service_decisions(store, since=150.0)] == [(200.0, "deny")]
+    assert len(list(service_decisions(store))) == 2
+
+
+def test_flowctl_events_prints_jsonl_and_refuses_a_bad_window(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from flowctl.cli.main import main
+    from flowctl.store.sql import open_store
+
+    db = f"sqlite:///{tmp_path}/flowctl.db"
+    store = open_store(db, create=True)
+    h, ids = _runs(tmp_path, store)
+    store.close()
+    runner = CliRunner()
+    args = ["events", "--root", str(h.root), "--db", db]
+    done = runner.invoke(main, args + ["--tool", "pay", "--type", "tool_succeeded", "--format", "jsonl"])
+    assert done.exit_code == 0, done.output
+    lines = [json.loads(line) for line in done.output.splitlines()]
+    assert [(e["run_id"], e["type"], e["flow"]) for e in lines] == [(ids[0], "tool_succeeded", "f"),
+                                                                    (ids[3], "tool_succeeded", "f")]
+    assert lines[0]["time"].startswith("2026-01-01T") and lines[0]["data"]["tool"] == "pay@1.0.0"
+    by_prefix = runner.invoke(main, args + ["--run", ids[1][:-2], "--format", "jsonl"])
+    assert by_prefix.exit_code == 0 and {json.loads(x)["run_id"] for x in by_prefix.output.splitlines()} == {ids[1]}
+    backwards = runner.invoke(main, args + ["--since", "1h", "--until", "2h"])
+    assert backwards.exit_code == 2 and "--until" in backwards.output and "Traceback" not in backwards.output
+    unknown = runner.invoke(main, args + ["--run", "nosuchrun"])
+    assert unknown.exit_code == 2 and "no run 'nosuchrun'" in unknown.output
+
+
+def test_rows_of_one_event_from_before_schema_7_are_filtered_exactly_too(tmp_path):
+    from support.helpers import load_sql_dump
+
+    from flowctl.store.sql import open_store
+
+    url = f"sqlite:///{tmp_path}/v4.db"
+    load_sql_dump(__import__("pathlib").Path(__file__).parent / "data" / "store_v4.sql", url)
+    store = open_store(url)  # upgraded to this schema: its rows stay one event each
+    try:
+        runs = store.list_runs(limit=0)
+        every = [e for r in runs for e in store.events(r["id"])]
+        assert every and all(e.get("packed") is None for e in every)
+        tool = next(e["data"]["tool"] for e in every if isinstance(e["data"], dict) and e["data"].get("tool"))
+        for flt, keep in ((EventFilter(type="state_entered"), lambda e: e["type"] == "state_entered"),
+                          (EventFilter(state=every[1]["state"]), lambda e: e["state"] == every[1]["state"]),
+                          (EventFilter(tool=tool), lambda e: isinstance(e["data"], dict) and e["data"].get("tool") == tool)):
+            got = sorted((e["run_id"], e["seq"]) for e in query_events(store, flt))
+            assert got and got == sorted((e["run_id"], e["seq"]) for e in every if keep(e))
+    finally:
+        store.close()
