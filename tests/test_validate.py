@@ -511,6 +511,18 @@ def test_fc609_embedded_schemas_that_cannot_work(make_project):
     assert "does not resolve" in diags[2].message and "not a local reference" in diags[3].message
 
 
+@pytest.mark.parametrize("prop, code, line, says", [
+    ("{type: strin}", "FC010", 7, "'strin' is not allowed"),  # the metaschema, as for any embedded schema
+    ("{type: string, pattern: '(('}", "FC609", 7, "does not compile"),
+])
+def test_a_review_data_schema_is_checked_as_a_json_schema(make_project, prop, code, line, says):
+    ask = f"id: ask\ntype: review\ndecisions: [approve]\ndata_schema:\n  type: object\n  properties:\n    a: {prop}\n"
+    root = make_project({**TASK, "states/ask.yaml": ask,
+                         "transitions/flow.yaml": "flow: flow\nstart: ask\ntransitions:\n  - {from: ask, to: done}\n"})
+    d = one(problems(root), code)
+    assert d.file.endswith("ask.yaml") and d.line == line and says in d.message
+
+
 def test_a_handler_with_two_actions_and_impossible_times(make_project):
     root = make_project({**TASK, "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ntimeout: 0s\n"
                                                   "retry: [{errors: ['*'], interval: 400d}]\n"

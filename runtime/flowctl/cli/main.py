@@ -150,7 +150,8 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
 @click.argument("run_id", metavar="RUN")
 @click.option("--token", help="The review's one-time token (printed when the run paused, or sent by notify).")
 @click.option("--decision", help="One of the review's decisions, e.g. approve or reject.")
-@click.option("--data", metavar="JSON|@FILE", help="Extra data for the flow, visible as review.data.")
+@click.option("--data", metavar="JSON|@FILE", help="The decision's data, visible as review.data; checked against the "
+              "review state's data_schema when it has one (refused, exit 2, naming where it is wrong).")
 @click.option("--by", metavar="NAME", help="Who decided (recorded in the audit log; default: your login name).")
 @_root_db
 @_wait_opt

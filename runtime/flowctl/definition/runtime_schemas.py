@@ -155,6 +155,19 @@ def _slow(entry, schema):
 
 
 def check_instance(schema, instance):
+    """None when ``instance`` satisfies ``schema``, else one line: ``at /pointer: message``
+    (or what is wrong with the schema itself)."""
+    found = locate_problem(schema, instance)
+    if found is None:
+        return None
+    where, message = found
+    return message if where is None else f"at {where}: {message}"
+
+
+def locate_problem(schema, instance):
+    """None when ``instance`` satisfies ``schema``, else ``(pointer, message)``: the JSON Pointer
+    (RFC 6901) into ``instance`` of the first problem (``"/amount"``; ``"/"`` for the whole value),
+    or None when the schema itself cannot be checked, and one readable line."""
     if not schema:
         return None
     entry = _compile(schema)
@@ -162,7 +175,7 @@ def check_instance(schema, instance):
     if trivial is not None and trivial(instance):
         return None
     if entry[3] is not None:
-        return f"the schema refers to {entry[3]!r}, which is not inside it; schemas are never fetched"
+        return None, f"the schema refers to {entry[3]!r}, which is not inside it; schemas are never fetched"
     fast = entry[0]
     if fast is not None:
         try:
@@ -178,9 +191,9 @@ def check_instance(schema, instance):
 
         error = best_match(v.iter_errors(instance))
     except RecursionError:
-        return "the schema refers to itself without end ($ref cycle); it cannot be checked"
+        return None, "the schema refers to itself without end ($ref cycle); it cannot be checked"
     except Exception as exc:  # noqa: BLE001 - an invalid schema (pattern: 5, an unresolvable $ref …)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"the schema itself is invalid ({type(exc).__name__}: {first})"
-    where = "/" + "/".join(map(str, error.absolute_path))
-    return f"at {where}: {error.message}"
+        return None, f"the schema itself is invalid ({type(exc).__name__}: {first})"
+    where = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
+    return where, error.message

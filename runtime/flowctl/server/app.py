@@ -24,6 +24,8 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
 * ``POST /v1/reviews/{run_id}/decide`` [reviews] — decide with the review's token, or without one
   as the key's holder (a new token is issued and used at once, recorded as by ``key:<name>``); the run
   then continues in this process (in the request's worker thread) until it ends, pauses or parks.
+  Data the review state's ``data_schema`` rejects is a 422 ``REVIEW_DATA_INVALID`` whose ``pointer``
+  is into ``/body/data``; nothing is recorded (not even the token issued without one).
 
 Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoints are plain
 ``def``). Shapes: :mod:`flowctl.server.models`.
@@ -230,7 +232,8 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
 
         def act():
             token = body.token
-            if token is None:
+            if token is None:  # checked before a token is issued for it: bad data records nothing
+                engine.check_decision(run_id, body.decision, body.data)
                 token = engine.reissue_token(run_id, by=caller.by)
             return engine.resume(run_id, token=token, decision=body.decision, data=body.data, by=caller.by)
 
