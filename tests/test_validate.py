@@ -682,6 +682,8 @@ CATALOGUE = {
     "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
     "FC609": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\noutput_schema: {type: strin}\n"},
     "FC606": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: os:system\n"},
+    "FC608": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pya\n",
+              "tools/m.py": "def pay(input, call):\n    return {}\n"},
     "FC806": {"states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
               "states/done.yaml": "id: done\ntype: succeed\n",
               "transitions/flow.yaml": "flow: flow\nstart: ask\ntransitions:\n"
