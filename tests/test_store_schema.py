@@ -60,14 +60,14 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     _load_v4(db_url)
     if db_url.startswith("sqlite"):  # as a paused review of a pre-version-2 store: no due time kept
         with sqlite3.connect(db_url[len("sqlite:///"):]) as conn:
             conn.execute("UPDATE flowctl_runs SET available_at = NULL WHERE id = ?", (PAUSED[1],))
     store = open_store(db_url)
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "7"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "8"
     found = _indexes(store)
     assert NEW_INDEXES <= found and not OLD_INDEXES & found
     assert ("ix_flowctl_runs_id_c" in found) == db_url.startswith("postgresql")  # id prefixes whatever the collation

@@ -35,7 +35,12 @@ previous row); ``n_events`` is the number of events in it, NULL for the rows of 
 older versions wrote, which stay as they are (a run's chain may hold both). Readers give the same
 event dicts for both (:func:`flowctl.store.records.stored_events`).
 
-:func:`upgrade` adds what is missing to a version-1 to 6 store in place.
+Version 8 (issue 20, pause at the next checkpoint): runs gain ``pause_requested`` (JSON ``{by,
+reason, at}``, NULL when none): ``flowctl pause`` records the request there, every per-step commit
+returns it (``RETURNING``: no read of its own), and the run pauses at that checkpoint
+(:mod:`flowctl.engine.pause`). Not part of the run's seal, as ``cancel_requested`` is not.
+
+:func:`upgrade` adds what is missing to a version-1 to 7 store in place.
 """
 from __future__ import annotations
 
@@ -80,6 +85,8 @@ runs = sa.Table(
     sa.Column("cancel_requested", sa.Text),
     # version 4: the seal of status, error and cursor (flowctl.store.audit.run_seal)
     sa.Column("seal", sa.String(64)),
+    # version 8: pause requests (flowctl.engine.pause)
+    sa.Column("pause_requested", sa.Text),
 )
 
 #: The two branches of a claim: due runs (queued, waiting, paused with a review deadline) and
@@ -207,6 +214,10 @@ _PACKED_COLUMNS = (
 )
 
 
+#: The version that adds pause requests (self-contained: its own column and function).
+PAUSE_VERSION = 8
+
+
 def upgrade(conn, from_version: int) -> None:
     """Bring a store at ``from_version`` up to the current schema, in place, inside the caller's
     transaction (new tables were already created by ``create_all``). Safe to repeat."""
@@ -238,6 +249,15 @@ def upgrade(conn, from_version: int) -> None:
         for index in HISTORY_INDEXES + GATE_INDEXES:
             index.create(conn, checkfirst=True)
         _due_paused_reviews(conn)
+    if from_version < PAUSE_VERSION:
+        schema_8(conn, present)
+
+
+def schema_8(conn, present: set) -> None:
+    """Version 8: runs gain ``pause_requested`` (``present``: the ``(table, column)`` pairs there
+    already; a repeated upgrade adds nothing)."""
+    if ("flowctl_runs", "pause_requested") not in present:
+        conn.exec_driver_sql("ALTER TABLE flowctl_runs ADD COLUMN pause_requested TEXT")
 
 
 def _seal_live_runs(conn) -> None:
