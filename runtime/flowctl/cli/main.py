@@ -591,5 +591,9 @@ def keys_revoke(name, root, db):
     _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
 
 
+from flowctl.cli.takeover import register as _takeover  # noqa: E402 - after main's options exist
+
+_takeover(main, _root_db, _login)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

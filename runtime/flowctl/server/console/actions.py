@@ -12,17 +12,18 @@ recorded with who (``key:<name>``, the signed-in key) and why:
   replaces the failed run's context (``context_overridden`` holds before and after, with who and
   why) and the run is redriven with it.
 
-Not offered: *pause at the next checkpoint*. The engine has no such request: a run driven by a
-worker or another process can only be asked to cancel (``cancel_requested``, checked by the step
-loop and by the worker at each checkpoint); pausing needs the same kind of request flag in the
-store and a check in ``engine/loop.py`` that parks the run ``paused`` with a pending kind that
-``resume`` knows — changes to the engine's hot path and the store core, not made here.
+* ``POST /console/runs/{run_id}/pause`` — pause at the next checkpoint, as ``flowctl pause``
+  (:func:`flowctl.engine.pause.request`): the request holds the key and the reason, and the
+  run's log gets ``run_paused`` with both when it stops. ``POST /console/runs/{run_id}/resume`` —
+  continue a run an operator paused (``run_resumed`` by the key; the reason goes to the service
+  log), in this request until it ends, pauses or parks.
 """
 from __future__ import annotations
 
 import json
 import time
 
+from flowctl.engine.pause import is_paused_by_operator
 from flowctl.server.console.auth import action
 from flowctl.server.console.web import go, message
 
@@ -49,6 +50,31 @@ def routes(router, service) -> None:
         compensate = fields.get("compensate", "yes") != "no"
         result = service.engine.cancel(request.path_params["run_id"], compensate=compensate, by=viewer.by)
         record(viewer, "run_cancelled", result.run_id, reason, result.status, compensate=compensate)
+        return go(request, f"/console/runs/{result.run_id}")
+
+    @router.post("/runs/{run_id}/pause")
+    @action("runs:write")
+    def pause(request, viewer, fields):
+        """Ask the run to pause at its next checkpoint."""
+        reason = _reason(fields)
+        if reason is None:
+            return message(request, 422, "Not done", "Say why you pause the run (the reason is recorded).")
+        asked = service.engine.pause(request.path_params["run_id"], reason=reason, by=viewer.by)
+        record(viewer, "pause_requested", asked["run_id"], reason, "requested" if asked["new"] else "already requested")
+        return go(request, f"/console/runs/{asked['run_id']}")
+
+    @router.post("/runs/{run_id}/resume")
+    @action("runs:write")
+    def resume(request, viewer, fields):
+        """Continue a run an operator paused, from its checkpoint."""
+        reason = _reason(fields)
+        if reason is None:
+            return message(request, 422, "Not done", "Say why you resume the run (the reason is recorded).")
+        row = service.store.get_run(request.path_params["run_id"])
+        if not is_paused_by_operator(row):
+            return message(request, 409, "Not done", f"run {row['id']} is not paused by an operator (it is {row['status']})")
+        result = service.engine.resume(row["id"], by=viewer.by)
+        record(viewer, "run_resumed", result.run_id, reason, result.status)
         return go(request, f"/console/runs/{result.run_id}")
 
     @router.post("/runs/{run_id}/redrive")
