@@ -717,6 +717,41 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
     assert _ledger(tmp_path, "calls") == [f"{run_id}-one", f"undo:{run_id}-one"] and _ledger(tmp_path) == []  # undone
 
 
+def test_pause_of_a_run_a_worker_holds_stops_it_at_its_next_checkpoint_and_resume_goes_on(tmp_path, project, db_url):
+    from click.testing import CliRunner
+
+    from flowctl.cli.main import main
+    from flowctl.workers.worker import enqueue
+
+    engine = _engine(project, db_url)
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
+    worker = _worker(engine, lease=30.0)
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+        out = CliRunner().invoke(main, ["pause", run_id, "--reason", "check the ledger", "--db", db_url,
+                                        "--root", str(project), "--by", "ops"])
+        assert out.exit_code == 0, out.output
+        assert "pauses at its next checkpoint" in out.output
+        gate.touch()  # step one's call returns only now: the commit after it hands the request back
+        _until(lambda: engine.store.get_run(run_id)["status"] == "paused", 60, "the worker to pause the run")
+    finally:
+        worker.stop()
+        thread.join(30)
+    row = engine.store.get_run(run_id)
+    assert row["lease_until"] is None and row["pause_requested"] is None  # released; the request honoured
+    assert row["cursor"]["pending"]["by"] == "ops"
+    types = [e["type"] for e in engine.store.events(run_id)]
+    assert types.count("tool_succeeded") == 1 and types[-1] == "run_paused"  # step one finished, step two not begun
+    again = CliRunner().invoke(main, ["pause", run_id, "--reason", "again", "--db", db_url, "--root", str(project)])
+    assert again.exit_code == 2 and "already paused (by ops: check the ledger)" in again.output
+    out = CliRunner().invoke(main, ["resume", run_id, "--db", db_url, "--root", str(project), "--by", "ann", "-q"])
+    assert out.exit_code == 0, out.output
+    assert engine.store.get_run(run_id)["status"] == "succeeded"
+    assert _ledger(tmp_path, "calls")[0] == f"{run_id}-one" and len(_ledger(tmp_path, "calls")) == 2  # each once
+
+
 def _fan_project(tmp_path, monkeypatch):
     monkeypatch.setenv("LEDGER_DB", str(tmp_path / "ledger.db"))
     files = dict(FILES)
