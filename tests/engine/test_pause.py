@@ -7,24 +7,17 @@ from __future__ import annotations
 import pytest
 
 from support.enginekit import Harness, allow_all, build, effect_contract, sqlite_store, task
-from support.engineflows import flow, linear
+from support.engineflows import TOOLS as ENGINE_TOOLS, flow, linear
 from flowctl.errors import UsageError
 
-TOOLS = """
-LEDGER = []
-HOOK = []
+TOOLS = ENGINE_TOOLS + """
+HOOK = []  # called with each pay call before it pays: the test's way in, mid-call
+_paid = pay
 
 def pay(input, call):
     for fn in HOOK:
         fn(call)
-    LEDGER.append(("pay", input["id"]))
-    return {"paid": input["id"]}
-
-def verify_pay(input, output, call):
-    return True
-
-def undo_pay(input, output, call):
-    LEDGER.append(("undo", input["id"]))
+    return _paid(input, call)
 """
 
 STATES = {**effect_contract("pay", "pay"), **allow_all("pay"),

@@ -40,73 +40,66 @@ def routes(router, service) -> None:
         service.log.append(viewer.name, {"at": time.time(), "caller": viewer.name, "kind": kind, "outcome": outcome,
                                          "reason": reason, "data": dict(data, run_id=run_id, via="console")})
 
-    @router.post("/runs/{run_id}/cancel")
-    @action("runs:write")
-    def cancel(request, viewer, fields):
+    def takeover(name: str, doing: str):
+        """``fn(request, viewer, fields, reason, run_id)`` as ``POST /runs/{run_id}/<name>`` [runs:write],
+        refused (422) without a reason: "Say why you <doing>"."""
+        def wrap(fn):
+            def handler(request, viewer, fields):
+                reason = _reason(fields)
+                if reason is None:
+                    return message(request, 422, "Not done", f"Say why you {doing} (the reason is recorded).")
+                return fn(request, viewer, fields, reason, request.path_params["run_id"])
+
+            handler.__name__, handler.__doc__ = fn.__name__, fn.__doc__
+            return router.post(f"/runs/{{run_id}}/{name}")(action("runs:write")(handler))
+        return wrap
+
+    @takeover("cancel", "cancel the run")
+    def cancel(request, viewer, fields, reason, run_id):
         """Cancel the run (see the module)."""
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you cancel the run (the reason is recorded).")
         compensate = fields.get("compensate", "yes") != "no"
-        result = service.engine.cancel(request.path_params["run_id"], compensate=compensate, by=viewer.by)
+        result = service.engine.cancel(run_id, compensate=compensate, by=viewer.by)
         record(viewer, "run_cancelled", result.run_id, reason, result.status, compensate=compensate)
         return go(request, f"/console/runs/{result.run_id}")
 
-    @router.post("/runs/{run_id}/pause")
-    @action("runs:write")
-    def pause(request, viewer, fields):
+    @takeover("pause", "pause the run")
+    def pause(request, viewer, fields, reason, run_id):
         """Ask the run to pause at its next checkpoint."""
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you pause the run (the reason is recorded).")
-        asked = service.engine.pause(request.path_params["run_id"], reason=reason, by=viewer.by)
+        asked = service.engine.pause(run_id, reason=reason, by=viewer.by)
         record(viewer, "pause_requested", asked["run_id"], reason, "requested" if asked["new"] else "already requested")
         return go(request, f"/console/runs/{asked['run_id']}")
 
-    @router.post("/runs/{run_id}/resume")
-    @action("runs:write")
-    def resume(request, viewer, fields):
+    @takeover("resume", "resume the run")
+    def resume(request, viewer, fields, reason, run_id):
         """Continue a run an operator paused, from its checkpoint."""
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you resume the run (the reason is recorded).")
-        row = service.store.get_run(request.path_params["run_id"])
+        row = service.store.get_run(run_id)
         if not is_paused_by_operator(row):
             return message(request, 409, "Not done", f"run {row['id']} is not paused by an operator (it is {row['status']})")
         result = service.engine.resume(row["id"], by=viewer.by)
         record(viewer, "run_resumed", result.run_id, reason, result.status)
         return go(request, f"/console/runs/{result.run_id}")
 
-    @router.post("/runs/{run_id}/redrive")
-    @action("runs:write")
-    def redrive(request, viewer, fields):
+    @takeover("redrive", "retry the run")
+    def redrive(request, viewer, fields, reason, run_id):
         """Retry the failed run from its failed step."""
         from flowctl.engine.redrive import redrive as redrive_run
 
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you retry the run (the reason is recorded).")
-        result = redrive_run(service.engine, request.path_params["run_id"], by=viewer.by, reason=reason)
+        result = redrive_run(service.engine, run_id, by=viewer.by, reason=reason)
         record(viewer, "run_redriven", result.run_id, reason, result.status)
         return go(request, f"/console/runs/{result.run_id}")
 
-    @router.post("/runs/{run_id}/edit")
-    @action("runs:write")
-    def edit(request, viewer, fields):
+    @takeover("edit", "edit the context")
+    def edit(request, viewer, fields, reason, run_id):
         """Replace the failed run's context, then continue it from its failed step."""
         from flowctl.engine.redrive import redrive as redrive_run
 
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you edit the context (the reason is recorded).")
         try:
             context = json.loads(fields.get("context") or "")
         except (ValueError, RecursionError) as exc:
             return message(request, 422, "Not done", f"The context is not JSON (or nests too deeply): {exc}")
         if not isinstance(context, dict):
             return message(request, 422, "Not done", "The context must be a JSON object.")
-        result = redrive_run(service.engine, request.path_params["run_id"], by=viewer.by, reason=reason,
-                             context=context)
+        result = redrive_run(service.engine, run_id, by=viewer.by, reason=reason, context=context)
         record(viewer, "context_overridden", result.run_id, reason, result.status)
         return go(request, f"/console/runs/{result.run_id}")
 
