@@ -61,6 +61,7 @@ def test_a_pause_asked_between_two_steps_stops_the_run_before_the_next_state_and
     _on(h, "tool_succeeded", "p1", lambda ev: h.engine.pause(ev["run_id"], reason="check the ledger", by="ann"))
     paused = h.run()
     assert paused.status == "paused" and paused.exit_code == 3
+    assert paused.paused_by == {"state": "p2", "by": "ann", "reason": "check the ledger"} and paused.review is None
     assert h.ledger() == [("pay", "1")]  # p2 was not entered
     row = h.store.get_run(paused.run_id)
     assert row["status"] == "paused" and row.get("pause_requested") is None  # the pause commit cleared it

@@ -274,6 +274,8 @@ class RunContext:
             review = pending_review(pending, self.issued_token)
         out = RunResult(self.id, self.flow.id, self.row["status"], self.row.get("output"), self.row.get("error"),
                         list(c.path), list(c.residue), review, self.row.get("available_at"), c.step)
+        if self.row["status"] == "paused" and pending.get("kind") == "pause":
+            out.paused_by = {k: pending.get(k) for k in ("state", "by", "reason")}
         if self.row["status"] == "waiting" and pending.get("kind") == "children":
             out.children = waiting_children(self.store, self.child_results, pending)
         return out
