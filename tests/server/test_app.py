@@ -114,6 +114,7 @@ def test_the_app_serves_real_http_on_uvicorn(api):
     assert not thread.is_alive()
 
 
+<<<<<<< HEAD
 def test_decide_with_data_its_review_schema_rejects_is_a_422_problem_pointing_into_the_body(tmp_path):
     from conftest import _Client
     from support.consolekit import Console
@@ -140,3 +141,25 @@ def test_decide_with_data_its_review_schema_rejects_is_a_422_problem_pointing_in
         assert ok.status_code == 200 and ok.json()["status"] == "succeeded", ok.text
     finally:
         console.close()
+=======
+def test_a_run_is_paused_at_its_next_checkpoint_and_resumed_over_http(api):
+    h = api.key("ops", "runs:read", "runs:write")
+    run = paused_run(api)  # for review: the pause comes at the first checkpoint after the decision
+    assert api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": ""}, headers=h).status_code == 422
+    reader = api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "r"}, headers=api.key("dash", "runs:read"))
+    assert reader.status_code == 403
+    r = api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "hold the refund"}, headers=h)
+    assert r.status_code == 200, r.text
+    assert (r.json()["new"], r.json()["by"], r.json()["status"]) == (True, "key:ops", "paused")
+    again = api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "twice"}, headers=h)
+    assert again.json()["new"] is False and again.json()["reason"] == "hold the refund"  # the first stands
+    api.service.engine.resume(run.run_id, token=run.review["token"], decision="approve", by="alice")
+    assert api.store.get_run(run.run_id)["status"] == "paused"
+    resumed = api.client.post(f"/v1/runs/{run.run_id}/resume", headers=h)
+    assert resumed.status_code == 200 and resumed.json()["status"] == "succeeded"
+    events = api.store.events(run.run_id)
+    assert [e["data"]["by"] for e in events if e["type"] == "run_resumed" and e["data"].get("reason") == "operator"] \
+        == ["key:ops"]
+    ended = api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "late"}, headers=h)
+    assert ended.status_code == 409 and ended.json()["code"] == "USAGE"
+>>>>>>> pause

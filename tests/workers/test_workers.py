@@ -629,21 +629,21 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 9  # store schema 8: events indexed by time, the pruned ranges; 9: run summaries
+    assert SCHEMA_VERSION == 10  # store schema 8: events indexed by time, the pruned ranges; 9: run summaries; 10: pause requests
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
         row = store.get_run(run_id)
         assert (row["status"], row["queue"], row["priority"], row["fence"], row["lease_until"]) == \
             (status, "default", 0, 0, None)
-        assert row["cancel_requested"] is None  # version 3
+        assert row["cancel_requested"] is None and row["pause_requested"] is None  # versions 3 and 8
         assert bool(row["seal"]) == (status not in ("succeeded", "failed", "cancelled"))  # version 4: live runs sealed
         events = store.events(run_id)
         assert verify_chain(events, row["last_seq"], row["last_hash"]) == []
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "9"
+    assert version == "10"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
@@ -682,7 +682,7 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
     store = open_store(db_url)
     assert store.get_run(run_id)["cancel_requested"] is None and store.get_run(run_id)["status"] == "queued"
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "9"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "10"
     store.close()
 
 
@@ -715,6 +715,41 @@ def test_cancel_of_a_run_a_worker_holds_is_done_by_that_worker_at_its_next_step(
     # step one finished (never cut inside its side effect), then was undone; step two never ran
     assert types.count("tool_succeeded") == 1 and "run_cancelled" in types and "compensation_succeeded" in types
     assert _ledger(tmp_path, "calls") == [f"{run_id}-one", f"undo:{run_id}-one"] and _ledger(tmp_path) == []  # undone
+
+
+def test_pause_of_a_run_a_worker_holds_stops_it_at_its_next_checkpoint_and_resume_goes_on(tmp_path, project, db_url):
+    from click.testing import CliRunner
+
+    from flowctl.cli.main import main
+    from flowctl.workers.worker import enqueue
+
+    engine = _engine(project, db_url)
+    gate = tmp_path / "gate"
+    run_id = enqueue(engine, "f", {"gate": str(gate)})
+    worker = _worker(engine, lease=30.0)
+    thread, _ = _run_in_thread(worker)
+    try:
+        _until(lambda: len(_ledger(tmp_path, "calls")) == 1, 60, "the first tool call")
+        out = CliRunner().invoke(main, ["pause", run_id, "--reason", "check the ledger", "--db", db_url,
+                                        "--root", str(project), "--by", "ops"])
+        assert out.exit_code == 0, out.output
+        assert "pauses at its next checkpoint" in out.output
+        gate.touch()  # step one's call returns only now: the commit after it hands the request back
+        _until(lambda: engine.store.get_run(run_id)["status"] == "paused", 60, "the worker to pause the run")
+    finally:
+        worker.stop()
+        thread.join(30)
+    row = engine.store.get_run(run_id)
+    assert row["lease_until"] is None and row["pause_requested"] is None  # released; the request honoured
+    assert row["cursor"]["pending"]["by"] == "ops"
+    types = [e["type"] for e in engine.store.events(run_id)]
+    assert types.count("tool_succeeded") == 1 and types[-1] == "run_paused"  # step one finished, step two not begun
+    again = CliRunner().invoke(main, ["pause", run_id, "--reason", "again", "--db", db_url, "--root", str(project)])
+    assert again.exit_code == 2 and "already paused (by ops: check the ledger)" in again.output
+    out = CliRunner().invoke(main, ["resume", run_id, "--db", db_url, "--root", str(project), "--by", "ann", "-q"])
+    assert out.exit_code == 0, out.output
+    assert engine.store.get_run(run_id)["status"] == "succeeded"
+    assert _ledger(tmp_path, "calls")[0] == f"{run_id}-one" and len(_ledger(tmp_path, "calls")) == 2  # each once
 
 
 def _fan_project(tmp_path, monkeypatch):

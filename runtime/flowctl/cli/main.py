@@ -577,5 +577,9 @@ _access(main, _root_db, _login)
 _observe(main, policy, _root_db)
 main.add_command(prune)
 
+from flowctl.cli.takeover import register as _takeover  # noqa: E402 - after main's options exist
+
+_takeover(main, _root_db, _login)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -72,6 +72,8 @@ class RunContext:
         #: ``state id`` -> its transitions and their texts (:func:`flowctl.engine.transitions.advance`)
         self.plans: dict = {}
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
+        #: the run's pause request as the last commit handed it back (flowctl.engine.pause), or None
+        self.pause_request = None
         #: the store hashes events when they are read (MemoryStore): owned small data is not encoded here
         self.lazy = getattr(engine.store, "seals_on_read", False)
         self._identity = None
@@ -158,9 +160,9 @@ class RunContext:
                 run["last_seq"] = events[-1][0]
             steps, self.step_rows = self.step_rows, []
             if self.unleased:
-                self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)
+                self.pause_request = self.store.commit(self.id, self.last_seq, run, events, steps, unleased=True)
             else:
-                self.store.commit(self.id, self.last_seq, run, events, steps)
+                self.pause_request = self.store.commit(self.id, self.last_seq, run, events, steps)
                 self.unleased = True
             if events:
                 self.last_seq = run["last_seq"]
@@ -183,9 +185,9 @@ class RunContext:
                      run.get("status", self.row["status"]), stored.get("error", self.row.get("error")),
                      self.identity(stored))
         if self.unleased:
-            self.store.commit(self.id, self.last_seq, stored, events, steps, unleased=True)
+            self.pause_request = self.store.commit(self.id, self.last_seq, stored, events, steps, unleased=True)
         else:  # the first commit of this writer clears a lease that expired (the run is taken over)
-            self.store.commit(self.id, self.last_seq, stored, events, steps)
+            self.pause_request = self.store.commit(self.id, self.last_seq, stored, events, steps)
             self.unleased = True
         if events:
             self.last_seq = run["last_seq"]
@@ -272,6 +274,8 @@ class RunContext:
             review = pending_review(pending, self.issued_token)
         out = RunResult(self.id, self.flow.id, self.row["status"], self.row.get("output"), self.row.get("error"),
                         list(c.path), list(c.residue), review, self.row.get("available_at"), c.step)
+        if self.row["status"] == "paused" and pending.get("kind") == "pause":
+            out.paused_by = {k: pending.get(k) for k in ("state", "by", "reason")}
         if self.row["status"] == "waiting" and pending.get("kind") == "children":
             out.children = waiting_children(self.store, self.child_results, pending)
         return out

@@ -30,6 +30,7 @@ from flowctl.definition.kinds import no_flow
 from flowctl.definition.loader import load_files
 from flowctl.definition.model import files_digest
 from flowctl.engine import cancel as cancelling
+from flowctl.engine import pause as pausing
 from flowctl.engine import lifecycle
 from flowctl.engine.clock import SystemClock
 from flowctl.engine.context import process_owner
@@ -142,6 +143,12 @@ class Engine:
                 if isinstance(exc, LeaseLost) or attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def pause(self, run_id: str, *, reason: str, by: str | None = None) -> dict:
+        """Ask a run to pause at its next checkpoint (see :func:`flowctl.engine.pause.request`):
+        ``{run_id, status, request, new}``. ``resume`` continues it. Raises :class:`RunNotFound`,
+        :class:`UsageError` (ended, already paused, no reason)."""
+        return pausing.request(self, self.store.get_run(run_id), by=by, reason=reason)
 
     # ----------------------------------------------------------------------------- helpers
     def tool_function(self, contract, kind: str, tools_folder: str):

@@ -2,7 +2,8 @@
 
 :func:`start` creates the run row (its definition snapshot saved, input checked, first events
 sealed) and drives it; :func:`create` with ``queued`` writes it ``queued`` for workers instead and
-returns without driving. :func:`resume` continues a paused, waiting or orphaned run;
+returns without driving. :func:`resume` continues a paused (for review, or by an operator:
+:mod:`flowctl.engine.pause`), waiting or orphaned run;
 :func:`recover` every one that is due. Cancelling: :mod:`flowctl.engine.cancel`; a run whose
 ``cancel_requested`` its worker never carried out (it died first) is cancelled as asked by whichever
 resume or recover takes it over, as by a worker that claims it.
@@ -15,8 +16,7 @@ from dataclasses import dataclass
 from flowctl.definition.kinds import did_you_mean
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import cancel as cancelling
-from flowctl.engine import sensitive
-from flowctl.engine import adhoc
+from flowctl.engine import adhoc, pause, sensitive
 from flowctl.engine.adhoc import flow_of, is_session
 from flowctl.engine.cursor import Cursor
 from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
@@ -155,8 +155,14 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
                          hint=f"invoke its tools through the server, or end it: flowctl cancel {row['id']}")
     flow = project.flows[row["flow"]]
     runner = Runner(engine, project, flow, row, stop=stop)
+    operator = pause.is_paused_by_operator(row)
     if status == "running":
         runner.emit("run_resumed", reason="orphaned", previous_owner=row.get("owner"), owner=engine.owner)
+    elif operator:
+        if token is not None:
+            raise UsageError(f"run {row['id']} was paused by an operator, not for review; the token cannot be used",
+                             hint=f"continue it without a token: flowctl resume {row['id']}")
+        pause.continue_paused(runner, by=by)
     elif status == "paused":
         pending = runner.cursor.pending or {}
         if token is None and not runner.review_expired():
@@ -174,7 +180,10 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
         if delay > 0:
             engine.clock.sleep(delay)
         runner.emit("run_resumed", reason="due", owner=engine.owner)
-    runner.commit(status="running", owner=engine.owner, available_at=None)
+    if operator:  # an operator's pause ends: a request that came in meanwhile is dropped
+        runner.commit(status="running", owner=engine.owner, available_at=None, pause_requested=None)
+    else:
+        runner.commit(status="running", owner=engine.owner, available_at=None)
     return runner.drive()
 
 

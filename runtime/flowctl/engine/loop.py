@@ -1,7 +1,8 @@
 """The step loop and the error layers: :class:`Runner` drives one run until it ends or parks.
 
 One step: the checkpoint flags first (a sibling's stop, a worker's halt, a cancel to finish, a
-handler's action to finish), then enter the state (:meth:`Runner.enter`: limits, visits, path),
+handler's action to finish, an operator's pause request that the last commit handed back:
+:mod:`flowctl.engine.pause`), then enter the state (:meth:`Runner.enter`: limits, visits, path),
 run its handler (:data:`flowctl.engine.states.HANDLERS`) and, when it returned a response, take a
 transition (:func:`flowctl.engine.transitions.advance`). An error goes through the layers: the
 state's ``on_error``, the flow's ``on_error``, then the default (compensate and fail); limit
@@ -16,6 +17,7 @@ from flowctl.engine.cancel import finish_cancel, stopped_by_sibling
 from flowctl.engine.clock import iso
 from flowctl.engine.context import DONE, PARKED, RunContext
 from flowctl.engine.eventtext import entered_text
+from flowctl.engine.pause import pause_here
 from flowctl.engine.result import RunResult
 from flowctl.engine.states import HANDLERS
 from flowctl.engine.transitions import advance
@@ -56,6 +58,9 @@ class Runner(RunContext):
                     if self.finish_handler(c.after_compensation) is PARKED:  # a fallback waits for its gate review
                         break
                     continue
+                if self.pause_request is not None:  # handed back by the last commit (flowctl.engine.pause)
+                    pause_here(self, self.pause_request)
+                    break
                 state = states[c.state]
                 if (self.step(state) if self.span is None else self.traced_step(state)) is PARKED:
                     break

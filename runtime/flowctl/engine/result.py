@@ -39,6 +39,8 @@ class RunResult:
     #: when waiting on its child runs: ``[{run_id, flow, status, review, available_at, children}]``
     #: of those not finished (``review`` as above, its token where this process issued it)
     children: list = field(default_factory=list)
+    #: paused by an operator (flowctl.engine.pause): ``{state, by, reason}``; None otherwise
+    paused_by: dict | None = None
 
     @property
     def exit_code(self) -> int:

@@ -20,6 +20,10 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
   store has no workers: 400 ``USAGE``.
 * ``POST /v1/runs/{run_id}/cancel`` [runs:write] — cancel (compensating unless told not to), as
   ``flowctl cancel``, recorded as by ``key:<name>``.
+* ``POST /v1/runs/{run_id}/pause`` [runs:write] — pause at the next checkpoint, as ``flowctl pause``
+  (``reason`` required), recorded as by ``key:<name>``; 409 when the run has ended or is already
+  paused. ``POST /v1/runs/{run_id}/resume`` [runs:write] — continue it (or a due wait, or an
+  orphaned run), in the request's worker thread until it ends, pauses or parks.
 * ``GET /v1/reviews`` [reviews] — runs paused for a decision.
 * ``POST /v1/reviews/{run_id}/decide`` [reviews] — decide with the review's token, or without one
   as the key's holder (a new token is issued and used at once, recorded as by ``key:<name>``); the run
@@ -218,6 +222,23 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         compensate = True if body is None else body.compensate
         result = _conflict(lambda: service.engine.cancel(run_id, compensate=compensate, by=caller.by))
         service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "run_cancelled",
+                                         "outcome": result.status, "data": {"run_id": result.run_id}})
+        return views.outcome(project, result)
+
+    @app.post("/v1/runs/{run_id}/pause", response_model=models.PauseRequested, responses=errs, tags=["runs"])
+    def pause_run(body: models.PauseRun, run_id: str = RUN_ID, caller: Caller = Depends(need("runs:write"))):
+        asked = _conflict(lambda: service.engine.pause(run_id, reason=body.reason, by=caller.by))
+        service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "pause_requested",
+                                         "outcome": "requested" if asked["new"] else "already requested",
+                                         "data": {"run_id": asked["run_id"], "reason": body.reason}})
+        req = asked["request"]
+        return {"run_id": asked["run_id"], "status": asked["status"], "new": asked["new"], "by": req.get("by"),
+                "reason": req.get("reason"), "at": req.get("at")}
+
+    @app.post("/v1/runs/{run_id}/resume", response_model=models.Outcome, responses=errs, tags=["runs"])
+    def resume_run(run_id: str = RUN_ID, caller: Caller = Depends(need("runs:write"))):
+        result = _conflict(lambda: service.engine.resume(run_id, by=caller.by))
+        service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "run_resumed",
                                          "outcome": result.status, "data": {"run_id": result.run_id}})
         return views.outcome(project, result)
 

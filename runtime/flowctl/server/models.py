@@ -121,6 +121,22 @@ class CancelRun(Request):
     compensate: StrictBool = True
 
 
+class PauseRun(Request):
+    reason: StrictStr = Field(min_length=1, max_length=500, description="why (recorded with the key that paused it)")
+
+
+class PauseRequested(BaseModel):
+    """A pause request as it stands (:func:`flowctl.engine.pause.request`): ``new`` False when an
+    earlier one was pending (that one stands); ``status``: the run's status when asked."""
+
+    run_id: str
+    status: str
+    new: bool
+    by: Optional[str] = None
+    reason: Optional[str] = None
+    at: Optional[float] = None
+
+
 class Decide(Request):
     decision: StrictStr = Field(min_length=1, max_length=100)
     token: Optional[StrictStr] = Field(default=None, min_length=1, max_length=200,

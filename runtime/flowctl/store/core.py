@@ -12,7 +12,7 @@ Shapes (all JSON columns hold text written by :func:`flowctl.store.audit.canonic
 
 * run: ``{id, flow, flow_version, digest, parent_id, status, input, params, output, error,
   cursor, created_at, updated_at, available_at, owner, last_seq, last_hash, steps, queue,
-  priority, lease_until, fence, cancel_requested, seal}``; times are epoch **seconds**; ``status`` one of
+  priority, lease_until, fence, cancel_requested, seal, pause_requested}``; times are epoch **seconds**; ``status`` one of
   :data:`~flowctl.store.records.STATUSES`. ``available_at`` is when a queued, waiting or paused
   run is due (a paused review's reminder or deadline); ``lease_until`` (database clock) and
   ``fence`` belong to worker leases.
@@ -47,6 +47,7 @@ import threading
 from flowctl.errors import RunConflict, RunNotFound, StoreError
 from flowctl.store.direct import RunUpdate
 from flowctl.store.history import HistoryMethods
+from flowctl.store.pauses import PauseMethods
 from flowctl.store.queue import QueueMethods
 from flowctl.errors import first_line
 from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED_PREFIX, LeaseLost, check_run_id,
@@ -54,7 +55,7 @@ from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED
 from flowctl.store.url import safe_url
 
 #: The schema this flowctl writes (``flowctl_meta.schema_version``); see :mod:`flowctl.store.tables`.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 _OPENING = threading.Lock()
@@ -63,7 +64,7 @@ _SA_ATTRS = frozenset({"sa", "t", "now_expr", "_update_run", "_update_free", "_u
                        "_update_fenced_keep", "_update_fenced", "_update_fenced_end"})
 
 
-class SqlStore(QueueMethods, HistoryMethods):
+class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
     def __init__(self, url: str, *, pool_size: int | None = None):
         self.url = url
         self.safe_url = safe_url(url)
@@ -73,6 +74,7 @@ class SqlStore(QueueMethods, HistoryMethods):
         #: run id -> parent id of the runs this store created or read: a run known to be top-level
         #: ends through the one-statement commit (it has no parent to wake)
         self._parents: dict = {}
+        self._returning: dict = {}  # run UPDATE -> the same with RETURNING pause_requested (SQLAlchemy path)
         self._reader = self._direct = None
         from flowctl.store.hot import HotPath
 
@@ -321,8 +323,10 @@ class SqlStore(QueueMethods, HistoryMethods):
         return fence
 
     def commit(self, run_id: str, expect_seq: int, run: dict, events: list = (), steps: list = (), *,
-               fence: int | None = None, lease: float | None = None, unleased: bool = False) -> None:
+               fence: int | None = None, lease: float | None = None, unleased: bool = False) -> dict | None:
         """Append ``events``, upsert ``steps``, update the run row — one transaction, or nothing.
+        Returns the run's pause request (``{by, reason, at}``, :mod:`flowctl.engine.pause`) as the
+        update left it, or None: the UPDATE's own ``RETURNING``, no read of its own.
 
         Always conditioned on ``last_seq == expect_seq``. With ``fence`` (a worker's token) also on
         ``fence`` and a live lease (database clock); the lease is extended by ``lease`` seconds
@@ -355,24 +359,29 @@ class SqlStore(QueueMethods, HistoryMethods):
         # store knows to be top-level has none, and ends through the one-statement commit
         ended = run.get("status") in FINAL and self._parents.pop(run_id, "?") is not None
         if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
-            if not self.hot.commit(stmt, params, event_rows(run_id, events, fence)):
+            done = self.hot.commit(stmt, params, event_rows(run_id, events, fence))
+            if not done:
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
             if run.get("status") in FINAL:
                 self._summarise(run_id)
-            return
+            return None if done is True else loads(done)
         if stmt.__class__ is RunUpdate:  # chosen in direct mode: this write needs SQLAlchemy's form of it
             self._open_sa()
             stmt = getattr(self, "_update_" + ("run" if stmt.kind == "plain" else stmt.kind))
+        returning = self._returning.get(stmt)
+        if returning is None:
+            returning = self._returning[stmt] = stmt.returning(self.t.runs.c.pause_requested)
         with self._begin() as conn:
-            res = conn.execute(stmt, params)
-            if res.rowcount != 1:
+            found = conn.execute(returning, params).all()
+            if len(found) != 1:
                 raise self._conflict(conn, run_id, fence)
             self._insert(conn, run_id, events, steps, fence)
             if ended:
                 self._wake_parent(conn, run_id)
         if run.get("status") in FINAL:
             self._summarise(run_id)
+        return loads(found[0][0])
 
     def _summarise(self, run_id: str) -> None:
         """Write the facts of the run that just ended (:mod:`flowctl.store.summary`), read from its

@@ -30,7 +30,9 @@ IMMEDIATE`` … ``COMMIT`` (one WAL append) instead of one each, and no thread s
 busy handler waiting for another's lock.
 
 :meth:`HotPath.commit` returns ``False`` when the conditioned UPDATE matched no row (nothing was
-written; the caller explains why), raises :class:`~flowctl.errors.StoreError` when the database
+written; the caller explains why), else the run's ``pause_requested`` as the UPDATE left it (its
+JSON text, or ``True`` when there is none): the UPDATE's own ``RETURNING``, so the step loop learns
+of a pause request (:mod:`flowctl.engine.pause`) without a read of its own, raises :class:`~flowctl.errors.StoreError` when the database
 fails, and is used only for commits without step records and with at most :data:`MAX_EVENTS`
 events (the others keep the SQLAlchemy path, where the step-row upserts live).
 """
@@ -43,6 +45,8 @@ from flowctl.errors import first_line
 from flowctl.store.records import EVENT_ROW
 
 MAX_IDLE = 4  # idle connections kept between commits
+#: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
+_RETURNING = " RETURNING pause_requested"
 #: More events than this in one commit (a task retried inline thousands of times) take the
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
@@ -136,16 +140,17 @@ class HotPath:
         if found is None:
             update, compiled = self._update(stmt, columns)
             if not n_events:
-                found = (update, compiled)
+                found = (update + _RETURNING, compiled)
             else:
                 rows = ", ".join(
                     "(" + ", ".join(f"%(e{i}_{c})s::{t}" for c, t in zip(_EVENT_COLUMNS, _PG_TYPES)) + ")"
                     for i in range(n_events))
                 cols = ", ".join(_EVENT_COLUMNS)
                 picked = ", ".join(f"v.{c}" for c in _EVENT_COLUMNS)
-                sql = (f"WITH r AS ({update} RETURNING flowctl_runs.id) "
-                       f"INSERT INTO flowctl_events ({cols}) SELECT {picked} FROM r CROSS JOIN "
-                       f"(VALUES {rows}) AS v({cols})")
+                # the final SELECT hands back the pause request the UPDATE left (no row: no match)
+                sql = (f"WITH r AS ({update} RETURNING flowctl_runs.id, flowctl_runs.pause_requested), "
+                       f"i AS (INSERT INTO flowctl_events ({cols}) SELECT {picked} FROM r CROSS JOIN "
+                       f"(VALUES {rows}) AS v({cols})) SELECT pause_requested FROM r")
                 found = (sql, compiled)
             self._sql[key] = found
         return found
@@ -160,12 +165,13 @@ class HotPath:
             columns = tuple(k for k in params if not k.startswith("b_"))
             sql, compiled = self._update(stmt, columns)
             names, constants = self._positional(compiled)
-            found = self._sql[key] = (sql, compiled, columns, names, constants)
+            found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list) -> bool:
+    def commit(self, stmt, params: dict, event_rows: list):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
-        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written.
+        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written; else
+        the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
         if self.pg:
@@ -254,19 +260,22 @@ class HotPath:
         for r in batch:
             r.done = True
 
-    def _write_one(self, cur, req) -> bool:
-        """One commit's UPDATE and INSERT inside the open transaction. False: the UPDATE matched no row."""
+    def _write_one(self, cur, req):
+        """One commit's UPDATE and INSERT inside the open transaction. False: the UPDATE matched no
+        row; else the pause request it returned (text), or True."""
         sql, _compiled, _columns, names, constants = req.plan
         params = req.params
         cur.execute(sql, [params[name] if name in params else constants[name] for name in names])
-        if cur.rowcount != 1:
+        returned = cur.fetchall()
+        if len(returned) != 1:
             return False
+        pause = returned[0][0] or True
         rows = req.rows
         if len(rows) == 1:
             cur.execute(self._sqlite_insert(), rows[0])
         elif rows:
             cur.executemany(self._sqlite_insert(), rows)
-        return True
+        return pause
 
     def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
         sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
@@ -276,7 +285,8 @@ class HotPath:
             values.update(zip(self._names(i), row))
         cur = conn.cursor()
         cur.execute(sql, values)
-        return cur.rowcount == (len(event_rows) or 1)
+        returned = cur.fetchall()
+        return len(returned) == 1 and (returned[0][0] or True)
 
     def _names(self, i: int) -> tuple:
         key = ("names", i)

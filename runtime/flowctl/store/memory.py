@@ -146,6 +146,18 @@ class MemoryStore:
                 self._events[run_id].extend(_kept(events))
             if steps:
                 self._put_steps(run_id, steps)
+            pause = current.get("pause_requested")
+            return None if pause is None else dict(pause)
+
+    def request_pause(self, run_id, request):
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None or row["status"] in FINAL:
+                return None, False
+            if row.get("pause_requested") is None:
+                row["pause_requested"] = dict(request, at=time.time())
+                return dict(row["pause_requested"]), True
+            return dict(row["pause_requested"]), False
 
     def _seal(self, run_id) -> None:
         """Hash the events committed since the last read (under the lock)."""

@@ -71,9 +71,10 @@ class Store(Protocol):
         leased by ``run["owner"]``. Returns the run's fencing token (SQL store)."""
 
     def commit(self, run_id: str, expect_seq: int, run: dict, events: list = (), steps: list = (), *,
-               fence: int | None = None, lease: float | None = None, unleased: bool = False) -> None:
+               fence: int | None = None, lease: float | None = None, unleased: bool = False) -> dict | None:
         """Append ``events``, upsert ``steps`` and update the run row with ``run``, all or nothing,
         if the run is still at ``expect_seq`` (and, with ``fence``, still leased by that token).
+        Returns the run's standing pause request (``{by, reason, at}``) or None, from the same write.
         Raises :class:`RunConflict` / :class:`LeaseLost`, :class:`StoreError`."""
 
     def get_run(self, run_id: str, *, exact: bool = False) -> dict:
@@ -111,6 +112,10 @@ class Store(Protocol):
 
     def cancel_requests(self, run_ids: Iterable[str]) -> dict:
         """``{run_id: request}`` for those of ``run_ids`` someone asked to cancel."""
+
+    def request_pause(self, run_id: str, request: dict) -> tuple:
+        """Record a pause request (``{by, reason}``) unless one stands or the run ended: ``(standing
+        request or None when ended, whether it is this one)``."""
 
     def nudge(self, run_id: str) -> None:
         """Make the waiting (or running) parent ``run_id`` due now (a child of it ended)."""

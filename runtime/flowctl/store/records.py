@@ -18,7 +18,7 @@ from flowctl.store.keyring import PREFIX as SEALED_PREFIX, Sealed
 STATUSES = ("queued", "running", "waiting", "paused", "succeeded", "failed", "cancelled")
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 #: Run columns that hold JSON text.
-JSON_RUN = ("input", "params", "output", "error", "cursor", "cancel_requested")
+JSON_RUN = ("input", "params", "output", "error", "cursor", "cancel_requested", "pause_requested")
 #: Step-record columns that hold JSON text.
 JSON_STEP = ("input", "output")
 #: Run fields that are sealed while the run needs them (:mod:`flowctl.engine.sensitive`).

@@ -49,7 +49,12 @@ that has ended (:mod:`flowctl.store.summary`), written after the commit that end
 whose ``last_seq`` is not the run's is stale and not used. No column of an older table changes;
 runs that ended before the upgrade have none (``stats`` reads their events).
 
-:func:`upgrade` adds what is missing to a version-1 to 8 store in place.
+Version 10 (issue 20, pause at the next checkpoint): runs gain ``pause_requested`` (JSON ``{by,
+reason, at}``, NULL when none): ``flowctl pause`` records the request there, every per-step commit
+returns it (``RETURNING``: no read of its own), and the run pauses at that checkpoint
+(:mod:`flowctl.engine.pause`). Not part of the run's seal, as ``cancel_requested`` is not.
+
+:func:`upgrade` adds what is missing to a version-1 to 9 store in place.
 """
 from __future__ import annotations
 
@@ -94,6 +99,8 @@ runs = sa.Table(
     sa.Column("cancel_requested", sa.Text),
     # version 4: the seal of status, error and cursor (flowctl.store.audit.run_seal)
     sa.Column("seal", sa.String(64)),
+    # version 8: pause requests (flowctl.engine.pause)
+    sa.Column("pause_requested", sa.Text),
 )
 
 #: The two branches of a claim: due runs (queued, waiting, paused with a review deadline) and
@@ -253,6 +260,10 @@ _PACKED_COLUMNS = (
 )
 
 
+#: The version that adds pause requests (self-contained: its own column and function).
+PAUSE_VERSION = 10
+
+
 def upgrade(conn, from_version: int) -> None:
     """Bring a store at ``from_version`` up to the current schema, in place, inside the caller's
     transaction (new tables were already created by ``create_all``). Safe to repeat."""
@@ -289,6 +300,8 @@ def upgrade(conn, from_version: int) -> None:
     if from_version < EVENTS_BY_TIME_VERSION:
         upgrade_events_by_time(conn)
     _upgrade_run_summaries(conn, from_version)
+    if from_version < PAUSE_VERSION:
+        schema_10(conn, present)
 
 
 def upgrade_events_by_time(conn) -> None:
@@ -314,6 +327,13 @@ def _upgrade_run_summaries(conn, from_version: int) -> None:
     reads their events, as it did."""
     if from_version < SUMMARIES_VERSION:
         run_summaries.create(conn, checkfirst=True)
+
+
+def schema_10(conn, present: set) -> None:
+    """Version 10: runs gain ``pause_requested`` (``present``: the ``(table, column)`` pairs there
+    already; a repeated upgrade adds nothing)."""
+    if ("flowctl_runs", "pause_requested") not in present:
+        conn.exec_driver_sql("ALTER TABLE flowctl_runs ADD COLUMN pause_requested TEXT")
 
 
 def _seal_live_runs(conn) -> None:

@@ -38,10 +38,9 @@ class LeasedStore:
             fence, parent = self._store.acquire(run_id, expect_seq, w.id, w.lease)
             w.hold(run_id, fence, parent=parent)
         if fence is None:  # e.g. cancelling a paused child: no lease involved
-            self._store.commit(run_id, expect_seq, run, events, steps)
-            return
-        try:
-            self._store.commit(run_id, expect_seq, run, events, steps, fence=fence, lease=w.lease)
+            return self._store.commit(run_id, expect_seq, run, events, steps)
+        try:  # the pause request the commit hands back (flowctl.engine.pause): the runner pauses on it
+            pause = self._store.commit(run_id, expect_seq, run, events, steps, fence=fence, lease=w.lease)
         except LeaseLost as exc:
             w.stats["stale_commits_refused"] += 1
             w.log("stale_commit_refused", {"run": run_id, "fence": fence, "why": str(exc)})
@@ -52,6 +51,7 @@ class LeasedStore:
         w.touched(run_id)
         if run.get("status") not in (None, "running"):
             w.drop(run_id)  # parked or ended: the store released the lease with this commit
+        return pause
 
 
 __all__ = ["LeasedStore"]

@@ -189,6 +189,24 @@ def test_edit_context_and_continue(served, page):
     expect(page.locator("#output")).to_contain_text("Bergen")
 
 
+def test_pause_a_run_at_its_next_checkpoint_and_resume_it(served, page):
+    c = served.console
+    run = c.engine.run("charge", {"amount": 10, "card": "4111-1111"})  # at its review: it pauses after the decision
+    sign_in(page, served, c.key("otto", "runs:read", "runs:write"), f"/console/runs/{run.run_id}")
+    page.fill("#pause-reason", "amounts look wrong")
+    page.click("#pause")
+    expect(page.locator("#pause-requested")).to_contain_text("amounts look wrong")
+    c.engine.resume(run.run_id, token=run.review["token"], decision="approve", by="rita")
+    page.reload()
+    expect(status(page)).to_have_text("paused")
+    expect(page.locator("#paused-note")).to_contain_text("by key:otto: amounts look wrong")
+    expect(page.locator("tr.ev[data-type=run_paused]").last).to_contain_text("key:otto")
+    page.fill("#resume-reason", "checked with finance")
+    page.click("#resume")
+    expect(status(page)).to_have_text("succeeded")
+    assert c.store.get_run(run.run_id)["status"] == "succeeded"
+
+
 def test_an_action_without_the_csrf_token_is_refused_and_nothing_is_done(served, page):
     c = served.console
     paused = c.engine.run("charge", {"amount": 10, "card": "4111"})

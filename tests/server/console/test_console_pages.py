@@ -172,3 +172,33 @@ def test_without_jinja2_the_console_says_what_to_install_and_the_api_still_works
     r = c.get("/console/runs")
     assert r.status_code == 503 and "pip install 'flowctl[serve]'" in r.text
     assert c.get("/healthz").status_code == 200
+
+
+def test_pause_is_asked_from_the_run_page_and_the_run_stops_at_its_next_checkpoint_then_resumes(console):
+    paused = console.engine.run("charge", {"amount": 10, "card": "4111"})  # waits for its review at 'ask'
+    c = admin(console)
+    url = f"/console/runs/{paused.run_id}"
+    assert 'id="pause-form"' in c.get(url).text
+    token = console.csrf(c, url)
+    assert c.post(url + "/pause", data={"csrf": token, "reason": " "}).status_code == 422  # a reason is required
+    r = c.post(url + "/pause", data={"csrf": token, "reason": "amounts look wrong"}, follow_redirects=False)
+    assert r.status_code == 303
+    page = c.get(url).text
+    assert 'id="pause-requested"' in page and "amounts look wrong" in page and 'id="pause-form"' not in page
+    console.engine.resume(paused.run_id, token=console.engine.reissue_token(paused.run_id), decision="approve",
+                          by="rita")  # the decision continues it: it pauses at the first checkpoint after
+    row = console.store.get_run(paused.run_id)
+    assert row["status"] == "paused" and row["cursor"]["pending"]["kind"] == "pause"
+    page = c.get(url).text
+    assert 'id="resume-form"' in page and "by key:ann: amounts look wrong" in page
+    r = c.post(url + "/resume", data={"csrf": token, "reason": "checked"}, follow_redirects=False)
+    assert r.status_code == 303 and console.store.get_run(paused.run_id)["status"] == "succeeded"
+    kinds = [x["kind"] for x in console.service.log.session("ann")]
+    assert "pause_requested" in kinds and "run_resumed" in kinds
+    [event] = [e for e in console.store.events(paused.run_id) if e["type"] == "run_paused"
+               and e["data"].get("by") == "key:ann"]
+    assert event["data"]["reason"] == "amounts look wrong"
+    r = c.post(url + "/pause", data={"csrf": token, "reason": "late"})
+    assert r.status_code == 409 and "already ended (succeeded)" in r.text
+    r = c.post(url + "/pause", data={"reason": "no token"})
+    assert r.status_code == 403

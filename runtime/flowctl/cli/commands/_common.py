@@ -355,6 +355,10 @@ def print_result(result, *, fmt="text", db=None) -> int:
         if rv.get("token"):
             click.echo(f"resume with: flowctl resume {result.run_id}{_store_flag(db)} --token {rv['token']} --decision "
                        + "|".join(rv.get("decisions") or []))
+    elif result.status == "paused" and result.paused_by:
+        p = result.paused_by
+        click.echo(f"paused at '{p['state']}' by {p.get('by') or 'a user'}: {p.get('reason')}; continue it with: "
+                   f"flowctl resume {result.run_id}{_store_flag(db)}")
     elif result.status == "paused":
         click.echo(f"paused; see: flowctl reviews{_store_flag(db)}, then flowctl resume {result.run_id}{_store_flag(db)} "
                    "--token T --decision D")

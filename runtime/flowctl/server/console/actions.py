@@ -12,17 +12,18 @@ recorded with who (``key:<name>``, the signed-in key) and why:
   replaces the failed run's context (``context_overridden`` holds before and after, with who and
   why) and the run is redriven with it.
 
-Not offered: *pause at the next checkpoint*. The engine has no such request: a run driven by a
-worker or another process can only be asked to cancel (``cancel_requested``, checked by the step
-loop and by the worker at each checkpoint); pausing needs the same kind of request flag in the
-store and a check in ``engine/loop.py`` that parks the run ``paused`` with a pending kind that
-``resume`` knows — changes to the engine's hot path and the store core, not made here.
+* ``POST /console/runs/{run_id}/pause`` — pause at the next checkpoint, as ``flowctl pause``
+  (:func:`flowctl.engine.pause.request`): the request holds the key and the reason, and the
+  run's log gets ``run_paused`` with both when it stops. ``POST /console/runs/{run_id}/resume`` —
+  continue a run an operator paused (``run_resumed`` by the key; the reason goes to the service
+  log), in this request until it ends, pauses or parks.
 """
 from __future__ import annotations
 
 import json
 import time
 
+from flowctl.engine.pause import is_paused_by_operator
 from flowctl.server.console.auth import action
 from flowctl.server.console.web import go, message
 
@@ -39,48 +40,66 @@ def routes(router, service) -> None:
         service.log.append(viewer.name, {"at": time.time(), "caller": viewer.name, "kind": kind, "outcome": outcome,
                                          "reason": reason, "data": dict(data, run_id=run_id, via="console")})
 
-    @router.post("/runs/{run_id}/cancel")
-    @action("runs:write")
-    def cancel(request, viewer, fields):
+    def takeover(name: str, doing: str):
+        """``fn(request, viewer, fields, reason, run_id)`` as ``POST /runs/{run_id}/<name>`` [runs:write],
+        refused (422) without a reason: "Say why you <doing>"."""
+        def wrap(fn):
+            def handler(request, viewer, fields):
+                reason = _reason(fields)
+                if reason is None:
+                    return message(request, 422, "Not done", f"Say why you {doing} (the reason is recorded).")
+                return fn(request, viewer, fields, reason, request.path_params["run_id"])
+
+            handler.__name__, handler.__doc__ = fn.__name__, fn.__doc__
+            return router.post(f"/runs/{{run_id}}/{name}")(action("runs:write")(handler))
+        return wrap
+
+    @takeover("cancel", "cancel the run")
+    def cancel(request, viewer, fields, reason, run_id):
         """Cancel the run (see the module)."""
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you cancel the run (the reason is recorded).")
         compensate = fields.get("compensate", "yes") != "no"
-        result = service.engine.cancel(request.path_params["run_id"], compensate=compensate, by=viewer.by)
+        result = service.engine.cancel(run_id, compensate=compensate, by=viewer.by)
         record(viewer, "run_cancelled", result.run_id, reason, result.status, compensate=compensate)
         return go(request, f"/console/runs/{result.run_id}")
 
-    @router.post("/runs/{run_id}/redrive")
-    @action("runs:write")
-    def redrive(request, viewer, fields):
+    @takeover("pause", "pause the run")
+    def pause(request, viewer, fields, reason, run_id):
+        """Ask the run to pause at its next checkpoint."""
+        asked = service.engine.pause(run_id, reason=reason, by=viewer.by)
+        record(viewer, "pause_requested", asked["run_id"], reason, "requested" if asked["new"] else "already requested")
+        return go(request, f"/console/runs/{asked['run_id']}")
+
+    @takeover("resume", "resume the run")
+    def resume(request, viewer, fields, reason, run_id):
+        """Continue a run an operator paused, from its checkpoint."""
+        row = service.store.get_run(run_id)
+        if not is_paused_by_operator(row):
+            return message(request, 409, "Not done", f"run {row['id']} is not paused by an operator (it is {row['status']})")
+        result = service.engine.resume(row["id"], by=viewer.by)
+        record(viewer, "run_resumed", result.run_id, reason, result.status)
+        return go(request, f"/console/runs/{result.run_id}")
+
+    @takeover("redrive", "retry the run")
+    def redrive(request, viewer, fields, reason, run_id):
         """Retry the failed run from its failed step."""
         from flowctl.engine.redrive import redrive as redrive_run
 
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you retry the run (the reason is recorded).")
-        result = redrive_run(service.engine, request.path_params["run_id"], by=viewer.by, reason=reason)
+        result = redrive_run(service.engine, run_id, by=viewer.by, reason=reason)
         record(viewer, "run_redriven", result.run_id, reason, result.status)
         return go(request, f"/console/runs/{result.run_id}")
 
-    @router.post("/runs/{run_id}/edit")
-    @action("runs:write")
-    def edit(request, viewer, fields):
+    @takeover("edit", "edit the context")
+    def edit(request, viewer, fields, reason, run_id):
         """Replace the failed run's context, then continue it from its failed step."""
         from flowctl.engine.redrive import redrive as redrive_run
 
-        reason = _reason(fields)
-        if reason is None:
-            return message(request, 422, "Not done", "Say why you edit the context (the reason is recorded).")
         try:
             context = json.loads(fields.get("context") or "")
         except (ValueError, RecursionError) as exc:
             return message(request, 422, "Not done", f"The context is not JSON (or nests too deeply): {exc}")
         if not isinstance(context, dict):
             return message(request, 422, "Not done", "The context must be a JSON object.")
-        result = redrive_run(service.engine, request.path_params["run_id"], by=viewer.by, reason=reason,
-                             context=context)
+        result = redrive_run(service.engine, run_id, by=viewer.by, reason=reason, context=context)
         record(viewer, "context_overridden", result.run_id, reason, result.status)
         return go(request, f"/console/runs/{result.run_id}")
 

@@ -169,6 +169,8 @@ def children_of(store, project, run_id: str, depth: int = 1) -> list:
 
 
 def routes(router, service) -> None:
+    from flowctl.engine.pause import is_paused_by_operator
+
     @router.get("/runs/{run_id}")
     @page("runs:read")
     def run_page(request, viewer):
@@ -189,7 +191,9 @@ def routes(router, service) -> None:
         svg, note = graph_svg(service, row, marks)
         return render(request, "run.html", run=detail, context=context, marks=marks, svg=svg, graph_note=note,
                       children=children_of(service.store, service.project, row["id"]),
-                      residue=s.scrub(cursor.get("residue") or []), final=row["status"] in FINAL)
+                      residue=s.scrub(cursor.get("residue") or []), final=row["status"] in FINAL,
+                      paused=s.scrub(cursor.get("pending")) if is_paused_by_operator(row) else None,
+                      pause_requested=s.scrub(row.get("pause_requested")))
 
 
 __all__ = ["children_of", "graph_svg", "kind_of", "read", "routes"]
