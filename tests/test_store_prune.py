@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from flowctl.cli.main import main
 from flowctl.errors import UsageError
 from flowctl.store.prune import DEFAULT_KEEP, keep_patterns, prune, pruned_ranges
+from flowctl.store.core import SCHEMA_VERSION
 from flowctl.store.sql import open_store
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
 from support.pg import pg_url  # noqa: F401 - fixture
@@ -278,4 +279,4 @@ def test_schema_7_store_gains_the_pruned_table(tmp_path):
     assert pruned_ranges(store, "r1") == []
     store.close()
     assert sqlite3.connect(tmp_path / "flowctl.db").execute(
-        "SELECT value FROM flowctl_meta WHERE key = 'schema_version'").fetchone() == ("8",)
+        "SELECT value FROM flowctl_meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)

@@ -114,7 +114,6 @@ def test_the_app_serves_real_http_on_uvicorn(api):
     assert not thread.is_alive()
 
 
-<<<<<<< HEAD
 def test_decide_with_data_its_review_schema_rejects_is_a_422_problem_pointing_into_the_body(tmp_path):
     from conftest import _Client
     from support.consolekit import Console
@@ -141,7 +140,8 @@ def test_decide_with_data_its_review_schema_rejects_is_a_422_problem_pointing_in
         assert ok.status_code == 200 and ok.json()["status"] == "succeeded", ok.text
     finally:
         console.close()
-=======
+
+
 def test_a_run_is_paused_at_its_next_checkpoint_and_resumed_over_http(api):
     h = api.key("ops", "runs:read", "runs:write")
     run = paused_run(api)  # for review: the pause comes at the first checkpoint after the decision
@@ -162,4 +162,3 @@ def test_a_run_is_paused_at_its_next_checkpoint_and_resumed_over_http(api):
         == ["key:ops"]
     ended = api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "late"}, headers=h)
     assert ended.status_code == 409 and ended.json()["code"] == "USAGE"
->>>>>>> pause
