@@ -9,12 +9,27 @@ import pytest
 from support.pg import pg_url  # noqa: F401 - fixture
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request, tmp_path):
+SQL = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def _open(request, tmp_path):
     from flowctl.store.sql import open_store
 
     url = {"memory": "memory", "sqlite": f"sqlite:///{tmp_path}/flowctl.db"}.get(request.param)
-    found = open_store(url or request.getfixturevalue("pg_url"))
+    return open_store(url or request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=["memory", *SQL])
+def store(request, tmp_path):
+    found = _open(request, tmp_path)
+    yield found
+    found.close()
+
+
+@pytest.fixture(params=SQL)
+def sql_store(request, tmp_path):
+    """The stores that keep summaries (the memory store's events are in memory)."""
+    found = _open(request, tmp_path)
     yield found
     found.close()
 
@@ -91,11 +106,10 @@ def test_buckets_count_each_tool_per_interval_from_since(store):
     assert [(b["start"], b["calls"]) for b in later] == [(3600.0, 4)]
 
 
-def test_an_ended_run_is_counted_from_its_summary_without_reading_its_events(store, monkeypatch):
+def test_an_ended_run_is_counted_from_its_summary_without_reading_its_events(sql_store, monkeypatch):
     from flowctl.store.history import stats
 
-    if store.__class__.__name__ == "MemoryStore":
-        pytest.skip("the memory store keeps no summaries: its events are in memory")
+    store = sql_store
     store.create_run(_run("s1"), [])
     _end(store, "s1", TRIAGE)
     expected = stats(store)
