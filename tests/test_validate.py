@@ -459,6 +459,8 @@ def test_fc601_compensate_none_needs_a_reason(make_project):
     d = one(problems(root), "FC601")
     assert (d.severity, d.line, d.column) == ("error", 5, 13)
     assert "reason" in d.message
+    # the hint names the contract's top-level field with a line to copy
+    assert "top-level `reason` field" in d.hint and "`reason: mails cannot be unsent`" in d.hint
 
 
 def test_fc601_no_verify_with_nothing_to_undo_is_a_warning(make_project):

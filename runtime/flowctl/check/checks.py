@@ -291,10 +291,13 @@ def check_contracts(project: Project):
                                      hint="name verify: module:function (input, output, call) -> bool")
                 if not c.compensate:
                     yield c.doc.diag("FC601", f"'{c.ref}' declares side effects but no compensate", ("side_effects",),
-                                     hint="name compensate: module:function, or say compensate: none with a reason")
+                                     hint="name compensate: module:function, or say compensate: none with a "
+                                          "reason (top-level fields of the contract: `compensate: none` and "
+                                          "`reason: mails cannot be unsent`)")
                 elif c.compensate == "none" and not c.reason:
                     yield c.doc.diag("FC601", "compensate: none needs a reason", ("compensate",),
-                                     hint="say why this effect needs no undo: reason: …")
+                                     hint="say why this effect needs no undo in the contract's top-level `reason` "
+                                          "field, next to `compensate: none`, e.g. `reason: mails cannot be unsent`")
             else:
                 if c.compensate and c.compensate != "none":
                     yield c.doc.diag("FC602", f"'{c.ref}' declares no side effects but names compensate", ("compensate",),
