@@ -66,6 +66,13 @@ class ProjectError(FlowctlError):
     code = "PROJECT"
 
 
+class DefinitionError(ProjectError):
+    """A flow that cannot run because files it depends on have ``flowctl validate`` errors: a
+    finding, exit 1 like ``validate``'s (not a usage error)."""
+
+    code = "DEFINITION"
+
+
 class AccessError(FlowctlError):
     """A request to ``flowctl serve`` without a usable API key (none, unknown, wrong secret, revoked)."""
 

@@ -132,7 +132,8 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
     """Run FLOW on an input, checkpointing every step.
 
     Live progress goes to stderr; the outcome, the path and the output to stdout.
-    Exit 0 succeeded, 1 failed, 2 unusable (bad input, definition errors), 3 paused for review or
+    Exit 0 succeeded, 1 failed or the flow has definition errors (as flowctl validate), 2 unusable
+    (bad flags, invalid input, unknown flow), 3 paused for review or
     waiting on a timer (continue it with flowctl resume / flowctl recover).
 
     \b
@@ -238,6 +239,8 @@ def stats(root, db, limit, since, flow, all_, fmt, check):
       human_takeover_rate     runs cancelled, redriven or edited by a person   (default > 5%)
     Thresholds: `thresholds:` in orchestration/project.yaml (fractions, e.g. pause_timeout_rate: 0.05).
       flowctl stats --check --since 1h || page-the-on-call
+    Exit 0 (1 with --check when a rate is over), 2 when --flow names no flow of the project and
+    no stored run (with the flow it may mean).
     """
     _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check)
 
@@ -357,7 +360,8 @@ def graph(flow, root, fmt, output, show_data):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--replay", type=click.IntRange(min=1), metavar="N",  # issue 7: flowctl.testing.replay
               help="Also replay the last N recorded runs (run store: FLOWCTL_DB or .flowctl/flowctl.db) under HEAD and list those whose path would change.")
-def diff(base, head, root, fmt, output, replay):
+@click.option("--fail-on-risk", is_flag=True, help="Exit 1 when a change is flagged as a risk (for CI); default: exit 0.")
+def diff(base, head, root, fmt, output, replay, fail_on_risk):
     """Show what changed between two versions of the flows: flows, states, transitions,
     handlers, contracts and policies added (+), removed (-) or changed (~), field by field,
     with risks flagged (a new side effect, a loosened policy) and the flows affected.
@@ -366,13 +370,17 @@ def diff(base, head, root, fmt, output, replay):
     or folders holding orchestration/. Default BASE: the merge base with the default branch
     (origin/HEAD, else main or master); default HEAD: the working tree.
 
+    Exit 0 whatever changed, risks included (1 with --fail-on-risk when a risk is flagged),
+    2 when BASE or HEAD cannot be read.
+
     \b
     Examples:
       flowctl diff                                 this branch's changes so far
+      flowctl diff --fail-on-risk                  in CI: fail on a new side effect or a loosened policy
       flowctl diff origin/main HEAD --format markdown -o comment.md
       flowctl diff old_checkout/ new_checkout/ --format json
     """
-    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output, replay=replay)
+    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output, replay=replay, fail_on_risk=fail_on_risk)
 
 
 @main.group()
@@ -423,8 +431,8 @@ def test_cmd(flow, contracts, min_coverage, suggest, junit, root):
     (no real waiting), the real policy gate; failures print as path diffs; coverage per flow.
 
     FLOW is a flow id, a case file or a folder of cases (default: every flow). Exit 0 all passed,
-    1 a case failed or coverage is below --min-coverage, 2 unusable (malformed case files, an
-    unknown flow, no cases).
+    1 a case failed, coverage is below --min-coverage or the flow has definition errors (as
+    flowctl validate), 2 unusable (malformed case files, an unknown flow, no cases).
 
     \b
     Examples:
