@@ -155,6 +155,8 @@ def _slow(entry, schema):
 
 
 def check_instance(schema, instance):
+    """None when ``instance`` matches ``schema``, else the problems as one line: ``at /path: message``
+    for each (the most relevant first, at most :data:`REPORTED`, joined by ``; ``)."""
     if not schema:
         return None
     entry = _compile(schema)
@@ -176,11 +178,30 @@ def check_instance(schema, instance):
             return None
         from jsonschema.exceptions import best_match
 
-        error = best_match(v.iter_errors(instance))
+        errors = []
+        for found in v.iter_errors(instance):
+            errors.append(found)
+            if len(errors) > REPORTED:
+                break
+        best = best_match(errors)
+        # every problem, the most relevant first: `{}` for a schema requiring three fields names all three
+        said = [_said(best)]
+        for other in errors:
+            text = _said(best_match([other]))
+            if text not in said:
+                said.append(text)
     except RecursionError:
         return "the schema refers to itself without end ($ref cycle); it cannot be checked"
     except Exception as exc:  # noqa: BLE001 - an invalid schema (pattern: 5, an unresolvable $ref …)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"the schema itself is invalid ({type(exc).__name__}: {first})"
-    where = "/" + "/".join(map(str, error.absolute_path))
-    return f"at {where}: {error.message}"
+    more = f"; and more (the first {REPORTED} are shown)" if len(said) > REPORTED else ""
+    return "; ".join(said[:REPORTED]) + more
+
+
+#: the problems one message names at most (an input may be wrong in a thousand places)
+REPORTED = 10
+
+
+def _said(error) -> str:
+    return "at /" + "/".join(map(str, error.absolute_path)) + f": {error.message}"
