@@ -101,8 +101,10 @@ def init(folder, template):
     """Create a new project in FOLDER (default: here) that validates, runs and has golden cases.
 
     \b
-    Refuses, writing nothing, when FOLDER already has orchestration/.
-      flowctl init my-project && cd my-project && flowctl test
+    Refuses, writing nothing, when FOLDER already has orchestration/. The next steps it prints
+    use the command as you invoked it when flowctl is not on PATH.
+      flowctl init /tmp/my-project && cd /tmp/my-project && flowctl test
+      flowctl init /tmp/my-agent --template agent
     """
     _call("init", folder=folder, template=template)
 
