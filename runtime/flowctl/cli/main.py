@@ -101,8 +101,7 @@ def init(folder, template):
     """Create a new project in FOLDER (default: here) that validates, runs and has golden cases.
 
     \b
-    Refuses, writing nothing, when FOLDER already has orchestration/. The next steps it prints
-    use the command as you invoked it when flowctl is not on PATH.
+    Refuses, writing nothing, when FOLDER already has orchestration/. Prints the next steps.
       flowctl init /tmp/my-project && cd /tmp/my-project && flowctl test
       flowctl init /tmp/my-agent --template agent
     """
@@ -134,9 +133,8 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
     """Run FLOW on an input, checkpointing every step.
 
     Live progress goes to stderr; the outcome, the path and the output to stdout.
-    Exit 0 succeeded, 1 failed or the flow has definition errors (as flowctl validate), 2 unusable
-    (bad flags, invalid input, unknown flow), 3 paused for review or
-    waiting on a timer (continue it with flowctl resume / flowctl recover).
+    Exit 0 succeeded, 1 failed or definition errors (as validate), 2 unusable (bad flags or input,
+    unknown flow), 3 paused for review or waiting on a timer (flowctl resume / flowctl recover).
 
     \b
     Examples:
@@ -223,7 +221,7 @@ def trace(run_id, root, db, fmt, last):
 @_root_db
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="How many recent runs to include.")
 @click.option("--since", metavar="TIME|DURATION", help="Only runs started since an ISO-8601 time or a duration ago (e.g. 1h).")
-@click.option("--flow", help="Only runs of this flow.")
+@click.option("--flow", help="Only runs of this flow (neither a flow of the project nor stored: exit 2, did you mean).")
 @click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text", show_default=True,
               help="prometheus: the text exposition format (for a node_exporter textfile or a push gateway).")
@@ -241,8 +239,6 @@ def stats(root, db, limit, since, flow, all_, fmt, check):
       human_takeover_rate     runs cancelled, redriven or edited by a person   (default > 5%)
     Thresholds: `thresholds:` in orchestration/project.yaml (fractions, e.g. pause_timeout_rate: 0.05).
       flowctl stats --check --since 1h || page-the-on-call
-    Exit 0 (1 with --check when a rate is over), 2 when --flow names no flow of the project and
-    no stored run (with the flow it may mean).
     """
     _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check)
 
@@ -362,7 +358,7 @@ def graph(flow, root, fmt, output, show_data):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--replay", type=click.IntRange(min=1), metavar="N",  # issue 7: flowctl.testing.replay
               help="Also replay the last N recorded runs (run store: FLOWCTL_DB or .flowctl/flowctl.db) under HEAD and list those whose path would change.")
-@click.option("--fail-on-risk", is_flag=True, help="Exit 1 when a change is flagged as a risk (for CI); default: exit 0.")
+@click.option("--fail-on-risk", is_flag=True, help="Exit 1 when a change is flagged as a risk (CI); else 0 even with risks.")
 def diff(base, head, root, fmt, output, replay, fail_on_risk):
     """Show what changed between two versions of the flows: flows, states, transitions,
     handlers, contracts and policies added (+), removed (-) or changed (~), field by field,
@@ -372,13 +368,9 @@ def diff(base, head, root, fmt, output, replay, fail_on_risk):
     or folders holding orchestration/. Default BASE: the merge base with the default branch
     (origin/HEAD, else main or master); default HEAD: the working tree.
 
-    Exit 0 whatever changed, risks included (1 with --fail-on-risk when a risk is flagged),
-    2 when BASE or HEAD cannot be read.
-
     \b
     Examples:
       flowctl diff                                 this branch's changes so far
-      flowctl diff --fail-on-risk                  in CI: fail on a new side effect or a loosened policy
       flowctl diff origin/main HEAD --format markdown -o comment.md
       flowctl diff old_checkout/ new_checkout/ --format json
     """
