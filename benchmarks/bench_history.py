@@ -1,9 +1,10 @@
 """History must not slow the present (issue 17, target 4).
 
 A store holding ``--runs`` runs (default 100,000; one in ten a child run, one in twenty failed,
-four events each) and ``--gate`` gate-log rows is built directly in the store's tables; then, in
-process, with the store open, each of these is timed (median of ``--trials`` rounds, min and
-max beside it, milliseconds):
+four events each, with the summary of facts the store keeps when a run ends: schema 9) and
+``--gate`` gate-log rows is built directly in the store's tables; then, in process, with the
+store open, each of these is timed (median of ``--trials`` rounds, min and max beside it,
+milliseconds; ``--only stats``: that part alone):
 
 * ``runs``: ``list_runs(limit=50, top_level=True)`` and the database clock, as ``flowctl runs``;
 * ``runs_failed``: the same with ``status="failed"``;
@@ -58,12 +59,14 @@ def _run_id(i: int) -> str:
 
 
 def _fill(store, n_runs: int, n_gate: int, n_paused: int = 0, batch: int = 20_000) -> list:
-    """Insert the synthetic history; returns the run ids."""
+    """Insert the synthetic history (each ended run with its summary, as the store keeps it); returns the run ids."""
+    from flowctl.store.summary import summary_text
+
     t = store.t
     ids = []
     cursor = json.dumps({"state": "done", "step": 2, "path": ["a", "done"], "context": {"note": "x" * 200}})
     for lo in range(0, n_runs, batch):
-        runs, events = [], []
+        runs, events, summaries = [], [], []
         for i in range(lo, min(n_runs, lo + batch)):
             rid = _run_id(i)
             ids.append(rid)
@@ -85,9 +88,13 @@ def _fill(store, n_runs: int, n_gate: int, n_paused: int = 0, batch: int = 20_00
                     ("run_failed" if failed else "run_succeeded", {})), start=1):
                 events.append({"run_id": rid, "seq": seq, "ts": T0 + i, "type": typ, "state": "a", "attempt": 1,
                                "data": json.dumps(data), "prev_hash": "p" * 64, "hash": "h" * 64})
+            # the facts the commit that ended the run keeps (schema 9), from the same events
+            summaries.append({"run_id": rid, "last_seq": 4, "facts": summary_text(
+                [dict(e, data=json.loads(e["data"])) for e in events[-4:]])})
         with store.engine.begin() as conn:
             conn.execute(t.runs.insert(), runs)
             conn.execute(t.events.insert(), events)
+            conn.execute(t.run_summaries.insert(), summaries)
     for lo in range(0, n_gate, batch):
         rows = [{"at": T0 + i * 0.01, "tool": f"t{i % 50}@1.0.0", "flow": f"flow{i % 20}", "run_id": _run_id(i % max(n_runs, 1)),
                  "digest": f"{i:064x}"} for i in range(lo, min(n_gate, lo + batch))]
@@ -131,7 +138,7 @@ def _stats(store):
     return compute(store, 1000, None)
 
 
-def measure(url: str, n_runs: int, n_gate: int, n_paused: int, trials: int) -> dict:
+def measure(url: str, n_runs: int, n_gate: int, n_paused: int, trials: int, only: str | None = None) -> dict:
     import flowctl
     from flowctl.engine.engine import Engine
     from flowctl.store.sql import open_store
@@ -153,6 +160,8 @@ def measure(url: str, n_runs: int, n_gate: int, n_paused: int, trials: int) -> d
         s = _stats(store)
         assert s["runs"] == 1000 and sum(v["calls"] for v in s["tools"].values()) > 0, s
         out["stats"] = _timed(lambda: _stats(store), trials)
+        if only == "stats":
+            return out
         limits = [{"kind": "rate", "since": T0, "max": 10**9, "column": "flow", "value": "flow3"}]
         out["gate_rate"] = _timed(lambda: store.gate_admit(["t3@1.0.0"], limits, None), trials)
     finally:
@@ -214,19 +223,20 @@ def main(argv=None) -> int:
     parser.add_argument("--gate", type=int, default=100_000)
     parser.add_argument("--paused", type=int, default=10_000)
     parser.add_argument("--trials", type=int, default=7)
+    parser.add_argument("--only", choices=("stats",), help="measure only this part (the fill is the same)")
     parser.add_argument("--pg", action="store_true", help="also on PostgreSQL (FLOWCTL_BENCH_PG)")
     parser.add_argument("--out", default=str(RESULTS / "history.json"))
     args = parser.parse_args(argv)
     results = {"loadavg_start": loadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        results["sqlite"] = measure(f"sqlite:///{tmp}/history.db", args.runs, args.gate, args.paused, args.trials)
+        results["sqlite"] = measure(f"sqlite:///{tmp}/history.db", args.runs, args.gate, args.paused, args.trials, args.only)
     if args.pg:
         why = pg_available()
         if why:
             results["postgresql"] = {"skipped": why}
         else:
             with fresh_pg_database() as url:
-                results["postgresql"] = measure(url, args.runs, args.gate, args.paused, args.trials)
+                results["postgresql"] = measure(url, args.runs, args.gate, args.paused, args.trials, args.only)
     results["loadavg_end"] = loadavg()
     results["at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out = Path(args.out)

@@ -325,6 +325,8 @@ def render(r: dict, commands: dict) -> str:
         lines += _render_regression(r["regression"])
     if "events" in r:
         lines += _render_events(r["events"])
+    if "model" in r:
+        lines += _render_model(r["model"])
 
     for part, trace in r.get("errors", {}).items():
         lines += ["", f"## {part}: failed in this run", "", "```", trace.strip().splitlines()[-1], "```"]
@@ -495,3 +497,20 @@ def _render_regression(d: dict) -> list:
                      f"{_us(res['head']['us_per_op'])} | {_spread(res['head'], n)} | "
                      f"{_ratio(d['ratio_head_to_base'][kind])} |")
     return lines + ["", "Targets (issue 16, \"no slower than before\"):", *_targets(d)]
+
+
+def _render_model(m: dict) -> list:
+    """The model-step part (issue 18): flowctl's llm state against the direct SDK call."""
+    fast = m["instant_server"]
+    lines = ["", "## Model step overhead (issue 18)", "",
+             f"One `llm` state (prompt rendered in the Jinja2 sandbox, the request through the official openai SDK, "
+             "the reply's JSON read and checked against its output_schema, the `model_called` record, the durable "
+             "step on SQLite) against the same SDK call made directly, both to the local Chat Completions server of "
+             f"the tests (tests/support/modelserver.py); {m['trials']} interleaved trials with the server answering "
+             f"after {m['delay_ms']:.0f} ms, {m['zero_trials']} with it answering at once; {_load(m)}.", "",
+             "| server answers after | direct SDK call ms | flowctl llm run ms | overhead ms | overhead / call |",
+             "| ---: | ---: | ---: | ---: | ---: |",
+             f"| {m['delay_ms']:.0f} ms | {m['direct_sdk_ms']:.1f} | {m['flowctl_llm_run_ms']:.1f} | "
+             f"{m['overhead_ms']:.2f} | {m['overhead_fraction_of_call']:.2%} |",
+             f"| at once | {fast['direct_sdk_ms']:.2f} | {fast['flowctl_llm_run_ms']:.2f} | {fast['overhead_ms']:.2f} | – |"]
+    return lines + ["", "Targets (issue 18):", *_targets(m)]

@@ -7,7 +7,7 @@ before and after each part). PostgreSQL numbers are included when the server at
 FLOWCTL_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test) answers; every trial gets a
 fresh database, dropped after it.
 
-    python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,pgcapacity,scaling,regression,serve,console,otel,events]
+    python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,pgcapacity,scaling,regression,serve,console,otel,events,model]
     python benchmarks/run.py --render   # BENCHMARKS.md again from results/latest.json, measuring nothing
 
 A full run took 19 minutes on this shared 2-core machine with a load average of 3–8 from other
@@ -32,6 +32,7 @@ import bench_durable  # noqa: E402
 import bench_events  # noqa: E402
 import bench_map  # noqa: E402
 import bench_memory  # noqa: E402
+import bench_model  # noqa: E402
 import bench_pgcapacity  # noqa: E402
 import bench_regression  # noqa: E402
 import bench_policy  # noqa: E402
@@ -53,18 +54,21 @@ FULL = {"memory": {"transitions": 60_000, "trials": 5}, "durable": {"transitions
         "regression": {"transitions": 6000, "sqlite_transitions": 900, "trials": 5},
         "console": {"store_sizes": (1000, 100000), "trials": 5},
         "serve": {"single": 1000, "per_client": 250, "trials": 10}, "otel": {"transitions": 12000, "trials": 7},
-        "events": {"events": 1_000_000, "days": 7.0, "trials": 5}}
+        "events": {"events": 1_000_000, "days": 7.0, "trials": 5},
+        "model": {"delay": 0.3, "trials": 15, "zero_trials": 60}}
 QUICK = {"memory": {"transitions": 3_000, "trials": 5}, "durable": {"transitions": 150, "trials": 5},
          "map": {"items": 200, "trials": 5, "loop_transitions": 300, "sqlite": (200, 1000), "box_s": 30.0},
          "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 5}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1},
          "workers": {"runs": 60, "trials": 1}, "pgcapacity": {"transitions": 300, "trials": 1}, "scaling": bench_scaling.QUICK,
          "regression": {"transitions": 1500, "sqlite_transitions": 150, "trials": 3}, "console": bench_console.QUICK,
          "serve": {"single": 200, "per_client": 50, "trials": 3}, "otel": {"transitions": 1500, "trials": 3},
-         "events": bench_events.QUICK}
+         "events": bench_events.QUICK,
+         "model": {"delay": 0.3, "trials": 3, "zero_trials": 10}}
 PARTS = {"memory": bench_memory.run, "durable": bench_durable.run, "map": bench_map.run, "validate": bench_validate.run,
          "cold": bench_cold.run, "policy": bench_policy.run, "diff": bench_diff.run, "workers": bench_workers.run,
          "pgcapacity": bench_pgcapacity.run, "scaling": bench_scaling.run, "regression": bench_regression.run,
-         "console": bench_console.run, "serve": bench_serve.run, "otel": bench_otel.run, "events": bench_events.run}
+         "console": bench_console.run, "serve": bench_serve.run, "otel": bench_otel.run, "events": bench_events.run,
+         "model": bench_model.run}
 TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachine vs the bare loop",
           "durable": "durable step: flowctl vs DBOS vs raw sqlite3 / psycopg, SQLite and PostgreSQL",
           "map": "map fan-out: in memory (1, 8, 32 at once) and on SQLite (1k / 10k items)",
@@ -77,7 +81,8 @@ TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachi
           "console": "the operator console's pages with 100,000 stored runs (issue 20)",
           "serve": "flowctl serve on loopback: gate check p50/p99 (1 and 8 clients), session invoke overhead",
           "otel": "OpenTelemetry: the in-memory step with tracing off, on (spans dropped) and without the hooks",
-          "events": "flowctl events with 1,000,000 stored events: by tool over the last hour, by run (SQLite, PostgreSQL)"}
+          "events": "flowctl events with 1,000,000 stored events: by tool over the last hour, by run (SQLite, PostgreSQL)",
+          "model": "model step (issue 18): one llm state vs the direct SDK call to the same local server"}
 
 
 def main(argv=None) -> int:
@@ -159,6 +164,7 @@ def commands() -> dict:
         "regression": "python benchmarks/bench_regression.py --base 8da1c8a --trials 5",
         "console": "python benchmarks/bench_console.py --trials 5   # the console's pages, 1,000 and 100,000 runs",
         "events": "python benchmarks/bench_events.py --events 1000000 --trials 5   # issue 21: events across runs",
+        "model": "python benchmarks/bench_model.py --delay 0.3 --trials 15 --zero-trials 60   # about 20 s",
         "profile": "python benchmarks/profile_steps.py --pg   # cProfile of flowctl's step: memory, SQLite, PostgreSQL",
     }
 

@@ -47,7 +47,8 @@ def main() -> int:
             token = result["review"]["token"]
             print(f"paused for review at {result['review']['state']}: {json.dumps(result['review']['show'])}")
             print(f"-> {item['review']}")
-            done = flowctl("resume", result["run_id"], "--token", token, "--decision", item["review"],
+            data = ["--data", json.dumps(item["data"])] if item.get("data") is not None else []
+            done = flowctl("resume", result["run_id"], "--token", token, "--decision", item["review"], *data,
                            "--by", "make-run", "--format", "json", "-q")
             result = json.loads(done.stdout)
         print(flowctl("trace", result["run_id"]).stdout.rstrip())

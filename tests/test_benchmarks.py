@@ -135,3 +135,17 @@ def test_the_regression_part_runs_each_tree_in_its_own_interpreter(tmp_path):
     assert set(data["targets"]) == {"16. In-memory step, this engine / the engine before the redesign",
                                     "16. SQLite step, this engine / the engine before the redesign"}
     assert "## The engine before and after the redesign (issue 16)" in "\n".join(report._render_regression(data))
+
+
+def test_the_model_step_bench_reports_its_overhead_against_the_issue_18_target():
+    pytest.importorskip("openai")
+    pytest.importorskip("jinja2")
+    import bench_model
+    import run as bench_run
+
+    assert bench_run.PARTS["model"] is bench_model.run and "model" in bench_run.QUICK and "model" in bench_run.FULL
+    data = bench_model.run(delay=0.0, trials=2, zero_trials=2)
+    [(name, t)] = data["targets"].items()
+    assert name.startswith("18. ") and t["limit"] == 0.05
+    assert t["value"] == pytest.approx((data["flowctl_llm_run_ms"] - data["direct_sdk_ms"]) / data["direct_sdk_ms"], rel=1e-3)
+    assert data["direct_sdk_ms"] > 0 and data["instant_server"]["flowctl_llm_run_ms"] > 0

@@ -94,15 +94,20 @@ def test_undefined_field_a_context_typo_is_an_error_with_the_name_it_meant(make_
     assert where(d) == ("orchestration/transitions/refunds.yaml", 10, 20)
 
 
-def test_undefined_field_a_review_typo_is_an_error(make_project):
-    diags = run_checks(make_project, BASE + """\
-  - {from: decide, to: ask}
+def _after_review(make_project, when, extra=None):
+    """The diagnostics of the refund flow going decide -> ask -> pay when ``when`` holds, else stop."""
+    return run_checks(make_project, BASE + f"""\
+  - {{from: decide, to: ask}}
   - from: ask
-    when: "review.decison == 'approve'"
+    when: "{when}"
     to: pay
-  - {from: ask, to: stop}
-  - {from: pay, to: done}
-""")
+  - {{from: ask, to: stop}}
+  - {{from: pay, to: done}}
+""", extra)
+
+
+def test_undefined_field_a_review_typo_is_an_error(make_project):
+    diags = _after_review(make_project, "review.decison == 'approve'")
     d = one(diags, "FC801")
     assert "review.decison" in d.message and "did you mean 'decision'" in d.hint
 
@@ -127,15 +132,21 @@ def test_undefined_field_error_read_where_no_error_is_caught(make_project):
 
 
 def test_open_schemas_and_free_form_data_say_nothing(make_project):
-    diags = run_checks(make_project, BASE + """\
-  - {from: decide, to: ask}
-  - from: ask
-    when: "review.data.anything == 'x' && input.whatever == 'y'"
-    to: pay
-  - {from: ask, to: stop}
-  - {from: pay, to: done}
-""")
+    diags = _after_review(make_project, "review.data.anything == 'x' && input.whatever == 'y'")
     assert of(diags, "FC801") == [] and of(diags, "FC802") == []
+
+
+ASK_WITH_DATA = ("id: ask\ntype: review\ndecisions: [approve, reject]\ndata_schema:\n  type: object\n"
+                 "  additionalProperties: false\n  properties:\n    note: {type: string}\n"
+                 "    amount: {type: number}\n")
+
+
+def test_a_review_data_schema_types_review_data_for_later_states(make_project):
+    diags = _after_review(make_project, "review.data.nte == 'x' || review.data.amount > '5'",
+                          {"states/ask.yaml": ASK_WITH_DATA})
+    d = one(diags, "FC801")
+    assert "`review.data` has no field 'nte'" in d.message and d.hint == "did you mean 'note'?"
+    assert "number" in one(diags, "FC802").message
 
 
 # ------------------------------------------------------------------ FC802: different JSON types

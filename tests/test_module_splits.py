@@ -32,7 +32,6 @@ MOVED = {
     },
     "flowctl.cli.commands._common": {"one_line_path": "flowctl.testing.paths"},
     "flowctl.testing.cases": {"one_line_path": "flowctl.testing.paths"},
-    "flowctl.store.history": {n: "flowctl.store.reader" for n in ("STAT_EVENTS", "stat_events")},
     "flowctl.cli.commands.trace": {"child_tree": "flowctl.cli.commands._common"},
     "flowctl.graph.flowgraph": {"child_flows": "flowctl.check.topology"},
     "flowctl.expr.scope": {"truthy": "flowctl.expr.compile"},

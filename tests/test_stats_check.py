@@ -85,3 +85,18 @@ def test_the_prometheus_format_parses_with_prometheus_clients_parser(tmp_path):
     assert defence["rollback_failure_rate"] == 1.0
     calls = {s.labels["tool"]: s.value for s in families["flowctl_tool_calls"].samples}
     assert calls["pay@1.0.0"] == 1.0
+
+
+def test_bucket_adds_each_tools_calls_per_interval_and_a_bad_width_is_a_usage_error(tmp_path):
+    import json
+
+    root, db = _project(tmp_path)
+    done = _stats(root, db, "--bucket", "1h", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    buckets = json.loads(done.stdout)["buckets"]
+    assert buckets["pay@1.0.0"][0]["calls"] == 1 and buckets["boom@1.0.0"][0]["failures"] == 1
+    assert all(b["start"] % 3600 == 0 for rows in buckets.values() for b in rows)
+    text = _stats(root, db, "--bucket", "1h")
+    assert text.returncode == 0 and "pay@1.0.0 per bucket:" in text.stdout and "1 calls, 0 failed" in text.stdout
+    bad = _stats(root, db, "--bucket", "soon")
+    assert bad.returncode == 2 and "--bucket 'soon'" in bad.stderr and "Traceback" not in bad.stderr

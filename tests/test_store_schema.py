@@ -61,14 +61,15 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION == 9
     _load_v4(db_url)
     if db_url.startswith("sqlite"):  # as a paused review of a pre-version-2 store: no due time kept
         with sqlite3.connect(db_url[len("sqlite:///"):]) as conn:
             conn.execute("UPDATE flowctl_runs SET available_at = NULL WHERE id = ?", (PAUSED[1],))
     store = open_store(db_url)
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "8"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == str(SCHEMA_VERSION)
+        assert conn.exec_driver_sql("SELECT count(*) FROM flowctl_run_summaries").scalar() == 0  # schema 9's table
     found = _indexes(store)
     assert NEW_INDEXES <= found and not OLD_INDEXES & found
     assert ("ix_flowctl_runs_id_c" in found) == db_url.startswith("postgresql")  # id prefixes whatever the collation
@@ -95,6 +96,9 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
         # the old rows (one per event) stay as they were; the timeout's commit is one packed row after them
         kinds = [e.get("packed") is not None for e in store.events(run_id)]
         assert kinds[0] is False and kinds[-1] is True and kinds == sorted(kinds)
+    with store.engine.connect() as conn:  # each run that ended after the upgrade keeps its stats facts
+        kept = dict(conn.exec_driver_sql("SELECT run_id, facts FROM flowctl_run_summaries").all())
+    assert sorted(kept) == PAUSED and all('"review_timed_out"' in kept[r] for r in PAUSED)
     assert store.get_run("01a232033038cdf82fbd091b")["status"] == "waiting"  # not a review: left alone
     store.close()
 

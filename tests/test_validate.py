@@ -513,6 +513,18 @@ def test_fc609_embedded_schemas_that_cannot_work(make_project):
     assert "does not resolve" in diags[2].message and "not a local reference" in diags[3].message
 
 
+@pytest.mark.parametrize("prop, code, line, says", [
+    ("{type: strin}", "FC010", 7, "'strin' is not allowed"),  # the metaschema, as for any embedded schema
+    ("{type: string, pattern: '(('}", "FC609", 7, "does not compile"),
+])
+def test_a_review_data_schema_is_checked_as_a_json_schema(make_project, prop, code, line, says):
+    ask = f"id: ask\ntype: review\ndecisions: [approve]\ndata_schema:\n  type: object\n  properties:\n    a: {prop}\n"
+    root = make_project({**TASK, "states/ask.yaml": ask,
+                         "transitions/flow.yaml": "flow: flow\nstart: ask\ntransitions:\n  - {from: ask, to: done}\n"})
+    d = one(problems(root), code)
+    assert d.file.endswith("ask.yaml") and d.line == line and says in d.message
+
+
 def test_a_handler_with_two_actions_and_impossible_times(make_project):
     root = make_project({**TASK, "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\ntimeout: 0s\n"
                                                   "retry: [{errors: ['*'], interval: 400d}]\n"
@@ -672,6 +684,8 @@ CATALOGUE = {
     "FC107": {**TASK, "states/t.yaml": "id: t\ntype: subflow\nflow: flow\n"},
     "FC609": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\noutput_schema: {type: strin}\n"},
     "FC606": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: os:system\n"},
+    "FC608": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pya\n",
+              "tools/m.py": "def pay(input, call):\n    return {}\n"},
     "FC806": {"states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",
               "states/done.yaml": "id: done\ntype: succeed\n",
               "transitions/flow.yaml": "flow: flow\nstart: ask\ntransitions:\n"

@@ -5,6 +5,7 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
 
     FlowctlError                      base of everything flowctl raises on purpose
     ├── UsageError        USAGE       the invocation itself is unusable (CLI exit 2)
+    │   └── ReviewDataInvalid REVIEW_DATA_INVALID  a decision's data fails the review's data_schema (exit 2, HTTP 422)
     ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
     ├── AccessError       UNAUTHORIZED  ``flowctl serve``: no API key, or one not known or revoked (HTTP 401)
     │   ├── ScopeError    FORBIDDEN     the key lacks the scope the request needs (HTTP 403)
@@ -60,6 +61,18 @@ class FlowctlError(Exception):
 
 class UsageError(FlowctlError):
     code = "USAGE"
+
+
+class ReviewDataInvalid(UsageError):
+    """A review decision's data does not satisfy the review state's ``data_schema``; nothing was
+    recorded. ``pointer``: the JSON Pointer (RFC 6901) into the data of the first problem (``/`` for
+    the whole value)."""
+
+    code = "REVIEW_DATA_INVALID"
+
+    def __init__(self, message: str = "", *, hint: str = "", pointer: str = "/") -> None:
+        super().__init__(message, hint=hint)
+        self.pointer = pointer
 
 
 class ProjectError(FlowctlError):

@@ -112,3 +112,31 @@ def test_the_app_serves_real_http_on_uvicorn(api):
         thread.join(10)
         sock.close()
     assert not thread.is_alive()
+
+
+def test_decide_with_data_its_review_schema_rejects_is_a_422_problem_pointing_into_the_body(tmp_path):
+    from conftest import _Client
+    from support.consolekit import Console
+
+    console = Console(tmp_path)  # its grant review has a data_schema (limit: an integer, 1 to 1000)
+    try:
+        client = _Client(console.asgi)
+        h = {"Authorization": f"Bearer {console.key('rev', 'reviews')}"}
+        paused = console.engine.run("grant", {"customer": "Acme"})
+        seq = console.store.get_run(paused.run_id)["last_seq"]
+        url = f"/v1/reviews/{paused.run_id}/decide"
+        for body, at in [({"decision": "approve", "data": {"limit": 5000}}, "/body/data/limit"),
+                         ({"decision": "approve"}, "/body/data"),  # no data is checked as {}: limit is required
+                         ({"decision": "approve", "token": paused.review["token"], "data": {"limit": "5"}},
+                          "/body/data/limit")]:
+            r = client.post(url, json=body, headers=h)
+            problem = r.json()
+            assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json", r.text
+            assert problem["code"] == "REVIEW_DATA_INVALID" and problem["pointer"] == at, problem
+            assert problem["errors"] == [{"pointer": at, "detail": problem["detail"]}] and problem["hint"]
+        row = console.store.get_run(paused.run_id)
+        assert row["status"] == "paused" and row["last_seq"] == seq  # not even a token was issued for it
+        ok = client.post(url, json={"decision": "approve", "data": {"limit": 5}}, headers=h)
+        assert ok.status_code == 200 and ok.json()["status"] == "succeeded", ok.text
+    finally:
+        console.close()

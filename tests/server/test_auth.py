@@ -21,8 +21,10 @@ def test_no_key_or_a_wrong_key_is_401_and_recorded(api):
         assert r.status_code == 401, (headers, r.text)
         assert r.headers["content-type"] == "application/problem+json"
         assert r.json()["code"] == "UNAUTHORIZED" and r.headers["www-authenticate"] == "Bearer"
+    rows = api.service.log.session("access")  # without a key: the first of each reason at once, then counted
+    assert [(r["outcome"], r["caller"], r["data"]["path"]) for r in rows] == [("unauthorized", "", "/v1/gate/check")] * 2
+    assert [r["data"]["count"] for r in api.service.refusals.flush()] == [1, 1]  # one more of each reason
     rows = api.service.log.session("access")
-    assert [(r["outcome"], r["caller"], r["data"]["path"]) for r in rows] == [("unauthorized", "", "/v1/gate/check")] * 4
     assert "A" * 43 not in str(rows) and "nonsense" not in str(rows)  # the presented key is never kept
 
 
@@ -70,3 +72,14 @@ def test_each_key_has_its_own_rate_and_a_spent_one_is_429_with_retry_after(make_
     assert r.json()["code"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
     assert post_gate(api, b).status_code == 200  # another key's bucket is untouched
     assert [r["outcome"] for r in api.service.log.session("access")] == ["rate_limited", "rate_limited"]
+
+
+def test_a_flood_without_a_key_writes_a_row_per_window_but_a_key_s_refusals_each(api):
+    calls = [("POST", GATE[0], {"json": GATE[1], "headers": {"Authorization": "Bearer fck_000000000000_" + "A" * 43}})]
+    assert {r.status_code for r in api.client.gather(calls * 60)} == {401}
+    assert len(api.service.log.session("access")) == 1  # counted, not written, until the window passes
+    reader = api.key("dashboard", "runs:read")
+    assert {r.status_code for r in api.client.gather([("POST", GATE[0], {"json": GATE[1], "headers": reader})] * 5)} == {403}
+    rows = api.service.log.session("access")
+    assert [(r["caller"], r["outcome"]) for r in rows[1:]] == [("dashboard", "forbidden")] * 5
+    assert [r["data"]["count"] for r in api.service.refusals.flush()] == [59]

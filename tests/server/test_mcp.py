@@ -35,6 +35,7 @@ async def exercise(client):
     got["denied"] = await client.call_tool("wipe", {})
     got["over"] = await client.call_tool("refund", {"amount": 500})
     got["allowed"] = await client.call_tool("refund", {"amount": 5})
+    got["held"] = await client.call_tool("refund", {"amount": 60})
     got["flow"] = await client.call_tool("flow.charge", {"amount": 3})
     return got
 
@@ -52,6 +53,10 @@ def check(got, store, caller):
     assert denied.is_error and "default-deny" in denied.content[0].text
     assert got["over"].is_error and "outside [0, 100]" in got["over"].content[0].text
     assert not got["allowed"].is_error and got["allowed"].structured_content == {"ok": True}
+    held = got["held"]  # sent to review: not an error, it waits (and says how a human decides)
+    assert not held.is_error and held.structured_content["status"] == "review"
+    assert held.structured_content["decisions"] == ["approve", "reject"]
+    assert "/decide" in held.structured_content["how"] and "same arguments" in held.structured_content["how"]
     flow = got["flow"].structured_content
     assert flow["status"] == "paused" and flow["waiting"] == "review" and flow["decisions"] == ["approve", "reject"]
     assert "token" not in flow and "--token TOKEN" in flow["how"]  # how a human decides; never the token itself
@@ -59,9 +64,11 @@ def check(got, store, caller):
     assert len(sessions) == 1  # one connection, one session
     events = store.events_page(sessions[0]["id"], 0, 1000)
     calls = [(e["state"], e["data"]["by"]) for e in events if e["type"] == "state_entered"]
-    assert calls == [("get_order", caller), ("wipe", caller), ("refund", caller), ("refund", caller)]
+    assert calls == [("get_order", caller), ("wipe", caller), ("refund", caller), ("refund", caller),
+                     ("refund", caller)]
     decided = [e["data"]["outcome"] for e in events if e["type"] == "policy_decided"]
-    assert decided == ["deny", "deny", "allow"]
+    assert decided == ["deny", "deny", "allow", "review"]
+    assert sessions[0]["status"] == "paused" and held.structured_content["review_id"] == sessions[0]["id"]
     assert [e["data"]["tool"] for e in events if e["type"] == "tool_succeeded"] == ["get_order@1.0.0", "refund@1.0.0"]
 
 

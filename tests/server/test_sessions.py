@@ -89,13 +89,9 @@ def test_a_denial_is_an_answer_with_the_decision_and_nothing_is_called(api):
     assert big["status"] == "denied" and big["decision"]["rule"].startswith("allow[0]")
     bad = invoke(api, h, sid, "refund", {"amount": "ten"})
     assert bad["status"] == "denied" and bad["decision"]["rule"] == "input-schema"
-    held = invoke(api, h, sid, "refund", {"amount": 60})
-    assert held["status"] == "review" and held["decision"]["rule"] == "review_when"
-    assert held["error"]["code"] == "REVIEW_REQUIRED"
     assert ledger(api) == before
-    assert api.store.get_run(sid)["status"] == "waiting"  # a review does not pause the session
     outcomes = [e["data"]["outcome"] for e in events(api, sid) if e["type"] == "policy_decided"]
-    assert outcomes == ["deny", "deny", "deny", "review"]
+    assert outcomes == ["deny", "deny", "deny"]
 
 
 def test_a_sessions_calls_count_against_the_policies_rate_like_a_runs(api):
@@ -147,3 +143,84 @@ def test_only_the_server_acts_in_an_open_session_and_cancel_compensates_it(api):
     result = engine.cancel(sid, by="ops")
     assert result.status == "cancelled" and ledger(api)[-1] == ("undo", 7)
     assert api.store.get_run(sid)["cursor"]["saga"] == []
+
+
+def held(api, h, sid, tool_input, **kw):
+    r = api.client.post(f"/v1/sessions/{sid}/tools/refund/invoke", json={"input": tool_input, **kw}, headers=h)
+    assert r.status_code == 202, r.text
+    return r.json()
+
+
+def decide(api, sid, decision, name="rev"):
+    r = api.client.post(f"/v1/reviews/{sid}/decide", json={"decision": decision}, headers=api.key(name, "reviews"))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_call_sent_to_review_waits_and_once_approved_its_repeat_runs_once(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    before = list(ledger(api))
+    first = held(api, h, sid, {"amount": 60}, idempotency_key="refund-60")
+    review = first["review"]
+    assert first["status"] == "review" and first["decision"]["rule"] == "review_when"
+    assert review["id"] == sid and review["decisions"] == ["approve", "reject"] and review["deadline"] > 0
+    assert f"/v1/reviews/{sid}/decide" in review["how"] and "token" not in str(first)
+    assert first["idempotency_key"] == "refund-60" and ledger(api) == before  # not called
+    listed = api.client.get("/v1/reviews", headers=api.key("lister", "reviews")).json()
+    assert [(i["run_id"], i["state"], i["show"]["input"]) for i in listed] == [(sid, "refund", {"amount": 60})]
+    from flowctl.server.console.reviews import inbox
+
+    assert [i["run_id"] for i in inbox(api.service)] == [sid]  # the console's inbox lists it too
+    again = held(api, h, sid, {"amount": 60})  # asking again while it waits: the same review, nothing recorded
+    assert again["review"] == review and again["seq"] == first["seq"]
+    r = api.client.post(f"/v1/sessions/{sid}/tools/get_order/invoke", json={"input": {"order_id": "o"}}, headers=h)
+    assert r.status_code == 409 and "waits for the review" in r.json()["detail"]
+
+    assert decide(api, sid, "approve")["status"] == "waiting"
+    assert api.client.get("/v1/reviews", headers=api.key("l2", "reviews")).json() == []
+    done = invoke(api, h, sid, "refund", {"amount": 60}, idempotency_key="refund-60")
+    assert done["status"] == "succeeded" and done["decision"]["rule"] == "review"
+    assert done["idempotency_key"] == "refund-60"
+    assert ledger(api)[len(before):] == [("refund", 60)]  # run once
+    assert held(api, h, sid, {"amount": 60})["status"] == "review"  # the approval was used up by that call
+    assert ledger(api)[len(before):] == [("refund", 60)]
+    evs = events(api, sid)
+    decided = [e["data"] for e in evs if e["type"] == "review_decided"]
+    assert [(d["decision"], d["by"]) for d in decided] == [("approve", "key:rev")]
+    assert [e["type"] for e in evs].count("tool_invoked") == 1  # (its key is kept hashed: a sensitive session)
+    assert [e["type"] for e in evs].count("review_requested") == 2
+
+
+def test_a_rejected_call_is_a_403_on_its_repeat_and_nothing_is_called(api):
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    before = list(ledger(api))
+    first = held(api, h, sid, {"amount": 70})
+    decide(api, sid, "reject")
+    r = api.client.post(f"/v1/sessions/{sid}/tools/refund/invoke", json={"input": {"amount": 70}}, headers=h)
+    assert r.status_code == 403, r.text
+    body = r.json()
+    assert body["code"] == "POLICY_DENIED" and "rejected in review by key:rev" in body["detail"]
+    assert body["decision"]["rule"] == "review" and body["session"] == sid
+    assert ledger(api) == before
+    denied = [e["data"] for e in events(api, sid) if e["type"] == "policy_decided"]
+    assert [(d["outcome"], d["rule"]) for d in denied] == [("review", "review_when"), ("deny", "review")]
+    assert first["idempotency_key"] == f"{sid}:refund:1"
+    assert held(api, h, sid, {"amount": 70})["status"] == "review"  # a new call of it: a new review
+
+
+def test_a_review_undecided_by_its_deadline_denies_the_repeat(make_api):
+    from flowctl.engine.clock import FakeClock
+
+    api = make_api()
+    clock = FakeClock(1_000_000.0)
+    api.service.engine.clock = clock
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    first = held(api, h, sid, {"amount": 80})
+    clock.sleep(first["review"]["deadline"] - clock.time() + 1)
+    r = api.client.post(f"/v1/sessions/{sid}/tools/refund/invoke", json={"input": {"amount": 80}}, headers=h)
+    assert r.status_code == 403 and r.json()["decision"]["rule"] == "review_timeout", r.text
+    assert api.store.get_run(sid)["status"] == "waiting"
+    assert "review_timed_out" in [e["type"] for e in events(api, sid)]

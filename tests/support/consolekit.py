@@ -2,7 +2,7 @@
 
 The project is serverkit's (``charge``: a refund with compensation, then a review) plus ``ship``
 (a tool that fails while ``tk.BROKEN[0]`` holds, or when sent to ``nowhere``) and ``grant`` (a
-review with a 2-hour deadline) and ``parent`` (``ship`` as a child run). :class:`Console` signs in
+review with a 2-hour deadline and a ``data_schema`` whose form has a field of each kind) and ``parent`` (``ship`` as a child run). :class:`Console` signs in
 through the sign-in form with a :class:`starlette.testclient.TestClient` (it keeps the cookie).
 """
 from __future__ import annotations
@@ -52,6 +52,20 @@ CONSOLE_FILES = {
         show: {customer: input.customer}
         timeout: 2h
         on_timeout: {goto: done}
+        data_schema:
+          type: object
+          required: [limit]
+          additionalProperties: false
+          properties:
+            limit: {type: integer, minimum: 1, maximum: 1000, description: the credit limit granted}
+            tier: {enum: [gold, silver]}
+            rush: {type: boolean}
+            contact:
+              type: object
+              required: [name]
+              properties: {name: {type: string}, phone: {type: string}}
+            tags: {type: array, items: {type: string}}
+            extra: {anyOf: [{type: string}, {type: object}]}
         """),
     "states/fan.yaml": "id: fan\ntype: subflow\nflow: ship\ninput: {to: input.to}\n",
     "transitions/parent.yaml": "flow: parent\nversion: 1\nstart: fan\ntransitions:\n  - {from: fan, to: done}\n",

@@ -422,6 +422,8 @@ def _embedded_schemas(project: Project):
     for state in project.states.values():
         if isinstance(state.input_schema, dict):
             yield state.doc, ("input_schema",), state.input_schema
+        if isinstance(getattr(state, "data_schema", None), dict):  # a review's decision data
+            yield state.doc, ("data_schema",), state.data_schema
     for flow in project.flows.values():
         if isinstance(flow.input_schema, dict):
             yield flow.doc, ("input_schema",), flow.input_schema

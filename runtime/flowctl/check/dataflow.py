@@ -22,8 +22,9 @@ FC805   error      a JMESPath function given an argument type it rejects (a warn
                    of an array: an empty one passes)
 ======  =========  =================================================================================
 
-Sound where it speaks, silent where it cannot know: unknown shapes (no schema, free-form
-``review.data``, ``$ref``) produce nothing. Error edges are followed only where the state can
+Sound where it speaks, silent where it cannot know: unknown shapes (no schema, ``review.data`` of a
+review without ``data_schema``, ``$ref``) produce nothing; a review's ``data_schema`` gives
+``review.data`` its shape (``review.data.amount`` where the schema has no ``amount``: FC801). Error edges are followed only where the state can
 raise a matching error (a ``PolicyDenied`` handler is not an edge out of a ``choice``).
 Never raises for project content.
 
@@ -51,7 +52,20 @@ _ERROR = S.obj({"type": STRING, "code": ANY, "message": STRING, "state": ANY, "a
 _VISITS = S.obj({}, closed=False)
 _REVIEW = S.obj({"decision": STRING, "data": ANY, "by": ANY, "at": ANY, "state": STRING, "step": ANY,
                  "policy": BOOLEAN}, closed=True)
-_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER}, closed=True)
+
+
+def _review_shape(state) -> Shape:
+    """``review`` after a review state: its ``data`` as the state's ``data_schema`` says (free-form
+    without one: the decision's data is then whatever was given)."""
+    schema = getattr(state, "data_schema", None)
+    if not isinstance(schema, dict) or not schema:
+        return _REVIEW
+    return S.obj({**_REVIEW.props, "data": (S.from_schema(schema), True)}, closed=True)
+
+
+#: ``calls``: an agent state's tool calls of the visit (engine/states/agent.py); absent (null) elsewhere
+_STATE_INFO = S.obj({"id": STRING, "entered_at": STRING, "attempt": NUMBER, "calls": S.join(NULL, S.array(
+    S.obj({"tool": STRING, "ok": BOOLEAN, "error": S.join(NULL, STRING)}, closed=True)))}, closed=True)
 _RUN_INFO = S.obj({"id": STRING, "flow": STRING, "flow_version": ANY, "started_at": STRING, "parent": ANY,
                    "depth": NUMBER}, closed=True)
 
@@ -296,7 +310,7 @@ class _Analysis:
         if kind == "pass":
             return self._apply_set(fact, state.get("set"))
         if kind == "review":
-            return with_roots(fact, review=_REVIEW)
+            return with_roots(fact, review=_review_shape(state))
         if kind in CHILD_TYPES:
             return with_roots(fact, response=self._children_output(state, fact))
         return fact

@@ -151,7 +151,8 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
 @click.argument("run_id", metavar="RUN")
 @click.option("--token", help="The review's one-time token (printed when the run paused, or sent by notify).")
 @click.option("--decision", help="One of the review's decisions, e.g. approve or reject.")
-@click.option("--data", metavar="JSON|@FILE", help="Extra data for the flow, visible as review.data.")
+@click.option("--data", metavar="JSON|@FILE", help="The decision's data, visible as review.data; checked against the "
+              "review state's data_schema when it has one (refused, exit 2, naming where it is wrong).")
 @click.option("--by", metavar="NAME", help="Who decided (recorded in the audit log; default: your login name).")
 @_root_db
 @_wait_opt
@@ -227,9 +228,10 @@ def trace(run_id, root, db, fmt, last):
               help="prometheus: the text exposition format (for a node_exporter textfile or a push gateway).")
 @click.option("--check", is_flag=True,
               help="Also compute the defence rates and exit 1 naming each one over its threshold (for cron or CI).")
-def stats(root, db, limit, since, flow, all_, fmt, check):
-    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99
-    (top-level runs; --all adds child runs, whose tool calls top-level runs do not count).
+@click.option("--bucket", metavar="DURATION", help="Also per tool per time bucket (1h, 15m): calls, failures, mean/p95 ms.")
+def stats(root, db, limit, since, flow, all_, fmt, check, bucket):
+    """Success rate, mean steps, failure and retry rate per tool, compensation failures, p50/p99, model
+    tokens, cost and re-ask rate per flow, state and model (top-level runs; --all adds child runs).
 
     \b
     With --check (or --format prometheus) also the defence rates, each against its threshold:
@@ -240,7 +242,8 @@ def stats(root, db, limit, since, flow, all_, fmt, check):
     Thresholds: `thresholds:` in orchestration/project.yaml (fractions, e.g. pause_timeout_rate: 0.05).
       flowctl stats --check --since 1h || page-the-on-call
     """
-    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check)
+    _call("stats", root=root, db=db, fmt=fmt, limit=limit, since=since, flow=flow, all_=all_, check=check,
+          bucket=bucket)
 
 
 @main.command()
@@ -288,15 +291,18 @@ def _seq_hash(value):
 
 
 @audit.command(name="verify")
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @_root_db
 @click.option("--expect-head", metavar="SEQ:HASH", callback=lambda ctx, param, value: _seq_hash(value),
               help="Also require the chain to hold this head, as `flowctl audit head` printed it earlier (kept "
                    "outside the store).")
-def audit_verify(run_id, root, db, expect_head):
+@click.option("--archive", type=click.Path(), metavar="FILE|DIR", help="Prune archives: alone, check every run in them; "
+              "with RUN, check RUN's whole log with its archived events put back.")
+def audit_verify(run_id, root, db, expect_head, archive):
     """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
-    run row (status, checkpoint, error), a step record or the definition snapshot differs from it."""
-    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head)
+    run row (status, checkpoint, error), a step record or the definition snapshot differs from it
+    (of a pruned run, what the store keeps: the output says what went to which archive)."""
+    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head, archive=archive)
 
 
 @audit.command(name="head")
@@ -419,8 +425,11 @@ def policy_check(tool, input_, flow, run_id, run_input, context_, params, root, 
               help="Fail (exit 1) when a flow's transition or handler coverage is below N percent.")
 @click.option("--suggest", is_flag=True, help="List uncovered transitions, handlers and error edges, each with a case skeleton that would reach it.")
 @click.option("--junit", type=click.Path(dir_okay=False), metavar="FILE", help="Also write the results as JUnit XML (for CI).")
+@click.option("--record", is_flag=True, help="Call the real model of each llm and agent state the case does not mock (its "
+              "profile's provider, not a fake one); write its replies to orchestration/tests/<flow>/cassettes/<case>.yaml, "
+              "which later runs replay with no network.")
 @click.option("--root", type=click.Path(), help="Project folder (holding orchestration/); default: found from the current folder.")
-def test_cmd(flow, contracts, min_coverage, suggest, junit, root):
+def test_cmd(flow, contracts, min_coverage, suggest, junit, record, root):
     """Run the golden path cases in orchestration/tests/<flow>/*.yaml: mocked tools, a fake clock
     (no real waiting), the real policy gate; failures print as path diffs; coverage per flow.
 
@@ -434,8 +443,9 @@ def test_cmd(flow, contracts, min_coverage, suggest, junit, root):
       flowctl test order_return --min-coverage 100 --junit report.xml
       flowctl test --suggest                    skeletons for what no case reaches
       flowctl test --contracts                  verify and compensate really undo
+      FLOWCTL_MODEL_PROFILE=live flowctl test --record   record a real model's replies once
     """
-    _call("test", flow=flow, contracts=contracts, min_coverage=min_coverage, suggest=suggest, junit=junit, root=root)
+    _call("test", flow=flow, contracts=contracts, min_coverage=min_coverage, suggest=suggest, junit=junit, record=record, root=root)
 
 
 @main.command()
@@ -562,39 +572,12 @@ def mcp_command(root, db, transport, host, port):
     _call("mcp", transport=transport, host=host, port=port, root=root, db=db)
 
 
-@main.group()
-def keys():
-    """API keys of flowctl serve: stored hashed in the run store, scoped, revocable."""
-
-
-@keys.command(name="create")
-@click.argument("name")
-@click.option("--scope", "scopes", multiple=True, required=True, metavar="SCOPE",
-              help="gate, runs:read, runs:write, reviews, invoke:<tool>, admin (repeatable).")
-@_root_db
-def keys_create(name, scopes, root, db):
-    """Create key NAME and print it once (only its hash is kept)."""
-    _call("keys", action="create", name=name, scopes=scopes, root=root, db=db, by=_login())
-
-
-@keys.command(name="list")
-@_root_db
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def keys_list(root, db, fmt):
-    """List keys: name, scopes, live or revoked (never a key)."""
-    _call("keys", action="list", name=None, scopes=(), root=root, db=db, fmt=fmt)
-
-
-@keys.command(name="revoke")
-@click.argument("name")
-@_root_db
-def keys_revoke(name, root, db):
-    """Revoke key NAME at once."""
-    _call("keys", action="revoke", name=name, scopes=(), root=root, db=db)
-
-
+from flowctl.cli.access import register as _access  # noqa: E402 - the keys commands (cli/access.py)
 from flowctl.cli.observe import register as _observe  # noqa: E402 - issue 21: events, policy report
+from flowctl.cli.retention import prune  # noqa: E402 - its click command (cli/retention.py)
+_access(main, _root_db, _login)
 _observe(main, policy, _root_db)
+main.add_command(prune)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -26,7 +26,8 @@ STATE_FIELDS: Mapping[str, frozenset] = MappingProxyType({
     "task": frozenset({"tool", "input", "input_schema", "timeout", "retry", "on_error"}),
     "choice": frozenset({"on_error"}),
     "pass": frozenset({"set", "on_error"}),
-    "review": frozenset({"show", "decisions", "notify", "timeout", "remind_after", "on_timeout", "on_error"}),
+    "review": frozenset({"show", "decisions", "notify", "timeout", "remind_after", "on_timeout", "data_schema",
+                         "on_error"}),
     "wait": frozenset({"duration", "until", "on_error"}),
     "parallel": frozenset({"branches", "input", "input_schema", "timeout", "retry", "on_error", "max_concurrency",
                            "tolerated_failures", "max_depth"}),
@@ -133,7 +134,8 @@ class PassState(State):
 class ReviewState(State):
     """``type: review``. ``review_timeout``: the ``timeout`` as written (a duration text, or
     ``{"expr": …}`` giving seconds); ``remind_after``: a duration text; ``on_timeout``:
-    ``{goto: STATE}`` or ``{fail: NAME}`` (None: fail ``ReviewTimeout``)."""
+    ``{goto: STATE}`` or ``{fail: NAME}`` (None: fail ``ReviewTimeout``); ``data_schema``: the JSON
+    Schema every decision's data must satisfy (None: any data; no data is checked as ``{}``)."""
 
     show: Mapping | None = None
     decisions: tuple = ()
@@ -141,6 +143,7 @@ class ReviewState(State):
     review_timeout: Any = None
     remind_after: str | None = None
     on_timeout: Mapping | None = None
+    data_schema: Mapping | None = None
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,8 @@ STATE_MODELS: Mapping[str, tuple] = MappingProxyType({
     "choice": (ChoiceState, {}),
     "pass": (PassState, {"set": "set"}),
     "review": (ReviewState, {"show": "show", "decisions": "decisions", "notify": "notify",
-                             "review_timeout": "timeout", "remind_after": "remind_after", "on_timeout": "on_timeout"}),
+                             "review_timeout": "timeout", "remind_after": "remind_after", "on_timeout": "on_timeout",
+                             "data_schema": "data_schema"}),
     "wait": (WaitState, {"duration": "duration", "until": "until"}),
     "parallel": (ParallelState, {"branches": "branches", "max_concurrency": "max_concurrency",
                                  "tolerated_failures": "tolerated_failures", "max_depth": "max_depth"}),

@@ -12,6 +12,11 @@ saga newest first and ends it ``cancelled``, as for any run.
 
 An open session is ``waiting`` with no due time (``available_at`` NULL: no worker claims it, no
 recover continues it) and ``pending = {kind: "session", ...}``; closing it ends it ``succeeded``.
+A call a policy sends to review pauses it: ``paused`` with the gate review pending (``kind:
+review``, its ``session`` pending kept inside), so every reviews list shows it; :func:`decide` takes
+the decision (``flowctl resume --token``, ``POST /v1/reviews/{id}/decide``, the console) and puts
+the session back to ``waiting`` with the decision in ``cursor.review`` for the caller's repeat of
+the call (:mod:`flowctl.server.sessions`).
 """
 from __future__ import annotations
 
@@ -64,4 +69,21 @@ def flow_of(project, row):
     return project.flows[fid]
 
 
-__all__ = ["PREFIX", "SessionFlow", "flow_of", "is_session"]
+def decide(ctx, token, decision, data, by):
+    """Decide the gate review a session is paused on (``ctx``: a :class:`RunContext` on its row):
+    the token, throttle, deadline and decision checks of a review state
+    (:func:`flowctl.engine.states.review.decide`, which raises ``UsageError``), then the session is
+    ``waiting`` again with ``cursor.review`` = the decision (and the call's idempotency key) and the
+    run's result is returned. Nothing is called here: the caller repeats the call to have it made."""
+    from flowctl.engine.states import review
+
+    c = ctx.cursor
+    pending = c.pending or {}
+    review.decide(ctx, token, decision, data, by)
+    c.review = dict(c.review, key=pending.get("key"))
+    c.pending = pending.get("session") or {"kind": "session", "name": "", "opened_by": ""}
+    ctx.commit(status="waiting", available_at=None)
+    return ctx.result()
+
+
+__all__ = ["PREFIX", "SessionFlow", "decide", "flow_of", "is_session"]

@@ -117,6 +117,12 @@ class Engine:
         """Fire review timeouts and reminders that came due while no process was running."""
         return lifecycle.fire_due_reviews(self)
 
+    def check_decision(self, run_id: str, decision: str, data: Any = None) -> Any:
+        """Check a decision on the run's pending review before taking it; records nothing. Returns
+        the data it would record; raises :class:`UsageError` (no review pending, decision not
+        offered) or :class:`ReviewDataInvalid` (the review's ``data_schema`` rejects the data)."""
+        return lifecycle.check_decision(self, self.store.get_run(run_id), decision, data)
+
     def reissue_token(self, run_id: str, *, by: str | None = None) -> str:
         """A new one-time token for a run paused for review (the old one stops working); for when
         the printed or notified token was lost. Raises :class:`UsageError` if no review is pending."""

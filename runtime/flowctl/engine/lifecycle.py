@@ -16,6 +16,7 @@ from flowctl.definition.kinds import did_you_mean
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine import cancel as cancelling
 from flowctl.engine import sensitive
+from flowctl.engine import adhoc
 from flowctl.engine.adhoc import flow_of, is_session
 from flowctl.engine.cursor import Cursor
 from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
@@ -148,6 +149,8 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
     if row.get("cancel_requested"):
         return _requested_cancel(engine, row)
     if is_session(row["flow"]):  # no states to drive: only the server acts in it (flowctl.engine.adhoc)
+        if status == "paused" and token is not None:  # a gate review of one of its calls: decided, not driven
+            return adhoc.decide(RunContext(engine, project, flow_of(project, row), row), token, decision, data, by)
         raise UsageError(f"run {row['id']} is a flowctl serve session; it is not resumed",
                          hint=f"invoke its tools through the server, or end it: flowctl cancel {row['id']}")
     flow = project.flows[row["flow"]]
@@ -252,6 +255,20 @@ def remind(engine, row) -> None:
     review.remind(context_of(engine, row))
 
 
+def check_decision(engine, row, decision, data):
+    """What deciding the run's pending review with ``decision`` and ``data`` would record as its
+    data (:func:`review.check_data`), checked against the run's pinned definition without recording
+    anything (a decision without a token checks first, before a token is issued for it). Raises
+    :class:`UsageError` when no review is pending or the decision is not offered,
+    :class:`ReviewDataInvalid` for data the review's ``data_schema`` rejects."""
+    pending = (row.get("cursor") or {}).get("pending") or {}
+    if row["status"] != "paused" or pending.get("kind") != "review":
+        raise UsageError(f"run {row['id']} is not paused for review (it is {row['status']})")
+    if decision not in (pending.get("decisions") or ()):
+        raise UsageError(f"decision '{decision}' is not one of {', '.join(pending.get('decisions') or ())}")
+    return review.check_data(trusted_project(engine, row).states.get(pending.get("state") or ""), data)
+
+
 def reissue_token(engine, row, by=None) -> str:
     """A new one-time token for a run paused for review; the old token stops working."""
     if row["status"] != "paused" or ((row.get("cursor") or {}).get("pending") or {}).get("kind") != "review":
@@ -277,5 +294,5 @@ def _git_commit(root):
         return None
 
 
-__all__ = ["start", "create", "Queued", "resume", "recover", "fire_due_reviews", "remind", "reissue_token",
-           "context_of"]
+__all__ = ["start", "create", "Queued", "resume", "recover", "fire_due_reviews", "remind", "check_decision",
+           "reissue_token", "context_of"]

@@ -54,17 +54,24 @@ def profile_of(ctx, state):
 def provider_of(ctx, state, profile):
     """The provider for ``state``: a flow test's scripted replies for it (``engine.model_mocks``,
     ``{state id: [reply, …]}``) win over its profile. Under a flow test (``model_mocks`` set) only a
-    ``fake`` profile answers a state the test does not mock: a test never calls a real model."""
+    ``fake`` profile answers a state the test does not mock, unless ``engine.model_provider(ctx, state,
+    profile)`` gives a provider for it (a cassette, recorded or replayed: :mod:`flowctl.testing.cassettes`)."""
     mocks = getattr(ctx.engine, "model_mocks", None)
     if mocks is not None:
         from flowctl.models.fake import FakeProvider
 
         if state.id in mocks or f"{state.id}#{ctx.cursor.visits.get(state.id, 1)}" in mocks:  # (a replay's: by visit)
             return FakeProvider(mocks)
+        chooser = getattr(ctx.engine, "model_provider", None)  # a flow test's cassette (flowctl.testing.cassettes)
+        found = chooser(ctx, state, profile) if chooser is not None else None
+        if found is not None:
+            return found
         if profile.provider != "fake":
             raise ToolError("Model.NotMocked", f"the case mocks no model reply for '{state.id}' (its profile "
-                            f"'{profile.name}' is {profile.provider}; flow tests never call a real model)",
-                            hint=f"add models: {{{state.id}: [{{json: ...}}]}} to the case")
+                            f"'{profile.name}' is {profile.provider}; flow tests never call a real model "
+                            "unless recording a cassette)",
+                            hint=f"add models: {{{state.id}: [{{json: ...}}]}} to the case, or record the real "
+                                 "model's replies once: flowctl test --record")
     return provider_for(profile)
 
 

@@ -6,7 +6,7 @@ Scope (a dict)::
 
 ``error`` is ``{type, code, message, state, attempt}`` from the moment an error is caught until
 the next state completes; ``visits`` maps state id -> times entered; ``state`` is
-``{id, entered_at, attempt}`` and ``run`` is ``{id, flow, flow_version, started_at, parent}``
+``{id, entered_at, attempt}`` (an agent state's also ``calls``: ``[{tool, ok, error}]``, its tool calls) and ``run`` is ``{id, flow, flow_version, started_at, parent}``
 (times ISO 8601, UTC).
 
 :func:`build` evaluates an input mapping (strings are JMESPath, nested mappings and lists are

@@ -3,7 +3,8 @@
 The script maps a state id to its replies in order: the *n*-th model call of one visit of that
 state (``ModelRequest.index``, re-asks and agent turns counted) gets reply *n*, and the last reply
 repeats (a key ``STATE#VISIT`` holds the replies of that visit only: a replayed run's). A reply is ``{text: "…"}``, ``{json: VALUE}`` (its text is the value as JSON), and/or
-``{tool_calls: [{name, arguments}]}``, with an optional ``usage: {input_tokens, output_tokens}``
+``{tool_calls: [{name, arguments}]}`` (each with an optional ``id``, the call's id the model gave:
+a replay keeps the recorded ones, so later messages are the same), with an optional ``usage: {input_tokens, output_tokens}``
 (default: about four characters a token of the messages and of the text).
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ class FakeProvider:
             text = json.dumps(reply["json"])
         else:
             text = reply.get("text", "")
-        calls = [ToolCallRequest(f"call_{request.index}_{i}", t["name"], dict(t.get("arguments") or {}),
+        calls = [ToolCallRequest(str(t.get("id") or f"call_{request.index}_{i}"), t["name"], dict(t.get("arguments") or {}),
                                  json.dumps(t.get("arguments") or {}))
                  for i, t in enumerate(reply.get("tool_calls") or ())]
         prompt = sum(len(str(m.get("content") or "")) for m in request.messages)

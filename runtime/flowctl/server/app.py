@@ -24,6 +24,8 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
 * ``POST /v1/reviews/{run_id}/decide`` [reviews] — decide with the review's token, or without one
   as the key's holder (a new token is issued and used at once, recorded as by ``key:<name>``); the run
   then continues in this process (in the request's worker thread) until it ends, pauses or parks.
+  Data the review state's ``data_schema`` rejects is a 422 ``REVIEW_DATA_INVALID`` whose ``pointer``
+  is into ``/body/data``; nothing is recorded (not even the token issued without one).
 
 Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoints are plain
 ``def``). Shapes: :mod:`flowctl.server.models`.
@@ -31,6 +33,7 @@ Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoin
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 
@@ -43,13 +46,13 @@ from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
 from flowctl.server import gatecheck, models, problems, stream, views
-from flowctl.server.sessions import Sessions
+from flowctl.server.sessions import Sessions, respond
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.store.apikeys import keys_of
 from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES, check_run_id
-from flowctl.store.servicelog import log_of
+from flowctl.store.servicelog import Refusals, log_of
 
 TOOL_ID = Path(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="a contract id (the key needs invoke:<id>)")
 SESSION_ID = Path(pattern=r"^[A-Za-z0-9._-]{4,64}$", description="a session id (its run's id) or a unique prefix of one")
@@ -68,6 +71,7 @@ class Service:
         self.gate = Gate(project, store, self.engine.clock)
         self.keys = keys_of(store)
         self.log = log_of(store)
+        self.refusals = Refusals(self.log)  # 401s, counted per address and minute
         self.buckets = Buckets(rate, burst)
         self.aliases: dict = {}
         self.sessions = Sessions(self)
@@ -99,7 +103,12 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     ``poll``: seconds between a run stream's reads of the store (:mod:`flowctl.server.stream`)."""
     from flowctl import __version__
 
-    app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None,
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        service.refusals.flush()  # the counts of the last window of refusals without a key
+
+    app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="The flowctl gate as a service: ask before acting, follow runs, answer reviews.")
     service = Service(project, store, engine=engine, rate=rate, burst=burst)
     app.state.service = service
@@ -119,11 +128,12 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):
         return service.sessions.open(caller, body.name if body is not None else None)
 
-    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, responses=errs,
-              tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/tools/{tool}/invoke", response_model=models.Invoked, tags=["sessions"],
+              responses={**errs, 202: {"model": models.Invoked, "description": "held for a review (status review)"}})
     def invoke(body: models.Invoke, session_id: str = SESSION_ID, tool: str = TOOL_ID,
                caller: Caller = Depends(need("invoke:{tool}"))):
-        return _conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input, body.idempotency_key))
+        return respond(_conflict(lambda: service.sessions.invoke(caller, session_id, tool, body.input,
+                                                                 body.idempotency_key)))
 
     @app.post("/v1/sessions/{session_id}/compensate", response_model=models.Compensated, responses=errs,
               tags=["sessions"])
@@ -180,13 +190,16 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
 
     @app.get("/metrics", tags=["runs"], responses=errs, response_class=PlainTextResponse)
     def metrics(limit: int = Query(1000, ge=1, le=100000), flow: str | None = Query(None, max_length=200),
-                caller: Caller = Depends(need("runs:read"))):
-        """The health figures and defence rates of the latest ``limit`` runs in Prometheus' text
-        format (a scrape job with ``authorization: {credentials: <key>}``, scope ``runs:read``)."""
+                since: float | None = Query(None, ge=0, le=1e11), caller: Caller = Depends(need("runs:read"))):
+        """The figures of the latest ``limit`` runs (created since ``since``, epoch seconds) in
+        Prometheus' text format: runs by flow and status, tool calls, failures and a latency
+        histogram, gate decisions, compensations, reviews, model tokens and cost, the defence rates
+        (:mod:`flowctl.telemetry.metrics`; a scrape job with ``authorization: {credentials: <key>}``,
+        scope ``runs:read``)."""
         from flowctl.store.health import health
         from flowctl.telemetry.metrics import prometheus
 
-        return PlainTextResponse(prometheus(health(store, limit=limit, flow=flow), flow),
+        return PlainTextResponse(prometheus(health(store, limit=limit, flow=flow, since=since), flow),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/v1/runs", response_model=models.Submitted, status_code=201, responses=errs, tags=["runs"])
@@ -219,7 +232,8 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
 
         def act():
             token = body.token
-            if token is None:
+            if token is None:  # checked before a token is issued for it: bad data records nothing
+                engine.check_decision(run_id, body.decision, body.data)
                 token = engine.reissue_token(run_id, by=caller.by)
             return engine.resume(run_id, token=token, decision=body.decision, data=body.data, by=caller.by)
 

@@ -5,7 +5,9 @@ see :mod:`flowctl.store.apikeys`). No key, an unknown, wrong or revoked one: 401
 a key without the endpoint's scope: 403 ``FORBIDDEN``; a key past its request rate: 429
 ``RATE_LIMITED`` with ``Retry-After``. Each refusal is recorded in the service log (session
 ``access``: :mod:`flowctl.store.servicelog`) with the key's name when it was recognised, the
-method, the path and why — never the presented key.
+method, the path and why — never the presented key. A request without a live key is counted per
+remote address and reason and written once per minute (:class:`~flowctl.store.servicelog.Refusals`),
+so requests without a key cannot flood the store; a recognised key's refusals are each written.
 
 The rate limit is a token bucket per key name, in this process: ``rate`` requests per second on
 average, bursts of ``burst``. Every authenticated request takes one token (a dry-run gate check
@@ -66,10 +68,20 @@ class Buckets:
             return (1.0 - tokens) / self.rate if self.rate > 0 else 3600.0
 
 
+def refused(service, exc, caller_name: str, remote: str, data: dict) -> None:
+    """Record one refused request: a recognised key's at once, one without a live key counted per
+    address and window (:class:`~flowctl.store.servicelog.Refusals`)."""
+    record = {"at": time.time(), "caller": caller_name, "kind": "access_denied", "outcome": exc.code.lower(),
+              "reason": exc.message, "data": data}
+    if caller_name:
+        service.log.append("access", record)
+    else:
+        service.refusals.note(remote, record)
+
+
 def _refuse(service, request: Request, exc, caller_name: str = ""):
-    service.log.append("access", {"at": time.time(), "caller": caller_name, "kind": "access_denied",
-                                  "outcome": exc.code.lower(), "reason": exc.message,
-                                  "data": {"method": request.method, "path": request.url.path}})
+    remote = request.client.host if request.client else ""
+    refused(service, exc, caller_name, remote, {"method": request.method, "path": request.url.path})
     raise exc
 
 
@@ -100,4 +112,4 @@ def need(scope: str):
     return dependency
 
 
-__all__ = ["Buckets", "Caller", "DEFAULT_BURST", "DEFAULT_RATE", "need"]
+__all__ = ["Buckets", "Caller", "DEFAULT_BURST", "DEFAULT_RATE", "need", "refused"]

@@ -96,7 +96,7 @@ class _Joined:
         return admit_sql(self._store, self._conn, tools, limits, entry)
 
     def gate_record(self, entry: dict) -> None:
-        self._conn.execute(self._store.t.gate_log.insert().values(**entry))
+        self._conn.execute(self._store.t.gate_log.insert(), entry)  # one compiled INSERT for every entry
 
 
 def gate_run_id(caller, session: str) -> str:

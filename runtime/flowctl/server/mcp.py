@@ -18,8 +18,11 @@ extra), over stdio or streamable HTTP (:func:`serve_stdio`, :func:`http_app`).
   decides it (``flowctl resume`` with the token a reviewer gets from ``notify``, or ``POST
   /v1/reviews/{id}/decide`` with a ``reviews`` key) — never the token itself, which would let the
   model approve its own call.
-* A denial (or a review a session cannot wait for, or a tool that failed) is a tool result with
-  ``isError: true`` whose text is the decision's rule and reason, so the model can read it.
+* A denial (or a call its review rejected, or a tool that failed) is a tool result with
+  ``isError: true`` whose text is the decision's rule and reason, so the model can read it. A call
+  a policy sends to review answers (not as an error) that it waits: ``status: review``, the review
+  id, decisions, deadline and how a human decides it; the model calls the tool again with the same
+  arguments after the decision (the session invoke's 202, :mod:`flowctl.server.sessions`).
 
 Who calls: over **stdio** the client launched this process as the local user, so it is trusted as
 that user's ``flowctl`` command is: the caller is ``mcp`` with every scope. Over **HTTP** every call
@@ -38,7 +41,7 @@ import mcp_types as types
 from mcp.server import Server
 
 from flowctl.errors import FlowctlError
-from flowctl.server.auth import Caller
+from flowctl.server.auth import Caller, refused
 from flowctl.server.views import outcome, secrets_of
 from flowctl.store.apikeys import allows
 
@@ -112,17 +115,17 @@ class Bridge:
         if row is None:
             exc = AccessError("flowctl mcp over HTTP needs an API key (Authorization: Bearer fck_…)",
                               hint=f"create one with: flowctl keys create NAME --scope {needed}")
-            self._refused(exc, "")
+            self._refused(exc, "", ctx)
         caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
         if not allows(caller.scopes, needed):
             self._refused(ScopeError(f"key '{caller.name}' lacks the scope '{needed}'",
                                      hint=f"create a key with --scope {needed}"), caller.name)
         return caller
 
-    def _refused(self, exc, name: str):
-        self.service.log.append("access", {"at": time.time(), "caller": name, "kind": "access_denied",
-                                           "outcome": exc.code.lower(), "reason": exc.message,
-                                           "data": {"method": "mcp", "path": "tools/call"}})
+    def _refused(self, exc, name: str, ctx=None):
+        request = getattr(ctx, "request", None)
+        client = getattr(request, "client", None)
+        refused(self.service, exc, name, client.host if client else "", {"method": "mcp", "path": "tools/call"})
         raise exc
 
     def session_of(self, ctx, caller) -> str:
@@ -159,8 +162,14 @@ class Bridge:
             e = out.get("error") or {}
             return _text(f"{name} failed: {e.get('type')}: {e.get('message')}", True)
         why = f"{d.get('policy') or 'the gate'} ({d.get('rule')}): {d.get('reason')}"
-        if out["status"] == "review":
-            return _text(f"{name} needs a human review by {why}; it was not called", True)
+        if out["status"] == "review":  # not an error: the call waits; the same call again once decided
+            r = out["review"]
+            return _text({"tool": name, "status": "review", "waiting": "review", "review_id": r["id"],
+                          "decisions": r["decisions"], "deadline": r["deadline"], "reason": why,
+                          "how": f"{name} was not called yet: it waits for a human review ({why}). {r['how']}; "
+                                 "call this tool again with the same arguments after the decision"})
+        if out["status"] == "rejected":
+            return _text(f"{name} denied: {d.get('reason')} (rule {d.get('rule')}); it was not called", True)
         return _text(f"{name} denied by {why}", True)
 
     def _flow(self, caller, flow_id: str, arguments) -> types.CallToolResult:

@@ -177,8 +177,21 @@ class InvokeDecision(BaseModel):
     reason: str
 
 
+class HeldReview(BaseModel):
+    """A session's call held for a gate review (the 202 answer of an invoke)."""
+
+    id: str = Field(description="the review's id: the session id (GET /v1/reviews, POST /v1/reviews/{id}/decide)")
+    tool: Optional[str] = None
+    policy: Optional[str] = None
+    rule: Optional[str] = None
+    reason: Optional[str] = None
+    decisions: list[str]
+    deadline: Optional[float] = Field(default=None, description="epoch seconds; undecided by then: denied")
+    how: str = Field(description="how a reviewer decides it; then the caller repeats the same call")
+
+
 class Invoked(BaseModel):
-    """One call made (or refused) in a session: always 200; ``status`` says what happened."""
+    """One call made (or refused) in a session: 200; 202 (``status: review``) while a reviewer decides."""
 
     session: str
     tool: str
@@ -188,6 +201,7 @@ class Invoked(BaseModel):
     error: Optional[dict] = Field(default=None, description="{type, code, message}: failed, or review (not made)")
     idempotency_key: Optional[str] = Field(default=None, description="the key the tool was called with")
     seq: int = Field(description="the session run's last audit event seq after this call")
+    review: Optional[HeldReview] = Field(default=None, description="status review: the pending review")
 
 
 class Compensated(BaseModel):

@@ -6,7 +6,8 @@ flowctl's stable code (:mod:`flowctl.errors`, plus the HTTP-level ones below); `
 into the request — ``/body/input/amount``, ``/query/limit``, ``/path/run_id`` — and ``errors``
 lists every problem found ``[{pointer, detail}]``.
 
-Statuses: bad input 400 (``MALFORMED_JSON``) or 422 (``INVALID_REQUEST``), 401 ``UNAUTHORIZED``,
+Statuses: bad input 400 (``MALFORMED_JSON``) or 422 (``INVALID_REQUEST``; ``REVIEW_DATA_INVALID``, a
+decision's data that its review's ``data_schema`` rejects, ``pointer`` into ``/body/data``), 401 ``UNAUTHORIZED``,
 403 ``FORBIDDEN``, 404 ``NOT_FOUND`` / ``RUN_NOT_FOUND``, 405 ``METHOD_NOT_ALLOWED``, 409 a run that
 cannot do what was asked (``RUN_CONFLICT``, ``RECORD_TAMPERED``, ``USAGE`` on a run that ended), 413
 ``PAYLOAD_TOO_LARGE``, 429 ``RATE_LIMITED``, 503 ``STORE`` (the store failed); anything else is a
@@ -67,6 +68,8 @@ def status_of(exc: errors.FlowctlError) -> int:
         return 503
     if isinstance(exc, errors.PayloadTooLarge):
         return 413
+    if isinstance(exc, errors.ReviewDataInvalid):
+        return 422
     if isinstance(exc, (errors.UsageError, errors.StepError)):
         return 409 if getattr(exc, "conflict", False) else 400
     return 500
@@ -110,7 +113,11 @@ def install(app: FastAPI) -> None:
             headers = {"Retry-After": str(max(1, int(exc.retry_after + 0.999)))}
         elif status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
-        return problem(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, headers=headers)
+        extra = {}
+        if isinstance(exc, errors.ReviewDataInvalid):  # located in the request: /body/data/amount
+            at = "/body/data" + ("" if exc.pointer == "/" else exc.pointer)
+            extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
+        return problem(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, headers=headers, **extra)
 
     @app.exception_handler(RecursionError)
     async def _too_deep(request: Request, exc: RecursionError):  # json.loads of a body nested 100,000 deep

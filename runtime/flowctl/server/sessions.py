@@ -20,12 +20,25 @@ then holds for a session without a second implementation of any of them.
   the session stays open; :meth:`Sessions.close` ends it ``succeeded`` (compensating first when
   asked). ``flowctl cancel SESSION`` compensates and ends it ``cancelled``, as for any run.
 
-The answer of an invoke is always a 200 with ``status``: ``succeeded`` (``output``), ``denied``
-(``decision``: the rule and reason that refused it; nothing was called), ``review`` (a policy's
-``review_when`` held: the call was *not* made and is not held for later — a session cannot pause;
-run it in a flow with a review, or ask the policy's owner), ``failed`` (the tool raised or its
-output broke the schema: ``error``; its effect, if verify confirmed one, is in the saga). An agent
-reads one shape, not a status code, and a denial is not an authorisation failure of the request.
+The answer of an invoke is a 200 with ``status``: ``succeeded`` (``output``), ``denied``
+(``decision``: the rule and reason that refused it; nothing was called), ``failed`` (the tool raised
+or its output broke the schema: ``error``; its effect, if verify confirmed one, is in the saga). An
+agent reads one shape, not a status code, and a denial is not an authorisation failure of the
+request. Two answers are not 200, because the call waits on or was refused by a *person*:
+
+* **202** ``status: review`` — a policy's ``review_when`` held: the call was not made and the
+  session is ``paused`` on a gate review (``review``: its ``id`` — the session id, which
+  ``GET /v1/reviews``, the console's inbox and ``POST /v1/reviews/{id}/decide`` use — the
+  ``decisions``, the ``deadline`` (epoch seconds), what the reviewer is shown and how to decide).
+  No token is given to the caller: an agent must not approve its own call. While it waits, the
+  same call again answers the same 202 and any other call of the session is refused (409).
+* After the decision (:func:`flowctl.engine.adhoc.decide`, by a key with the ``reviews`` scope,
+  recorded with who) the session is ``waiting`` again and the caller **repeats the same call**
+  (same tool, same input, the same or no ``idempotency_key``: the key of the held call is used).
+  Approved: it runs once, through the gate as an approved call; the approval is then used up, so
+  the same call again asks for a new review (as in a run, :func:`flowctl.engine.gatecall.gate`).
+  Rejected, or the deadline passed undecided: **403** problem ``POLICY_DENIED`` (once; nothing
+  is called), recorded as a ``policy_decided`` deny with rule ``review`` or ``review_timeout``.
 
 Only the key that opened a session (or an ``admin`` key) acts in it (403 otherwise). One call at a time per session in this process (a lock per session); another process acting in
 the same session at once loses the commit race: 409 ``RUN_CONFLICT``.
@@ -42,6 +55,7 @@ from flowctl.engine.calls import call_tool
 from flowctl.engine.clock import iso
 from flowctl.engine.context import PARKED, RunContext, trusted_project
 from flowctl.errors import FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError, handler_names
+from flowctl.gate.policy import input_digest
 from flowctl.server import gatecheck
 from flowctl.store.audit import redact
 
@@ -62,17 +76,15 @@ class CallState:
 
 
 class SessionContext(RunContext):
-    """A :class:`RunContext` on a session's run. A gate review cannot pause a session: ``park``
-    records the review request's events and keeps the session open; :attr:`held` says what the
-    reviewer would have been shown."""
+    """A :class:`RunContext` on a session's run. A gate review pauses the session (``park``) with
+    the session's own pending kept in the review's (``session``) and the call's idempotency key
+    (``key``: None when the contract's expression makes it), for the repeat of the call."""
 
-    held: dict | None = None
+    call_key: str | None = None
 
     def park(self, status, pending, available_at, *, keep_due=False):
-        self.held = {k: pending.get(k) for k in ("show", "decisions")}
-        self.cursor.pending = self.session_pending
-        self.commit()
-        return PARKED
+        pending = dict(pending, session=self.session_pending, key=self.call_key)
+        return super().park(status, pending, available_at, keep_due=keep_due)
 
 
 def _session_pending(name: str, by: str) -> dict:
@@ -108,13 +120,15 @@ class Sessions:
         if not is_session(row["flow"]):
             raise RunNotFound(f"run {row['id']} is not a session (its flow is {row['flow']})",
                               hint="open one with POST /v1/sessions")
-        if row["status"] != "waiting":
+        if row["status"] not in ("waiting", "paused"):
             exc = UsageError(f"session {row['id']} has ended ({row['status']})", hint="open a new one")
             exc.conflict = True
             raise exc
         project = trusted_project(engine, row)
         ctx = SessionContext(engine, project, SessionFlow(row["flow"]), row)
         pending = ctx.cursor.pending or {}
+        if row["status"] == "paused":  # on a gate review of one of its calls
+            pending = pending.get("session") or {}
         ctx.session_pending = pending if pending.get("kind") == "session" else _session_pending("", "")
         if ctx.session_pending.get("opened_by") != caller.by and "admin" not in caller.scopes:
             raise ScopeError(f"session {ctx.id} was opened by {ctx.session_pending.get('opened_by') or 'another caller'}; "
@@ -123,13 +137,31 @@ class Sessions:
 
     def invoke(self, caller, session_id: str, tool: str, tool_input, idempotency_key: str | None = None) -> dict:
         """Call ``tool`` (a contract id, optionally ``@range``) with ``tool_input`` in the session, for
-        ``caller``: ``{session, tool, status, decision, output, error, idempotency_key, seq}`` (see the
-        module). Raises :class:`RunNotFound` (no such session), :class:`UsageError` (ended: 409)."""
+        ``caller``: ``{session, tool, status, decision, output, error, idempotency_key, seq, review}``
+        (see the module; :func:`respond` makes the HTTP answer). Raises :class:`RunNotFound` (no
+        such session), :class:`UsageError` (ended, or waiting on the review of another call: 409)."""
         with self._lock(session_id):
             ctx = self._context(caller, session_id)
             refused, contract = gatecheck.refusal(self.service, tool, tool_input)
             ref = contract.ref if contract is not None else tool
             sid = contract.id if contract is not None else tool.partition("@")[0]
+            digest = input_digest(tool_input)
+            out = {"session": ctx.id, "tool": ref, "status": "denied", "decision": None, "output": None,
+                   "error": None, "idempotency_key": None, "seq": None, "review": None}
+            timed_out = False
+            if ctx.row["status"] == "paused":
+                held = ctx.cursor.pending
+                if not _same(held.get("call"), held.get("key"), ref, digest, idempotency_key):
+                    exc = UsageError(f"session {ctx.id} waits for the review of a call of {held['call']['tool']}; "
+                                     "no other call is made meanwhile",
+                                     hint=f"a reviewer decides it (POST /v1/reviews/{ctx.id}/decide), then repeat "
+                                          "that call")
+                    exc.conflict = True
+                    raise exc
+                if not ctx.review_expired():  # still waiting: the same answer, nothing recorded
+                    return dict(out, status="review", decision=_decision(held["show"] | {"outcome": "review"}),
+                                idempotency_key=held.get("key"), review=_review(ctx.id, held), seq=ctx.last_seq)
+                timed_out = True
             c = ctx.cursor
             c.step += 1
             c.attempt = 1
@@ -138,13 +170,24 @@ class Sessions:
             c.state_info = {"id": sid, "entered_at": iso(ctx.clock.time()), "attempt": 1}
             ctx.emit("state_entered", sid, 1, type="call", step=c.step, visit=c.visits[sid], tool=ref, by=caller.by,
                      **({"idempotency_key": idempotency_key} if idempotency_key else {}))
-            out = {"session": ctx.id, "tool": ref, "status": "denied", "decision": None, "output": None,
-                   "error": None, "idempotency_key": None, "seq": None}
             if refused is not None:
                 ctx.emit("policy_decided", sid, 1, tool=ref, **refused.as_dict())
                 out["decision"] = _decision(refused.as_dict())
                 return self._done(ctx, out)
-            key = idempotency_key or (None if contract.idempotency_key else f"{ctx.id}:{sid}:{c.visits[sid]}")
+            if timed_out:
+                return self._timed_out(ctx, sid, out)
+            review = c.review or {}
+            if _same(review.get("call"), review.get("key"), ref, digest, idempotency_key) and "key" in review \
+                    and review.get("decision") and not review.get("used"):  # the repeat of a decided call
+                key = idempotency_key or review.get("key")
+                if review["decision"] != "approve":
+                    c.review = dict(review, used=True)
+                    return self._refused(ctx, sid, out, "review", f"{ref} was rejected in review by "
+                                         f"{review.get('by') or 'a reviewer'} at {review.get('at')}")
+                c.review = dict(review, step=c.step, state=sid)  # the approval covers this call, once
+            else:
+                key = idempotency_key or (None if contract.idempotency_key else f"{ctx.id}:{sid}:{c.visits[sid]}")
+            ctx.call_key = key
             try:  # key None: call_tool evaluates the contract's idempotency_key expression
                 output = call_tool(ctx, CallState(sid), contract, 1, tool_input=tool_input, key=key)
             except PolicyDenied as exc:
@@ -157,12 +200,10 @@ class Sessions:
                 out.update(status="failed", error={"type": handler_names(exc)[0], "code": "TOOL_ERROR",
                                                    "message": str(exc)})
             else:
-                if output is PARKED:
+                if output is PARKED:  # committed: the session is paused on the review
                     found = _last(ctx, "policy_decided", committed=True)
-                    out.update(status="review", decision=_decision(found) if found else None,
-                               error={"type": "ReviewRequired", "code": "REVIEW_REQUIRED",
-                                      "message": "a policy asks a reviewer for this call; a session cannot wait "
-                                                 "for one, so it was not made"})
+                    out.update(status="review", decision=_decision(found) if found else None, idempotency_key=key,
+                               review=_review(ctx.id, ctx.cursor.pending))
                 else:
                     out.update(status="succeeded", output=redact(output, contract.sensitive),
                                decision={"decision": "allow", **_allowed(ctx)})
@@ -171,8 +212,28 @@ class Sessions:
                 out["idempotency_key"] = key or tool_event.get("idempotency_key")
             return self._done(ctx, out)
 
-    def _done(self, ctx, out: dict) -> dict:
-        if ctx.events:
+    def _refused(self, ctx, sid: str, out: dict, rule: str, reason: str, status: str | None = None) -> dict:
+        """A held call refused by its review (rejected, or undecided by the deadline): recorded as
+        the gate's deny of this call; answered ``status: rejected`` (403)."""
+        review = ctx.cursor.review or {}
+        call = review.get("call") or {}
+        decided = {"outcome": "deny", "policy": call.get("policy", ""), "rule": rule, "reason": reason}
+        ctx.emit("policy_decided", sid, 1, tool=out["tool"], **decided)
+        out.update(status="rejected", decision=_decision(decided))
+        return self._done(ctx, out, status)
+
+    def _timed_out(self, ctx, sid: str, out: dict) -> dict:
+        held = ctx.cursor.pending
+        ctx.emit("review_timed_out", sid, 1, policy=held["show"].get("policy"), rule="review_timeout")
+        ctx.cursor.review = {"decision": "timeout", "call": held.get("call"), "key": held.get("key"), "used": True}
+        ctx.cursor.pending = ctx.session_pending
+        return self._refused(ctx, sid, out, "review_timeout", f"{out['tool']} was not reviewed by "
+                             f"{iso(held['deadline'])} (default deny)", status="waiting")
+
+    def _done(self, ctx, out: dict, status: str | None = None) -> dict:
+        if status:
+            ctx.commit(status=status, available_at=None)
+        elif ctx.events:
             ctx.commit()
         out["seq"] = ctx.last_seq
         return out
@@ -233,6 +294,40 @@ def _last(ctx, type_: str, committed: bool = False) -> dict | None:
     return None
 
 
+def _same(call, key, ref: str, digest: str, idempotency_key) -> bool:
+    """Whether a call (``ref``, input ``digest``, the caller's key) is the one a review held."""
+    return (isinstance(call, dict) and call.get("tool") == ref and call.get("digest") == digest
+            and (idempotency_key is None or idempotency_key == key))
+
+
+def _review(session_id: str, pending: dict) -> dict:
+    """The ``review`` of a 202 answer: what a reviewer decides and how (never the token)."""
+    show = pending.get("show") or {}
+    return {"id": session_id, "tool": show.get("tool"), "policy": show.get("policy"), "rule": show.get("rule"),
+            "reason": show.get("reason"), "decisions": list(pending.get("decisions") or ()),
+            "deadline": pending.get("deadline"),
+            "how": f"a key with the reviews scope decides it: POST /v1/reviews/{session_id}/decide "
+                   '{"decision": "approve"} (or in the console\'s inbox); then repeat this call to have it '
+                   "made, or to read the rejection"}
+
+
+def respond(out: dict):
+    """The HTTP answer of :meth:`Sessions.invoke`: 202 for a call held for review, a 403 problem
+    ``POLICY_DENIED`` for one its review refused, else ``out`` itself (200)."""
+    from fastapi.responses import JSONResponse
+
+    from flowctl.server.models import Invoked
+    from flowctl.server.problems import problem
+
+    if out["status"] == "review":
+        return JSONResponse(Invoked(**out).model_dump(mode="json"), status_code=202)
+    if out["status"] == "rejected":
+        d = out["decision"]
+        return problem(403, PolicyDenied.code, d["reason"], hint="the reviewer's decision stands; a new call of it "
+                       "asks for a new review", session=out["session"], tool=out["tool"], decision=d, seq=out["seq"])
+    return out
+
+
 def _decision(data: dict) -> dict:
     return {"decision": data.get("outcome", data.get("decision", "deny")), "policy": data.get("policy", ""),
             "rule": data.get("rule", ""), "reason": data.get("reason", "")}
@@ -245,4 +340,4 @@ def _allowed(ctx) -> dict:
     return {"policy": "", "rule": "read-only", "reason": "the contract declares no side effects"}
 
 
-__all__ = ["CallState", "SessionContext", "Sessions"]
+__all__ = ["CallState", "SessionContext", "Sessions", "respond"]

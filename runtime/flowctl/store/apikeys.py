@@ -160,6 +160,7 @@ class SqlKeys(_Keys):
                 self.t.metadata.create_all(conn, checkfirst=True)
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"cannot create the key table in {store.safe_url}: {exc.orig}") from None
+        self._by_id_sql = sa.select(self.t).where(self.t.c.key_id == sa.bindparam("k"))  # once: every request reads it
 
     def _row(self, r) -> dict:
         out = dict(r)
@@ -178,7 +179,7 @@ class SqlKeys(_Keys):
 
     def _by_id(self, key_id):
         with self.store.engine.connect() as conn:
-            r = conn.execute(self.sa.select(self.t).where(self.t.c.key_id == key_id)).mappings().first()
+            r = conn.execute(self._by_id_sql, {"k": key_id}).mappings().first()
         return None if r is None else self._row(r)
 
     def list(self) -> list:

@@ -54,7 +54,7 @@ from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED
 from flowctl.store.url import safe_url
 
 #: The schema this flowctl writes (``flowctl_meta.schema_version``); see :mod:`flowctl.store.tables`.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 _OPENING = threading.Lock()
@@ -358,6 +358,8 @@ class SqlStore(QueueMethods, HistoryMethods):
             if not self.hot.commit(stmt, params, event_rows(run_id, events, fence)):
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
+            if run.get("status") in FINAL:
+                self._summarise(run_id)
             return
         if stmt.__class__ is RunUpdate:  # chosen in direct mode: this write needs SQLAlchemy's form of it
             self._open_sa()
@@ -369,6 +371,29 @@ class SqlStore(QueueMethods, HistoryMethods):
             self._insert(conn, run_id, events, steps, fence)
             if ended:
                 self._wake_parent(conn, run_id)
+        if run.get("status") in FINAL:
+            self._summarise(run_id)
+
+    def _summarise(self, run_id: str) -> None:
+        """Write the facts of the run that just ended (:mod:`flowctl.store.summary`), read from its
+        events, keyed by its last ``seq``. A cache written after the run's own commit: if this
+        write fails the run is counted from its events, so a failure is not raised."""
+        from flowctl.store.events import iter_events
+        from flowctl.store.summary import summary_text, upsert_sql
+
+        try:
+            events = list(iter_events(self._reader or self, run_id))
+            if not events:
+                return
+            values = (run_id, events[-1]["seq"], summary_text(events))
+            sql = upsert_sql(self.pg)
+            if self._direct is not None and "sa" not in self.__dict__:
+                self._direct._write(lambda cur: cur.execute(sql, values))
+            else:
+                with self._begin() as conn:
+                    conn.exec_driver_sql(sql, values)
+        except StoreError:
+            pass
 
     def _conflict(self, conn, run_id: str, fence: int | None) -> RunConflict:
         """Why a conditioned update matched no row, as the error to raise."""

@@ -30,30 +30,54 @@ def lock_key(tools) -> int:
     return int.from_bytes(raw, "big", signed=True)
 
 
+def _admit_statement(store, tools: tuple, limits):
+    """The one SELECT of every limit's count for ``tools`` and the limits' shape, built once per
+    shape (kept on the store) with the changing values as bound parameters (``since<i>``,
+    ``value<i>``, ``run<i>``, ``digest<i>``): building and compiling it each call cost most of a
+    gate check."""
+    shape = (tools, tuple((lim["kind"], lim.get("column")) for lim in limits))
+    cache = store.__dict__.setdefault("_admit_statements", {})
+    found = cache.get(shape)
+    if found is None:
+        sa, log = store.sa, store.t.gate_log
+        counts = []
+        for i, limit in enumerate(limits):
+            where = [log.c.tool.in_(tools), log.c.at >= sa.bindparam(f"since{i}")]
+            if limit["kind"] == "rate":
+                if limit.get("column"):
+                    where.append(log.c[limit["column"]] == sa.bindparam(f"value{i}"))
+                counts.append(sa.select(sa.func.count()).select_from(log).where(*where).scalar_subquery())
+            else:
+                where += [log.c.run_id == sa.bindparam(f"run{i}"), log.c.digest == sa.bindparam(f"digest{i}")]
+                counts.append(sa.select(sa.func.count()).select_from(
+                    sa.select(log.c.id).where(*where).limit(1).subquery()).scalar_subquery())
+        found = cache[shape] = sa.select(*counts)
+    return found
+
+
 def admit_sql(store, conn, tools, limits, entry):
     sa, log = store.sa, store.t.gate_log
-    tools = sorted(set(tools))
+    tools = tuple(sorted(set(tools)))
     if store.pg:  # its own statement: a statement's snapshot is taken before its locks are
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key(tools)})
-    counts = []  # every limit in one round trip: a count per rate, a 0/1 per dedupe
-    for limit in limits:
-        where = [log.c.tool.in_(tools), log.c.at >= limit["since"]]
-        if limit["kind"] == "rate":
-            if limit.get("column"):
-                where.append(log.c[limit["column"]] == limit["value"])
-            counts.append(sa.select(sa.func.count()).select_from(log).where(*where).scalar_subquery())
-        else:
-            where += [log.c.run_id == limit["run_id"], log.c.digest == limit["digest"]]
-            counts.append(sa.select(sa.func.count()).select_from(
-                sa.select(log.c.id).where(*where).limit(1).subquery()).scalar_subquery())
-    used = conn.execute(sa.select(*counts)).one() if counts else ()
+    used = ()
+    if limits:  # every limit in one round trip: a count per rate, a 0/1 per dedupe
+        params = {}
+        for i, limit in enumerate(limits):
+            params[f"since{i}"] = limit["since"]
+            if limit["kind"] == "rate":
+                if limit.get("column"):
+                    params[f"value{i}"] = limit["value"]
+            else:
+                params[f"run{i}"], params[f"digest{i}"] = limit["run_id"], limit["digest"]
+        used = conn.execute(_admit_statement(store, tools, limits), params).one()
     for i, (limit, n) in enumerate(zip(limits, used)):
         if n >= (limit["max"] if limit["kind"] == "rate" else 1):
             return i, n
     if store.gate_hook is not None:
         store.gate_hook()
     if entry is not None:
-        conn.execute(log.insert().values(**entry))
+        conn.execute(log.insert(), entry)  # one compiled INSERT for every entry
     return None
 
 

@@ -3,9 +3,9 @@
 Costs do not grow with the number of stored runs (issue 17): ``list_runs`` reads the newest rows
 of an index on ``(created_at, id)`` (top-level runs: a partial index; ``status`` and ``flow``:
 indexes on ``(status|flow, created_at, id)``); ``due_by`` reads paused runs from an index on
-their due time; ``stats_rows`` (:class:`flowctl.store.reader.DbapiReads`) reads only the runs asked for and, of their
-events, only the tool outcomes, retries and compensation failures, with the fields it needs
-extracted in SQL. The indexes are in :mod:`flowctl.store.tables` (schema version 5).
+their due time; ``stats_rows`` (:class:`flowctl.store.reader.DbapiReads`) reads only the runs asked for with the
+facts of their events kept when they ended (schema 9, :mod:`flowctl.store.summary`): no event is
+read for a run that ended with a summary. The indexes are in :mod:`flowctl.store.tables` (schema version 5).
 
 :class:`HistoryMethods` is a part of :class:`flowctl.store.core.SqlStore` (a mix-in over its
 ``engine``, ``sa``, ``t`` and ``pg``; the DBAPI queries it shares with the SQLAlchemy-free
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
-from flowctl.store.reader import STAT_EVENTS, DbapiReads, stat_events  # noqa: F401 - history.STAT_EVENTS, stat_events
+from flowctl.store.reader import DbapiReads
 from flowctl.store.records import run_dict
 
 
@@ -59,45 +59,157 @@ class HistoryMethods(DbapiReads):
         return self.engine.dialect.dbapi.Error
 
 
+#: Upper bounds (seconds) of the tool-call latency histogram (``flowctl_step_seconds``).
+LATENCY_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def _usage() -> dict:
+    return {"calls": 0, "reasks": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
+
+
+def _add_usage(entry: dict, fact: list) -> None:
+    latency, tin, tout, cost, reask = (list(fact[4:9]) + [None] * 5)[:5]
+    entry["calls"] += 1
+    entry["reasks"] += bool(reask)
+    entry["input_tokens"] += int(tin or 0)
+    entry["output_tokens"] += int(tout or 0)
+    if isinstance(cost, (int, float)):
+        entry["cost"] = round((entry["cost"] or 0.0) + cost, 9)
+
+
+def _quantile(values: list, q: float) -> float:
+    """The ``q`` quantile (0-1) of ``values`` by linear interpolation between closest ranks; 0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _buckets(calls: list, width: float) -> dict:
+    """``{tool: [{start, calls, failures, mean_ms, p95_ms}]}`` of ``calls`` ``(ts, tool, failed,
+    duration_ms)``, the buckets ``width`` seconds wide (aligned on the epoch), oldest first."""
+    grouped: dict = {}
+    for ts, tool, failed, ms in calls:
+        start = (ts // width) * width
+        entry = grouped.setdefault(tool, {}).setdefault(start, [0, []])
+        entry[0] += failed
+        entry[1].append(ms)
+    return {tool: [{"start": start, "calls": len(ms), "failures": failures,
+                    "mean_ms": sum(ms) / len(ms), "p95_ms": _quantile(ms, 0.95)}
+                   for start, (failures, ms) in sorted(per.items())] for tool, per in sorted(grouped.items())}
+
+
 def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | None = None,
-          children: bool = False) -> dict:
-    """``{runs, by_status, success_rate, mean_steps, compensation_failures, step_ms: {p50, p99},
-    tools: {tool: {calls, failures, retries, failure_rate, retry_rate}}}`` over the latest
-    ``limit`` runs created since ``since`` (epoch seconds; of ``flow``; top-level runs only unless
-    ``children``). ``step_ms``: tool-call durations in milliseconds; rates are fractions (0-1)."""
+          children: bool = False, bucket: float | None = None) -> dict:
+    """The figures of the latest ``limit`` runs created since ``since`` (epoch seconds; of ``flow``;
+    top-level runs only unless ``children``), from :meth:`~flowctl.store.protocol.Store.stats_rows`:
+
+    * ``runs``, ``by_status`` (status -> runs), ``by_flow`` (flow -> status -> runs),
+      ``success_rate`` (succeeded over finished; None when none finished), ``mean_steps``;
+    * ``step_ms: {p50, p99}`` (tool-call durations, milliseconds) and ``tools: {tool: {calls,
+      failures, retries, failure_rate, retry_rate}}``; ``latency: {tool: {count, sum_s, le}}``
+      (``le``: ``[[bound, calls]]``, the calls at or under each bound of :data:`LATENCY_BOUNDS`,
+      seconds, cumulative);
+    * ``compensation_failures``, ``compensations: {started, succeeded, failed}``, ``gate: {allow,
+      deny, review, warn}`` (decisions; ``warn``: soft-rule warnings), ``reviews: {requested,
+      timed_out, pending}`` (``pending``: counted runs paused now);
+    * ``models: {calls, reasks, reask_rate, input_tokens, output_tokens, cost, by_flow, by_state,
+      by_model}``: the ``model_called`` calls (``reask_rate``: re-asks over calls, None without
+      calls; ``cost`` None when no call was priced); ``by_state`` is keyed ``flow/state``;
+    * ``counts``: what the defence rates of :func:`flowctl.store.health.health` are made of;
+    * with ``bucket`` (seconds): ``buckets`` per tool (:func:`_buckets`), of calls at or after ``since``.
+
+    Rates are fractions (0-1)."""
+    import bisect
+    import itertools
     import statistics  # (imports decimal, fractions, random: not for the other read commands)
 
-    rows, events = store.stats_rows(limit, since, flow, not children)
-    by_run: dict = {}
-    for run_id, typ, tool, duration in events:
-        by_run.setdefault(run_id, []).append((typ, tool, duration))
+    from flowctl.store.summary import BLOCKS, TAKEOVER
+
+    rows, facts = store.stats_rows(limit, since, flow, not children)
+    flow_of = {r["id"]: r.get("flow") for r in rows}
     by_status: dict = {}
-    tools: dict = {}
-    durations = []
-    comp_failures = 0
+    by_flow: dict = {}
     for r in rows:
         by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-        last_failed = None
-        for t, tool, duration in by_run.get(r["id"], ()):
-            if t in ("tool_succeeded", "tool_failed") and tool:
-                entry = tools.setdefault(tool, {"calls": 0, "failures": 0, "retries": 0})
-                entry["calls"] += 1
-                entry["failures"] += t == "tool_failed"
-                durations.append(duration or 0.0)
-                last_failed = tool if t == "tool_failed" else None
-            elif t == "retry_scheduled" and last_failed in tools:
-                tools[last_failed]["retries"] += 1
-            elif t == "compensation_failed":
-                comp_failures += 1
+        per = by_flow.setdefault(r.get("flow") or "", {})
+        per[r["status"]] = per.get(r["status"], 0) + 1
+    tools: dict = {}
+    latency: dict = {}
+    durations, calls = [], []
+    gate = dict.fromkeys(("allow", "deny", "review", "warn"), 0)
+    comp = dict.fromkeys(("started", "succeeded", "failed"), 0)
+    n = dict.fromkeys(("tool_calls", "blocked", "reviews", "review_timeouts", "compensations",
+                       "compensation_failures", "takeovers"), 0)
+    models = _usage()
+    by_model, by_state, by_flow_model = {}, {}, {}
+    last_failed, last_run, took_over = None, None, set()
+    for run_id, f in facts:
+        if run_id != last_run:
+            last_failed, last_run = None, run_id
+        t = f[0]
+        name = f[3] if len(f) > 3 else None
+        if t in ("tool_succeeded", "tool_failed") and name:
+            ms = f[4] if len(f) > 4 and isinstance(f[4], (int, float)) else 0.0
+            entry = tools.setdefault(name, {"calls": 0, "failures": 0, "retries": 0})
+            entry["calls"] += 1
+            entry["failures"] += t == "tool_failed"
+            hist = latency.setdefault(name, {"count": 0, "sum_s": 0.0, "le": [0] * (len(LATENCY_BOUNDS) + 1)})
+            hist["count"] += 1
+            hist["sum_s"] += ms / 1000.0
+            hist["le"][bisect.bisect_left(LATENCY_BOUNDS, ms / 1000.0)] += 1  # per bound here; cumulated below
+            durations.append(ms)
+            last_failed = name if t == "tool_failed" else None
+            if bucket and isinstance(f[1], (int, float)) and (since is None or f[1] >= since):
+                calls.append((f[1], name, t == "tool_failed", ms))
+        elif t == "retry_scheduled" and last_failed in tools:
+            tools[last_failed]["retries"] += 1
+        elif t == "tool_invoked":
+            n["tool_calls"] += 1
+        elif t.startswith("compensation_"):
+            comp[t[len("compensation_"):]] += 1
+        elif t == "review_requested":
+            n["reviews"] += 1
+        elif t == "review_timed_out":
+            n["review_timeouts"] += 1
+        elif t == "policy_decided":
+            outcome = f[4] if len(f) > 4 else None
+            if outcome in gate:
+                gate[outcome] += 1
+            gate["warn"] += f[5] if len(f) > 5 and isinstance(f[5], int) else 0
+        elif t == "error_caught" and name in BLOCKS:
+            n["blocked"] += 1
+        elif t in TAKEOVER or (t == "run_cancelled" and not name):
+            took_over.add(run_id)
+        elif t == "model_called":
+            fl, state = flow_of.get(run_id) or "", f[2] or ""
+            for entry in (models, by_model.setdefault(name or "", _usage()), by_flow_model.setdefault(fl, _usage()),
+                          by_state.setdefault(f"{fl}/{state}", _usage())):
+                _add_usage(entry, f)
+    n.update(compensations=comp["started"], compensation_failures=comp["failed"], takeovers=len(took_over))
+    for hist in latency.values():
+        hist["le"] = [[bound, n] for bound, n in zip(LATENCY_BOUNDS, itertools.accumulate(hist["le"][:-1]))]
     finished = sum(by_status.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
     for entry in tools.values():
         entry["failure_rate"] = entry["failures"] / entry["calls"] if entry["calls"] else 0.0
         entry["retry_rate"] = entry["retries"] / entry["calls"] if entry["calls"] else 0.0
     q = statistics.quantiles(durations, n=100) if len(durations) >= 2 else durations * 99 or [0.0] * 99
-    return {"runs": len(rows), "by_status": by_status,
-            "success_rate": by_status.get("succeeded", 0) / finished if finished else None,
-            "mean_steps": statistics.fmean([r["steps"] for r in rows]) if rows else None,
-            "compensation_failures": comp_failures, "step_ms": {"p50": q[49], "p99": q[98]}, "tools": tools}
+    models.update(reask_rate=models["reasks"] / models["calls"] if models["calls"] else None,
+                  by_flow=by_flow_model, by_state=by_state, by_model=by_model)
+    out = {"runs": len(rows), "by_status": by_status, "by_flow": by_flow,
+           "success_rate": by_status.get("succeeded", 0) / finished if finished else None,
+           "mean_steps": sum(r["steps"] for r in rows) / len(rows) if rows else None,
+           "compensation_failures": comp["failed"], "compensations": comp, "gate": gate,
+           "reviews": {"requested": n["reviews"], "timed_out": n["review_timeouts"],
+                       "pending": by_status.get("paused", 0)},
+           "step_ms": {"p50": q[49], "p99": q[98]}, "tools": tools,
+           "latency": latency, "models": models, "counts": n}
+    if bucket:
+        out["buckets"] = _buckets(calls, float(bucket))
+    return out
 
 
 def steps_of(events) -> list:
@@ -135,6 +247,8 @@ def iter_steps(events):
             current["outcome"] = current["outcome"] or "ok"
         elif t == "agent_tool_call":  # the tools an agent's model called, in order
             current.setdefault("agent_tools", []).append(d.get("name"))
+        elif t == "agent_tool_result" and not d.get("ok"):  # refused or failed, and told to the model
+            current.setdefault("agent_errors", []).append(f"{d.get('name')}: {d.get('error')}: {d.get('message')}")
         elif t in ("tool_invoked",) and current["type"] == "agent":
             pass  # an agent's tool calls are listed by name (agent_tools), its tries are its model's
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":

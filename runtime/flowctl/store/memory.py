@@ -13,7 +13,7 @@ import threading
 import time
 
 from flowctl.errors import RunConflict, RunNotFound, StoreError
-from flowctl.store.history import stat_events
+from flowctl.store.reader import run_facts
 from flowctl.store.records import FINAL, review_due_at
 
 
@@ -187,8 +187,9 @@ class MemoryStore:
         """See :meth:`flowctl.store.protocol.Store.stats_rows`."""
         runs = [r for r in self.list_runs(flow=flow, limit=limit, top_level=top_level)
                 if since is None or r["created_at"] >= since]
-        return [{"id": r["id"], "status": r["status"], "steps": r["steps"], "created_at": r["created_at"]}
-                for r in runs], stat_events(self, runs)
+        runs = [{"id": r["id"], "status": r["status"], "steps": r["steps"], "created_at": r["created_at"],
+                 "flow": r["flow"], "last_seq": r["last_seq"]} for r in runs]
+        return runs, run_facts(self, runs)
 
     def events(self, run_id):
         with self._lock:

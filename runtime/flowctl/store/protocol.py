@@ -98,12 +98,11 @@ class Store(Protocol):
 
     def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
                    top_level: bool = True) -> tuple:
-        """What ``flowctl stats`` counts: ``(runs, events)``, ``runs`` the latest ``limit`` runs
-        (``[{id, status, steps, created_at}]`` newest first, created at or after ``since``, of
-        ``flow``, top-level only if ``top_level``), ``events`` ``[(run_id, type, tool,
-        duration_ms)]`` of their ``tool_succeeded``, ``tool_failed``, ``retry_scheduled`` and
-        ``compensation_failed`` events, each run's in ``seq`` order (``tool`` and ``duration_ms``
-        from the event's data, None when absent). See :func:`flowctl.store.history.stats`."""
+        """What ``flowctl stats`` counts: ``(runs, facts)``, ``runs`` the latest ``limit`` runs
+        (``[{id, status, steps, created_at, flow, last_seq}]`` newest first, created at or after
+        ``since``, of ``flow``, top-level only if ``top_level``), ``facts`` ``[(run_id, fact)]`` of
+        their events (:mod:`flowctl.store.summary`: a list ``[type, ts, state, name, *values]``),
+        each run's in ``seq`` order. See :func:`flowctl.store.history.stats`."""
 
     # -- cancel requests and parents (a no-op or empty answer where no worker can hold a run)
     def request_cancel(self, run_id: str, request: dict) -> bool:

@@ -9,8 +9,8 @@ target 7). :class:`SqlReader` offers the reads of :class:`flowctl.store.protocol
 a store at this flowctl's schema version; anything else (an older store to upgrade, an address with
 options) is left to :func:`flowctl.store.sql.open_store`.
 
-:class:`DbapiReads` holds the queries both share (batched events, the figures of ``flowctl
-stats``); :class:`~flowctl.store.core.SqlStore` runs them on its pool's DBAPI connection.
+:class:`DbapiReads` holds the queries both share (batched events, the runs and facts of ``flowctl
+stats``: :func:`run_facts`); :class:`~flowctl.store.core.SqlStore` runs them on its pool's DBAPI connection.
 """
 from __future__ import annotations
 
@@ -18,22 +18,41 @@ import contextlib
 import json
 
 from flowctl.errors import RunNotFound, StoreError, first_line
-from flowctl.store.records import JSON_STEP, PACKED, check_run_id, event_dict, loads, prefix_bounds, run_dict, stored_events
+from flowctl.store.records import JSON_STEP, check_run_id, event_dict, loads, prefix_bounds, run_dict, stored_events
 from flowctl.store.url import safe_url
 
-#: The event types ``flowctl stats`` counts.
-STAT_EVENTS = ("tool_succeeded", "tool_failed", "retry_scheduled", "compensation_failed")
+def run_facts(store, runs: list, summaries: dict | None = None, read_many=None) -> list:
+    """``[(run_id, fact)]`` of ``runs`` (dicts with ``id``, ``status``, ``last_seq``), each run's in
+    ``seq`` order: from its summary in ``summaries`` (run id -> ``(last_seq, text)``) when that
+    describes the run as it stands (ended, same ``last_seq``), else from its events read through
+    the store (:func:`flowctl.store.summary.facts_of`); ``read_many(run_ids)`` (run id -> facts),
+    when given, reads those runs' events in a few queries instead of one run at a time."""
+    from flowctl.store.events import iter_events
+    from flowctl.store.records import FINAL
+    from flowctl.store.summary import facts_of, read_summaries, read_summary
 
-
-def stat_events(store, runs: list) -> list:
-    """``[(run_id, type, tool, duration_ms)]`` of the :data:`STAT_EVENTS` of ``runs``, read event by
-    event through ``store.events`` (a store without SQL, or data SQL cannot parse)."""
+    summaries = summaries or {}
+    current = [r for r in runs if r["status"] in FINAL and summaries.get(r["id"], (None,))[0] == r.get("last_seq")]
+    # the common case in one decode: every current summary is a JSON list, so their texts joined are one
+    joined = read_summaries("[" + ",".join(summaries[r["id"]][1] for r in current) + "]") if current else None
+    kept = {}
+    if joined is not None and len(joined) == len(current):
+        kept = {r["id"]: facts for r, facts in zip(current, joined)}
+    current_ids = {r["id"] for r in current}
+    for rid in current_ids - set(kept):  # a summary that did not decode with the others
+        facts = read_summary(summaries[rid][1])
+        if facts is not None:
+            kept[rid] = facts
+    missing = [r["id"] for r in runs if r["id"] not in kept]
+    if missing and read_many is not None:
+        kept.update(read_many(missing))
     out = []
     for r in runs:
-        for ev in store.events(r["id"]):
-            if ev["type"] in STAT_EVENTS:
-                d = ev["data"] if isinstance(ev["data"], dict) else {}
-                out.append((r["id"], ev["type"], d.get("tool"), d.get("duration_ms")))
+        rid = r["id"]
+        facts = kept.get(rid)
+        if facts is None:
+            facts = facts_of(iter_events(store, rid))
+        out.extend((rid, f) for f in facts)
     return out
 
 
@@ -90,69 +109,50 @@ class DbapiReads:
 
     def stats_rows(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
                    top_level: bool = True) -> tuple:
-        """See :meth:`flowctl.store.protocol.Store.stats_rows`: two queries, whatever the store
-        holds (a thousand runs and their events are rows SQLAlchemy would wrap one by one). The
-        runs: the newest of an index (``since`` is a prefix of that order, the same as filtering
-        after the limit). Their events: a primary-key range per run, the events of packed rows
-        (schema 7) taken apart in SQL (``jsonb_array_elements`` / ``json_each``); PostgreSQL gets the ids as one
-        array parameter and gives the duration as JSON's number text, SQLite reads them through the
-        runs' query as a subquery with ``json_extract`` (malformed data gives NULL there: no fields)."""
+        """See :meth:`flowctl.store.protocol.Store.stats_rows`: one query for the runs (the newest
+        of an index; ``since`` is a prefix of that order) and their summaries (schema 9, a primary
+        key each); only runs without a current summary — not ended, redriven, ended before schema
+        8 — have their events read (:func:`run_facts`)."""
         p = "%s" if self.pg else "?"
         where, params = [], []
         if top_level:
-            where.append("parent_id IS NULL")
+            where.append("r.parent_id IS NULL")
         if flow:
-            where.append(f"flow = {p}")
+            where.append(f"r.flow = {p}")
             params.append(flow)
         if since is not None:
-            where.append(f"created_at >= {p}")
+            where.append(f"r.created_at >= {p}")
             params.append(float(since))
         params.append(int(limit))
-        runs_sql = ("SELECT id, status, steps, created_at FROM flowctl_runs" + (" WHERE " + " AND ".join(where) if where else "")
-                    + f" ORDER BY created_at DESC, id DESC LIMIT {p}")
-        types = ", ".join(f"'{t}'" for t in STAT_EVENTS)
+        sql = ("SELECT r.id, r.status, r.steps, r.created_at, r.flow, r.last_seq, s.last_seq, s.facts "
+               "FROM flowctl_runs r LEFT JOIN flowctl_run_summaries s ON s.run_id = r.id"
+               + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY r.created_at DESC, r.id DESC LIMIT {p}")
         with self._cursor() as cur:
-            cur.execute(runs_sql, params)
-            runs = [{"id": i, "status": st, "steps": n, "created_at": at} for i, st, n, at in cur.fetchall()]
-            if not runs:
-                return runs, []
-            try:
-                if self.pg:
-                    ids = [r["id"] for r in runs]
-                    cur.execute("SELECT run_id, type, d ->> 'tool', d ->> 'duration_ms' FROM (SELECT run_id, seq, type, "
-                                f"CAST(data AS jsonb) AS d FROM flowctl_events WHERE run_id = ANY(%s) AND type IN ({types}) "
-                                "UNION ALL SELECT e.run_id, CAST(j.v ->> 0 AS integer), j.v ->> 2, j.v -> 5 "
-                                "FROM flowctl_events e CROSS JOIN LATERAL jsonb_array_elements(CAST(e.data AS jsonb)) AS j(v) "
-                                f"WHERE e.run_id = ANY(%s) AND e.type = '{PACKED}' AND j.v ->> 2 IN ({types})) "
-                                "AS e ORDER BY run_id, seq", (ids, ids))
-                    found = [(i, t, tool, _number(d)) for i, t, tool, d in cur.fetchall()]
-                else:
-                    cur.execute(f"WITH picked AS ({runs_sql}) SELECT run_id, type, tool, duration FROM ("
-                                "SELECT run_id, seq, type, CASE WHEN json_valid(data) THEN json_extract(data, '$.tool') END "
-                                "AS tool, CASE WHEN json_valid(data) THEN json_extract(data, '$.duration_ms') END AS duration "
-                                f"FROM flowctl_events WHERE run_id IN (SELECT id FROM picked) AND type IN ({types}) "
-                                "UNION ALL SELECT e.run_id, json_extract(j.value, '$[0]'), json_extract(j.value, '$[2]'), "
-                                "json_extract(j.value, '$[5].tool'), json_extract(j.value, '$[5].duration_ms') "
-                                "FROM flowctl_events e, json_each(CASE WHEN json_valid(e.data) THEN e.data ELSE '[]' END) j "
-                                f"WHERE e.run_id IN (SELECT id FROM picked) AND e.type = '{PACKED}' "
-                                f"AND json_extract(j.value, '$[2]') IN ({types})) ORDER BY run_id, seq", params)
-                    found = cur.fetchall()
-            except self._dbapi_error:  # PostgreSQL: an event whose data is not JSON
-                found = None
-        return runs, (stat_events(self, runs) if found is None else found)
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+        runs = [{"id": i, "status": st, "steps": n, "created_at": at, "flow": fl, "last_seq": seq}
+                for i, st, n, at, fl, seq, _, _ in rows]
+        summaries = {r[0]: (r[6], r[7]) for r in rows if r[7] is not None}
+        return runs, run_facts(self, runs, summaries, self._facts_from_events)
 
+    def _facts_from_events(self, run_ids: list, chunk: int = 200) -> dict:
+        """Run id -> the facts of its events, for runs without a current summary (not ended,
+        redriven, ended before schema 8): their event rows ``chunk`` runs per query, unpacked."""
+        from flowctl.store.summary import facts_of
 
-def _number(text):
-    """A JSON number's text as :func:`json.loads` gives it (``5`` -> 5, ``5.0`` -> 5.0); None otherwise."""
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return None
+        p = "%s" if self.pg else "?"
+        out = {}
+        for lo in range(0, len(run_ids), chunk):
+            ids = run_ids[lo:lo + chunk]
+            with self._cursor() as cur:
+                cur.execute("SELECT run_id, seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events "
+                            f"FROM flowctl_events WHERE run_id IN ({', '.join([p] * len(ids))}) ORDER BY run_id, seq", ids)
+                rows = cur.fetchall()
+            events: dict = {rid: [] for rid in ids}
+            for row in rows:
+                events[row[0]].extend(stored_events(row[0], tuple(row[1:])))
+            out.update((rid, facts_of(evs)) for rid, evs in events.items())
+        return out
 
 
 class SqlReader(DbapiReads):

@@ -5,7 +5,12 @@ One append-only row per record, numbered per *session* (the caller's session or 
 sha256(prev_hash \\n session \\n seq \\n canonical(record))`` with the previous row's hash
 (``""`` for the first), so a deleted, reordered or edited row breaks the chain
 (:meth:`ServiceLog.verify`). Refused requests (401, 403, 429) are recorded in the session
-``access``.
+``access``: every refusal of a recognised key (403, 429: ``caller`` names it), but a request
+*without* a live key (401) is counted by :class:`Refusals` — per remote address and reason, per
+window (default one minute), in memory between flushes — so that someone without a key cannot
+grow the store by sending requests: the first such refusal of a window is written at once, the
+rest of the window as one ``access_denied`` row with ``data.count`` (how many more) when the window
+has passed (at the next refusal, or :meth:`Refusals.flush` when the server stops).
 
 A record: ``{session, seq, at, caller, kind, tool, digest, outcome, policy, rule, reason, data,
 prev_hash, hash}``; ``at`` epoch seconds; ``kind`` one of ``gate_check``, ``access_denied``,
@@ -19,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 
 from flowctl.store.audit import canonical
 
@@ -90,6 +96,10 @@ class SqlLog:
                           sa.Column("hash", sa.String(64), nullable=False))
         with store.engine.begin() as conn:
             meta.create_all(conn, checkfirst=True)
+        t = self.t  # built once: a statement made per append cost more than the append
+        self._last = (sa.select(t.c.seq, t.c.hash).where(t.c.session == sa.bindparam("s"))
+                      .order_by(t.c.seq.desc()).limit(1))
+        self._insert = t.insert()
 
     def append(self, session: str, record: dict) -> dict:
         for attempt in range(5):
@@ -104,14 +114,12 @@ class SqlLog:
     def append_in(self, conn, session: str, record: dict) -> dict:
         """Append in the caller's transaction ``conn`` (one commit with the caller's other writes).
         Raises ``IntegrityError`` when another writer took the same ``seq``: retry the transaction."""
-        sa, t = self.sa, self.t
-        last = conn.execute(sa.select(t.c.seq, t.c.hash).where(t.c.session == session)
-                            .order_by(t.c.seq.desc()).limit(1)).first()
+        last = conn.execute(self._last, {"s": session}).first()
         seq, prev = (last[0] + 1, last[1]) if last else (1, "")
         row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
                    hash=record_hash(prev, session, seq, record))
-        conn.execute(t.insert().values(**dict(row, data=None if row["data"] is None
-                                              else json.dumps(row["data"], sort_keys=True))))
+        conn.execute(self._insert, dict(row, data=None if row["data"] is None
+                                        else json.dumps(row["data"], sort_keys=True)))
         return row
 
     def session(self, session: str) -> list:
@@ -124,6 +132,49 @@ class SqlLog:
         return verify_chain(self.session(session))
 
 
+class Refusals:
+    """Unauthenticated refusals, aggregated (see the module): ``Refusals(log, window=60.0,
+    clock=time.time, max_keys=1024)``. ``note(remote, record)`` takes one refusal of ``remote``
+    (an address) whose ``record`` is the row it would have been; it returns the row written, or
+    None when it was only counted. At most ``max_keys`` (remote, reason) pairs are counted apart
+    in a window; past that the others are counted under remote ``*`` (memory stays bounded)."""
+
+    def __init__(self, log, *, window: float = 60.0, clock=time.time, max_keys: int = 1024):
+        self.log, self.window, self.clock, self.max_keys = log, float(window), clock, max_keys
+        self._open: dict = {}  # (remote, outcome, reason) -> {"start", "last", "count", "record"}
+        self._lock = threading.Lock()
+
+    def note(self, remote: str, record: dict):
+        now = self.clock()
+        self.flush(now)
+        key = (remote or "", record.get("outcome"), record.get("reason"))
+        with self._lock:
+            entry = self._open.get(key)
+            if entry is None and len(self._open) >= self.max_keys:
+                key = ("*", key[1], key[2])
+                entry = self._open.get(key)
+            if entry is not None:
+                entry["count"] += 1
+                entry["last"] = now
+                return None
+            self._open[key] = {"start": now, "last": now, "count": 0, "record": record}
+        return self.log.append("access", dict(record, data=dict(record.get("data") or {}, remote=key[0])))
+
+    def flush(self, now: float | None = None) -> list:
+        """Write the windows that have passed by ``now`` (None: every open window); the rows written."""
+        with self._lock:
+            done = [(k, e) for k, e in self._open.items() if now is None or now - e["start"] >= self.window]
+            for k, _ in done:
+                del self._open[k]
+        rows = []
+        for (remote, _, _), e in done:
+            if e["count"]:
+                data = dict(e["record"].get("data") or {}, remote=remote, count=e["count"],
+                            first_at=e["start"], last_at=e["last"], window_s=self.window)
+                rows.append(self.log.append("access", dict(e["record"], at=e["last"], data=data)))
+        return rows
+
+
 def log_of(store):
     """The service log of ``store`` (one :class:`MemoryLog` per memory store object)."""
     if getattr(store, "engine", None) is not None and getattr(store, "sa", None) is not None:
@@ -134,4 +185,4 @@ def log_of(store):
     return found
 
 
-__all__ = ["MemoryLog", "SqlLog", "log_of", "record_hash", "verify_chain"]
+__all__ = ["MemoryLog", "Refusals", "SqlLog", "log_of", "record_hash", "verify_chain"]

@@ -38,9 +38,18 @@ event dicts for both (:func:`flowctl.store.records.stored_events`).
 Version 8 (issue 21: events across runs, ``flowctl events``): indexes only. Events gain
 ``ix_flowctl_events_ts`` ``(ts, run_id, seq)``: a time range across all runs in commit order (a
 packed row's ``ts`` is its last event's, so every row holding an event since a time is in the
-range), the index :func:`flowctl.store.query.query_events` and ``flowctl policy report`` read.
+range), the index :func:`flowctl.store.query.query_events` and ``flowctl policy report`` read. It also holds a new table, ``flowctl_pruned``
+(:mod:`flowctl.store.prune`): one row per range of a finished run's event rows that ``flowctl prune`` moved to
+an archive, with the hash the chain had before the range (``prev_hash``) and at its end (``hash``), so the
+events left in the store still verify (:func:`upgrade_8`: nothing to change in existing rows).
 
-:func:`upgrade` adds what is missing to a version-1 to 7 store in place.
+Version 9 (issue 17 target 4d, issue 18 and 21's ``stats``): a new table
+``flowctl_run_summaries`` ``(run_id, last_seq, facts)``: the facts ``flowctl stats`` counts of a run
+that has ended (:mod:`flowctl.store.summary`), written after the commit that ends it; a summary
+whose ``last_seq`` is not the run's is stale and not used. No column of an older table changes;
+runs that ended before the upgrade have none (``stats`` reads their events).
+
+:func:`upgrade` adds what is missing to a version-1 to 8 store in place.
 """
 from __future__ import annotations
 
@@ -176,6 +185,32 @@ GATE_INDEXES = (
     sa.Index("ix_flowctl_gate_log_tool_run_at", gate_log.c.tool, gate_log.c.run_id, gate_log.c.at),
 )
 
+#: Version 8: what ``flowctl prune`` removed of a run (:mod:`flowctl.store.prune`): events
+#: ``first_seq``..``last_seq`` (whole stored rows, ``n_rows`` of them holding ``n_events``) are in the
+#: archive file ``archive`` (its name; ``archive_sha256`` of its bytes); ``prev_hash`` and ``hash`` are
+#: the chain's hash before the range and the hash of its last row: the head the store keeps.
+pruned = sa.Table(
+    "flowctl_pruned", metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("first_seq", sa.Integer, primary_key=True),
+    sa.Column("last_seq", sa.Integer, nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("n_rows", sa.Integer, nullable=False),
+    sa.Column("n_events", sa.Integer, nullable=False),
+    sa.Column("archive", sa.String(200), nullable=False),
+    sa.Column("archive_sha256", sa.String(64), nullable=False),
+    sa.Column("pruned_at", sa.Float, nullable=False),
+)
+
+#: Version 9: the facts ``flowctl stats`` counts of an ended run (flowctl.store.summary): JSON text.
+run_summaries = sa.Table(
+    "flowctl_run_summaries", metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("last_seq", sa.Integer, nullable=False),  # the run's last_seq when it was written
+    sa.Column("facts", sa.Text, nullable=False),
+)
+
 workers = sa.Table(
     "flowctl_workers", metadata,
     sa.Column("id", sa.String(200), primary_key=True),          # host:pid, as runs.owner
@@ -243,6 +278,8 @@ def upgrade(conn, from_version: int) -> None:
             index.create(conn, checkfirst=True)
     if from_version < 4:
         _seal_live_runs(conn)
+    if from_version < 8:
+        upgrade_8(conn)
     if from_version < 5:
         for name in DROPPED_INDEXES:
             conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
@@ -251,6 +288,7 @@ def upgrade(conn, from_version: int) -> None:
         _due_paused_reviews(conn)
     if from_version < EVENTS_BY_TIME_VERSION:
         upgrade_events_by_time(conn)
+    _upgrade_run_summaries(conn, from_version)
 
 
 def upgrade_events_by_time(conn) -> None:
@@ -258,6 +296,24 @@ def upgrade_events_by_time(conn) -> None:
     store this reads every event row once (PostgreSQL: about a second per million rows)."""
     for index in EVENT_INDEXES:
         index.create(conn, checkfirst=True)
+
+
+def upgrade_8(conn) -> None:
+    """Schema 8 (retention): the table ``flowctl_pruned``. Safe to repeat; no existing row changes
+    (nothing was pruned before it existed)."""
+    pruned.create(conn, checkfirst=True)
+
+
+#: The version that keeps ended runs' stats facts (flowctl_run_summaries).
+SUMMARIES_VERSION = 9
+
+
+def _upgrade_run_summaries(conn, from_version: int) -> None:
+    """Schema 9: ``flowctl_run_summaries``, created by ``create_all`` before :func:`upgrade` runs
+    (checked here so the step stands alone). Runs that ended before it keep no summary: ``stats``
+    reads their events, as it did."""
+    if from_version < SUMMARIES_VERSION:
+        run_summaries.create(conn, checkfirst=True)
 
 
 def _seal_live_runs(conn) -> None:

@@ -4,6 +4,8 @@
 :mod:`.cases`      golden case files ``orchestration/tests/<flow>/*.yaml``: load and check them
                    (located ``file:line:column`` diagnostics), schema: ``flowctl schema case``
 :mod:`.mocks`      the ``tool_resolver`` built from a case's ``mocks`` (no real tool is called)
+:mod:`.cassettes`  model replies recorded from the real provider (``flowctl test --record``) into
+                   ``orchestration/tests/<flow>/cassettes/<case>.yaml``, replayed with no network
 :mod:`.runner`     run cases on a fake clock and an in-memory store; compare path, status, context;
                    path diffs
 :mod:`.coverage`   transitions, handlers and error edges exercised per flow (the items and figures
@@ -23,4 +25,4 @@ are thin layers over these modules.
 from __future__ import annotations
 
 __all__ = ["cases", "mocks", "runner", "coverage", "coverage_items", "suggest", "contract_tests", "replay",
-           "recording", "junit"]
+           "recording", "junit", "cassettes"]

@@ -15,7 +15,7 @@ A case gives a run input, the tools' responses, the review decisions, and what t
         - when: "input.category == 'furniture'"   # chosen by the tool input (JMESPath); reusable
           error: ToolTimeout                       # a mocked error, by type name
           message: the policy service is slow
-    models:                                 # llm/agent states' replies, in call order (no model is called)
+    models:                                 # llm/agent states' replies, in call order (else: the case's cassette)
       classify_ticket:
         - {text: "not JSON"}                # re-asked
         - {json: {intent: refund, confidence: 0.9}}

@@ -227,8 +227,8 @@ def recorded_replies(events) -> tuple:
             else:  # recorded before replies kept their text: the parsed JSON stands for it
                 reply = {"json": d.get("parsed")}
             if d.get("tool_calls"):
-                reply["tool_calls"] = [{"name": t.get("name"), "arguments": t.get("arguments") or {}}
-                                       for t in d["tool_calls"]]
+                reply["tool_calls"] = [{"id": t.get("id"), "name": t.get("name"), "arguments": t.get("arguments") or {}}
+                                       for t in d["tool_calls"]]  # the recorded ids: the next turn's messages match
             usage = d.get("usage") if isinstance(d.get("usage"), dict) else {}
             reply["usage"] = {k: int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens")}
             replies.setdefault(key, []).append(reply)

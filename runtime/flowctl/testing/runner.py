@@ -21,6 +21,7 @@ from typing import Any
 
 from flowctl.store.audit import REDACTED
 from flowctl.testing.cases import Case, one_line_path
+from flowctl.testing.cassettes import CassetteProblem
 from flowctl.testing.mocks import MockProblem, MockTools
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
@@ -42,6 +43,9 @@ class CaseResult:
     compensated: list = field(default_factory=list)
     seconds: float = 0.0
     fake_seconds: float = 0.0                 # time that passed on the fake clock
+    cassette: str | None = None               # the cassette written (--record), relative to the project
+    recorded: int = 0                         # the model calls it holds
+    unrecorded: str | None = None             # why a recording was not written
 
     @property
     def passed(self) -> bool:
@@ -56,18 +60,23 @@ class CaseResult:
         return "\n".join(diff + list(self.problems))
 
 
-def run_cases(project, cases, *, on_result=None) -> list[CaseResult]:
+def run_cases(project, cases, *, on_result=None, record: bool = False) -> list[CaseResult]:
     out = []
     for case in cases:
-        result = run_case(project, case)
+        result = run_case(project, case, record=record)
         out.append(result)
         if on_result is not None:
             on_result(result)
     return out
 
 
-def run_case(project, case: Case) -> CaseResult:
+def run_case(project, case: Case, *, record: bool = False) -> CaseResult:
+    """Run ``case`` and compare it with its ``expect``. Its llm and agent states answer from the
+    case's ``models`` replies, else from its cassette (:mod:`flowctl.testing.cassettes`), else from
+    a ``fake`` profile; ``record``: the states neither mocks nor a fake profile answers call their
+    profile's real provider, and the replies are written as the case's cassette."""
     from flowctl.engine.clock import FakeClock
+    from flowctl.testing import cassettes
     from flowctl.engine.engine import Engine
     from flowctl.errors import FlowctlError
     from flowctl.store.sql import MemoryStore
@@ -85,7 +94,10 @@ def run_case(project, case: Case) -> CaseResult:
     problems: list = []
     run = None
     deciding = None
+    tape = None
     try:
+        tape = cassettes.tape_for(project, case, record=record, seen=seen)
+        engine.model_provider = tape.provider  # the states the case does not mock: its cassette
         run = engine.run(case.flow, case.input, params=case.params)
         reviews = list(case.reviews)
         while run.status in ("paused", "waiting"):
@@ -115,9 +127,10 @@ def run_case(project, case: Case) -> CaseResult:
         if reviews:
             problems.append(f"{reviews[0].where}: {len(reviews)} review step{'s' * (len(reviews) != 1)} left unused "
                             f"(the run ended {run.status} at '{(run.path or ['?'])[-1]}')")
-    except MockProblem as exc:
+    except (MockProblem, CassetteProblem) as exc:
         run = None
-        problems.append(f"mock problem: {exc.message}" + (f"\n    hint: {exc.hint}" if exc.hint else ""))
+        kind = "mock" if isinstance(exc, MockProblem) else "cassette"
+        problems.append(f"{kind} problem: {exc.message}" + (f"\n    hint: {exc.hint}" if exc.hint else ""))
     except FlowctlError as exc:
         run = None
         where = deciding.where if deciding is not None else case.where("input") if "input" in str(exc) else case.file
@@ -129,6 +142,13 @@ def run_case(project, case: Case) -> CaseResult:
                         + (f"\n    hint: {mocks.problem.hint}" if mocks.problem.hint else ""))
         if mocks.problem_steps is not None:
             seen = seen[:mocks.problem_steps]
+    if tape is not None and tape.problem is not None and run is not None:  # a model error the layers handled
+        run = None
+        problems.append(f"cassette problem: {tape.problem.message}\n    hint: {tape.problem.hint}")
+        if tape.problem_steps is not None:
+            seen = seen[:tape.problem_steps]
+    if record and tape is not None:
+        _save(project, case, tape, result, problems)
     result.events = seen
     result.calls = mocks.calls
     result.compensated = list(mocks.compensated)
@@ -147,6 +167,26 @@ def run_case(project, case: Case) -> CaseResult:
     result.problems = problems
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _save(project, case, tape, result, problems) -> None:
+    """Write what ``tape`` recorded as the case's cassette, unless nothing was or it must not be."""
+    from flowctl.testing import cassettes
+
+    if tape.unrecorded is not None:
+        result.unrecorded = f"not recorded: {tape.unrecorded}"
+    elif tape.unanswered:
+        result.unrecorded = f"not recorded: {next(iter(tape.unanswered.values()))}; check the provider's server and key"
+    elif any(p.startswith("mock problem") for p in problems):
+        result.unrecorded = "not recorded: the case could not run to its end"
+    elif tape.calls:
+        try:
+            cassettes.save(project, case, tape.calls)
+        except (cassettes.CassetteProblem, OSError) as exc:
+            result.unrecorded = f"not recorded: {getattr(exc, 'message', None) or exc}"
+            return
+        result.cassette = tape.where
+        result.recorded = len(tape.calls)
 
 
 def own_events(events) -> list:

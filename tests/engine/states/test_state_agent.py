@@ -295,3 +295,27 @@ def test_one_approval_lets_one_call_through_the_same_call_again_is_reviewed_agai
     assert h.ledger() == [("refund", 60)]
     done = h.engine.resume(again.run_id, token=again.review["token"], decision="reject")
     assert done.status == "succeeded" and h.ledger() == [("refund", 60)]
+
+
+def test_the_transitions_see_what_happened_not_what_the_model_claims(tmp_path, server):
+    """``state.calls``: the tool calls of the visit as flowctl saw them; a model that claims a
+    refund after the gate denied it is routed on the facts. ``trace`` notes the refusal."""
+    from click.testing import CliRunner
+
+    from flowctl.cli.main import main
+
+    server.script = [{"tool_calls": [("refund_payment", {"order_id": "A1", "amount": 500})]},
+                     {"json": {"resolution": "refunded"}}]
+    root = project(tmp_path, "openai")
+    flow = root / "orchestration" / "transitions" / "f.yaml"
+    flow.write_text(flow.read_text().replace(
+        "when: \"response.resolution == 'refunded'\"",
+        "when: \"response.resolution == 'refunded' && length(state.calls[?tool == 'refund_payment' && ok]) > `0`\""))
+    h = Harness(root, store=sqlite_store(tmp_path))
+    result = h.run(input=INPUT)
+    assert result.status == "succeeded", result.error
+    assert result.path[-2:] == ["resolve", "done"] and h.ledger() == []  # not `tell`: nothing was refunded
+    found = [d for d in flowctl.validate(flowctl.load_project(root)) if d.file.endswith("f.yaml")]
+    assert found == []  # state.calls is known to the data-flow analysis
+    out = CliRunner().invoke(main, ["trace", result.run_id, "--root", str(root), "--db", f"sqlite:///{tmp_path}/flowctl.db"])
+    assert "resolve: refund_payment: PolicyDenied: " in out.output and "(sent back to the model)" in out.output

@@ -124,12 +124,22 @@ def test_sign_in_find_a_paused_run_and_approve_it_from_the_inbox(served, page):
     review = page.locator(f"#review-{paused.run_id}")
     expect(review).to_contain_text("Acme")
     expect(review.locator(".countdown")).to_contain_text("left")
+    # the form made from the review's data_schema: typed fields, a group, a list, a JSON fallback
+    review.locator("[name='data/limit']").fill("250")
+    review.locator("[name='data/tier']").select_option("gold")
+    review.locator("[name='data/rush']").check()
+    review.locator("[name='data/contact/name']").fill("Ann Berg")
+    review.locator("[name='data/tags']").fill("vip\nnew")
+    review.locator("[name='reason']").fill("known customer")
     shot(page, "reviews")
     review.locator("button.decision-approve").click()
     expect(page).to_have_url(served.url(f"/console/runs/{paused.run_id}"))
     expect(status(page)).to_have_text("succeeded")
     expect(page.locator("tr.ev[data-type=review_decided]")).to_contain_text("by=key:rita")
     assert c.store.get_run(paused.run_id)["status"] == "succeeded"
+    decided = [e["data"] for e in c.store.events(paused.run_id) if e["type"] == "review_decided"]
+    assert decided[0]["data"] == {"limit": 250, "tier": "gold", "rush": True, "contact": {"name": "Ann Berg"},
+                                  "tags": ["vip", "new"]}
 
 
 def test_cancel_a_run_with_compensation_and_see_the_compensations_in_its_timeline(served, page):

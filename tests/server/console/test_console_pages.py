@@ -137,33 +137,27 @@ def test_the_inbox_shows_the_review_and_decides_it_as_the_signed_in_key(console)
     assert f'id="review-{paused.run_id}"' in page and "Acme" in page
     assert 'class="countdown"' in page and re.search(r"(1h 59m|2h 0m) left", page)
     assert 'value="approve"' in page and 'value="reject"' in page and 'hx-confirm="Decide' in page
+    assert 'name="data/limit"' in page and 'name="data/contact/name"' in page  # the form of its data_schema
     token = console.csrf(c, "/console/reviews")
     url = f"/console/reviews/{paused.run_id}/decide"
+    before = console.store.get_run(paused.run_id)["last_seq"]
     assert c.post(url, data={"csrf": token, "decision": "maybe"}).status_code == 422
-    assert c.post(url, data={"csrf": token, "decision": "approve", "data_json": "[1]"}).status_code == 422
+    r = c.post(url, data={"csrf": token, "decision": "approve", "data/limit": "five"})
+    assert r.status_code == 422 and "at /limit: must be a whole number" in r.text
+    r = c.post(url, data={"csrf": token, "decision": "approve", "data/limit": "5000"})
+    assert r.status_code == 422 and "at /limit" in r.text and "nothing was recorded" in r.text
+    r = c.post(url, data={"csrf": token, "decision": "approve", "data/limit": "5", "data/contact/phone": "1"})
+    assert r.status_code == 422 and "at /contact" in r.text and "is a required property" in r.text
     assert console.store.get_run(paused.run_id)["status"] == "paused"
-    r = c.post(url, data={"csrf": token, "decision": "approve", "data_json": '{"limit": 5}'}, follow_redirects=False)
+    assert console.store.get_run(paused.run_id)["last_seq"] == before  # refused data records nothing, not even a token
+    r = c.post(url, data={"csrf": token, "decision": "approve", "data/limit": "5", "data/tier": "gold",
+                          "data/contact/name": "Ann", "data/contact/phone": "", "data/tags": "vip\n\nnew\n",
+                          "data/extra": '"x"'}, follow_redirects=False)
     assert r.status_code == 303 and console.store.get_run(paused.run_id)["status"] == "succeeded"
     decided = [e["data"] for e in console.store.events(paused.run_id) if e["type"] == "review_decided"]
-    assert decided == [dict(decided[0], decision="approve", data={"limit": 5}, by="key:rev")]
+    assert decided == [dict(decided[0], decision="approve", by="key:rev", data={
+        "limit": 5, "tier": "gold", "rush": False, "contact": {"name": "Ann"}, "tags": ["vip", "new"], "extra": "x"})]
     assert f'id="review-{paused.run_id}"' not in c.get("/console/reviews").text
-
-
-def test_a_data_schema_becomes_typed_form_fields_and_the_posted_values_typed_data():
-    from flowctl.server.console.reviews import data_from, form_fields
-
-    schema = {"type": "object", "required": ["limit"],
-              "properties": {"limit": {"type": "integer"}, "rate": {"type": "number"}, "ok": {"type": "boolean"},
-                             "tier": {"enum": ["a", "b"]}, "nested": {"type": "object"}}}
-    fields = form_fields(schema)
-    assert [(f["name"], f["type"], f["required"]) for f in fields] == [
-        ("limit", "integer", True), ("rate", "number", False), ("ok", "boolean", False), ("tier", "string", False)]
-    assert data_from(fields, {"data.limit": "5", "data.rate": "0.5", "data.ok": "on", "data.tier": "b"}) == {
-        "limit": 5, "rate": 0.5, "ok": True, "tier": "b"}
-    import pytest
-
-    with pytest.raises(ValueError, match="limit must be a whole number"):
-        data_from(fields, {"data.limit": "five"})
 
 
 def test_health_shows_the_rates_against_their_thresholds(console):

@@ -410,18 +410,25 @@ class Progress:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
 
+    kind = None  # the type of the state being run
+
+    def _nth(self, ev) -> str:
+        """An agent's tool calls are numbered by call (the N-th call of the visit), a task's by attempt."""
+        return f"{'call' if self.kind == 'agent' else 'attempt'} {ev['attempt']}"
+
     def _out(self, text, **style):
         click.echo(click.style(text, **style) if self.tty else text, file=self.stream)
 
     def __call__(self, ev) -> None:
         t, d, s = ev["type"], ev["data"], ev["state"]
         if t == "state_entered":
+            self.kind = d.get("type")
             self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)
         elif t == "tool_succeeded":
-            self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms (attempt {ev['attempt']})", fg="green")
+            self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms ({self._nth(ev)})", fg="green")
         elif t == "tool_failed":
             at = f", raised at {d['at']}" if d.get("at") else ""
-            self._out(f"    {d.get('tool')} failed: {d.get('error')}: {d.get('message')} (attempt {ev['attempt']}{at})", fg="red")
+            self._out(f"    {d.get('tool')} failed: {d.get('error')}: {d.get('message')} ({self._nth(ev)}{at})", fg="red")
         elif t == "retry_scheduled":
             self._out(f"    retry in {d.get('delay_s'):.3g}s (attempt {d.get('next_attempt')})", fg="yellow")
         elif t == "policy_decided" and d.get("outcome") != "allow":

@@ -15,11 +15,31 @@ from flowctl.cli.commands import EXIT_FAILED, EXIT_OK
 from flowctl.cli.commands._common import open_reader, project_root, unknown_flow
 from flowctl.store.history import stats
 
+#: rows shown per model table in text (json has them all)
+TOP = 10
+
 
 def compute(store, limit: int = 1000, since: float | None = None, *, flow: str | None = None,
-            children: bool = False) -> dict:
+            children: bool = False, bucket: float | None = None) -> dict:
     """``flowctl stats``' figures: :func:`flowctl.store.history.stats`."""
-    return stats(store, limit, since, flow=flow, children=children)
+    return stats(store, limit, since, flow=flow, children=children, bucket=bucket)
+
+
+def parse_bucket(text):
+    """``--bucket``: a duration (``1h``, ``15m``); seconds, or None. Raises ``UsageError``."""
+    if not text:
+        return None
+    from flowctl.definition.durations import parse_duration
+    from flowctl.errors import UsageError
+
+    try:
+        width = parse_duration(text)
+    except ValueError:
+        width = 0.0
+    if width < 1.0:
+        raise UsageError(f"--bucket {text!r} is not a duration of a second or more",
+                         hint="give a width with its unit: --bucket 1h, --bucket 15m, --bucket 1d")
+    return width
 
 
 def parse_since(text, option: str = "--since"):
@@ -67,7 +87,8 @@ def project_thresholds(root) -> dict:
     return found
 
 
-def run(root, db, fmt, limit, since=None, flow=None, all_=False, check=False) -> int:
+def run(root, db, fmt, limit, since=None, flow=None, all_=False, check=False, bucket=None) -> int:
+    width = parse_bucket(bucket)
     typo = unknown_flow(root, flow)
     where = project_root(root)
     store = open_reader(db, where, empty_ok=True)
@@ -75,9 +96,10 @@ def run(root, db, fmt, limit, since=None, flow=None, all_=False, check=False) ->
         if check or fmt == "prometheus":
             from flowctl.store.health import health
 
-            s = health(store, since=parse_since(since), limit=limit, flow=flow, thresholds=project_thresholds(where))
+            s = health(store, since=parse_since(since), limit=limit, flow=flow, thresholds=project_thresholds(where),
+                       bucket=width)
         else:
-            s = compute(store, limit, parse_since(since), flow=flow, children=all_)
+            s = compute(store, limit, parse_since(since), flow=flow, children=all_, bucket=width)
     finally:
         store.close()
     if typo is not None and not s.get("runs"):  # no such flow file and no run of it: a typo (exit 2)
@@ -108,7 +130,38 @@ def _text(s, flow, all_) -> None:
     click.echo(f"tool call ms: p50 {s['step_ms']['p50']:.1f}  p99 {s['step_ms']['p99']:.1f}")
     for tool, t in sorted(s["tools"].items()):
         click.echo(f"  {tool}: {t['calls']} calls, {t['failure_rate']:.0%} failed, {t['retry_rate']:.0%} retried")
+    _models(s["models"])
+    for tool, rows in (s.get("buckets") or {}).items():
+        click.echo(f"  {tool} per bucket:")
+        for b in rows:
+            click.echo(f"    {_iso(b['start'])}  {b['calls']} calls, {b['failures']} failed, "
+                       f"mean {b['mean_ms']:.1f} ms, p95 {b['p95_ms']:.1f} ms")
     for name, d in (s.get("defence") or {}).items():
         shown = "n/a" if d["rate"] is None else f"{d['rate']:.1%}"
         mark = "  OVER" if d["over"] else ""
         click.echo(f"{name}: {shown} (threshold {d['threshold']:.0%}; {d['part']} of {d['whole']}){mark}")
+
+
+def _iso(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _usage_line(u: dict) -> str:
+    cost = "" if u["cost"] is None else f", cost {u['cost']:.4f}"
+    reasks = f", {u['reasks']} re-asked" if u["reasks"] else ""
+    return f"{u['calls']} calls{reasks}, tokens {u['input_tokens']} in / {u['output_tokens']} out{cost}"
+
+
+def _models(m: dict) -> None:
+    if not m["calls"]:
+        return
+    click.echo(f"model calls: {_usage_line(m)}   re-ask rate: {m['reask_rate']:.1%}")
+    for title, key in (("per flow", "by_flow"), ("per state", "by_state"), ("per model", "by_model")):
+        rows = sorted(m[key].items(), key=lambda kv: -(kv[1]["input_tokens"] + kv[1]["output_tokens"]))
+        click.echo(f"  {title}:")
+        for name, u in rows[:TOP]:
+            click.echo(f"    {name or '(none)'}: {_usage_line(u)}")
+        if len(rows) > TOP:
+            click.echo(f"    ... {len(rows) - TOP} more (--format json lists them all)")

@@ -1,7 +1,9 @@
-"""``flowctl test [FLOW] [--contracts] [--min-coverage N] [--suggest] [--junit FILE]``.
+"""``flowctl test [FLOW] [--contracts] [--min-coverage N] [--suggest] [--junit FILE] [--record]``.
 
 Golden path cases (``orchestration/tests/<flow>/*.yaml``) run with mocked tools on a fake clock;
-failures print as path diffs; coverage per flow. ``--contracts`` runs the contract tests instead
+failures print as path diffs; coverage per flow. Model steps the case does not mock answer from
+its cassette (``orchestration/tests/<flow>/cassettes/<case>.yaml``); ``--record`` writes that
+cassette from the real provider of each such state's profile (:mod:`flowctl.testing.cassettes`). ``--contracts`` runs the contract tests instead
 (the real tools, in their sandbox). Exit 0 all passed (and coverage met), 1 a failure, coverage
 below ``--min-coverage`` or definition errors (golden cases refuse flows whose files have
 ``flowctl validate`` errors, ``--contracts`` refuses a project with any, naming the first), 2
@@ -20,7 +22,7 @@ from flowctl.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from flowctl.errors import DefinitionError, UsageError
 
 
-def run(flow, contracts: bool, min_coverage, suggest: bool, junit, root) -> int:
+def run(flow, contracts: bool, min_coverage, suggest: bool, junit, root, record: bool = False) -> int:
     from flowctl.definition.loader import find_root, load_project
 
     if min_coverage is not None and not 0 <= min_coverage <= 100:
@@ -28,6 +30,9 @@ def run(flow, contracts: bool, min_coverage, suggest: bool, junit, root) -> int:
     if contracts and (min_coverage is not None or suggest):
         raise UsageError("--min-coverage and --suggest are about golden cases; run them without --contracts",
                          hint="make test runs both: flowctl test --min-coverage 100 && flowctl test --contracts")
+    if contracts and record:
+        raise UsageError("--record records the model replies of golden cases; contract tests call no model",
+                         hint="flowctl test --record (without --contracts)")
     if root and not Path(root).exists():
         raise UsageError(f"no such folder: {root}")
     project = load_project(find_root(root) if root else None)
@@ -35,7 +40,7 @@ def run(flow, contracts: bool, min_coverage, suggest: bool, junit, root) -> int:
     flows, files = _selection(project, flow)
     if contracts:
         return _contracts(project, flows, junit, color)
-    return _cases(project, flows, files, min_coverage, suggest, junit, color)
+    return _cases(project, flows, files, min_coverage, suggest, junit, color, record)
 
 
 def _selection(project, flow):
@@ -87,7 +92,7 @@ def _style(color):
 
 
 # ------------------------------------------------------------------------------------ golden cases
-def _cases(project, flows, files, min_coverage, suggest, junit, color) -> int:
+def _cases(project, flows, files, min_coverage, suggest, junit, color, record=False) -> int:
     from flowctl.testing import coverage as cov_mod
     from flowctl.testing.cases import format_diagnostic, load_cases
     from flowctl.testing.runner import ERROR as CASE_ERROR
@@ -113,9 +118,11 @@ def _cases(project, flows, files, min_coverage, suggest, junit, color) -> int:
     started = time.perf_counter()
     results = []
     for case in cases:
-        r = run_case(project, case)
+        r = run_case(project, case, record=record)
         results.append(r)
         steps = f"{len(r.path)} step{'s' * (len(r.path) != 1)}"
+        if record:
+            _recorded(r, show)
         if r.passed:
             click.echo(f"{style('PASS', fg='green', bold=True)}  {case.id}  ({steps})")
             continue
@@ -126,6 +133,9 @@ def _cases(project, flows, files, min_coverage, suggest, junit, color) -> int:
         if r.status == CASE_ERROR and r.path:
             click.echo(f"      the run got as far as: {one_line(r.path)}")
     elapsed = time.perf_counter() - started
+    if record and not any(r.cassette for r in results):
+        click.echo("nothing recorded: every model step of these cases is mocked by the case or on a fake profile "
+                   "(FLOWCTL_MODEL_PROFILE chooses the profile of states with model: default)", err=True)
     flow_ids = flows if flows is not None else sorted(project.flows)
     coverages = cov_mod.compute(project, flow_ids, results)
     click.echo("")
@@ -169,6 +179,15 @@ def _cases(project, flows, files, min_coverage, suggest, junit, color) -> int:
     ok = not failed and not below
     click.echo(style(summary, fg="green" if ok else "red", bold=True))
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _recorded(result, show) -> None:
+    """What ``--record`` wrote for one case (or why it wrote nothing)."""
+    if result.cassette:
+        calls = f"{result.recorded} model call{'s' * (result.recorded != 1)}"
+        click.echo(f"REC   {result.case.id}  {calls} → {show(result.cassette)}")
+    elif result.unrecorded:
+        click.echo(f"REC   {result.case.id}  {result.unrecorded}", err=True)
 
 
 def _check_definitions(project, flow_ids) -> None:

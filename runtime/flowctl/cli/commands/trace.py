@@ -82,10 +82,11 @@ def _text(row, events, tree, last) -> int:
         cells = (str(s["step"]),) + tuple(same.setdefault(c, c) for c in (
             s["state"], s["type"] or "", s["tool"] or "", str(s["attempts"]), f"{s['duration_ms']:.1f}",
             (s["policy"] or "").split(" (")[0], s["outcome"], s["to"] or ""))
-        note = None
+        notes = [f"#{s['step']} {s['state']}: {e} (sent back to the model)" for e in s.get("agent_errors") or ()]
         if s["error"]:
             at = f" (raised at {s['raised_at']})" if s.get("raised_at") else ""
-            note = f"#{s['step']} {s['state']}: {s['error']}{at}"
+            notes.append(f"#{s['step']} {s['state']}: {s['error']}{at}")
+        note = "\n".join(notes) or None
         rows.append((cells, note))
     click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
     click.echo(one_line_path(path))

@@ -19,6 +19,12 @@ call in flight is settled by its contract's verify (:func:`flowctl.engine.calls.
 before anything is called again. A tool call's step row and events carry ``attempt`` N (its
 ordinal in the visit); ``agent_tool_call`` names the model call (``call_id``) that asked for it.
 Tool results sent to the model have the contract's ``sensitive`` fields redacted.
+
+The model's final answer is a claim; what flowctl saw happen is in ``state.calls`` for the
+transitions out of the state: ``[{tool, ok, error}]``, one per tool call of the visit in order
+(``tool`` the contract id, or the unknown name the model used; ``error`` the error name sent back to
+the model, e.g. ``PolicyDenied``). Route on it where the claim matters, e.g. ``when:
+"response.resolution == 'refunded' && length(state.calls[?tool == 'refund_payment' && ok]) > `0`"``.
 """
 from __future__ import annotations
 
@@ -170,6 +176,11 @@ def _finish_call(ctx, state, t, call, contract, output, error):
         text = text[:MAX_RESULT] + " …(cut)"
     ctx.emit("agent_tool_result", state.id, call["n"], call_id=call["by"], tool_call_id=call["id"], name=call["name"],
              ok=error is None, error=error[0] if error else None, message=error[1] if error else None)
+    info = ctx.cursor.state_info
+    if info is not None:  # what happened, for the transitions out (``state.calls``): not the model's claim
+        info["calls"] = info.get("calls", []) + [
+            {"tool": contract.id if contract is not None else call["name"], "ok": error is None,
+             "error": error[0] if error else None}]
     t["messages"].append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": text,
                           "is_error": error is not None})
     t["pending"].pop(0)

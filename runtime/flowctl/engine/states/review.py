@@ -6,17 +6,21 @@ deadline}``) and parks the run ``paused`` with ``pending: {kind: review, state, 
 decisions, show, deadline, remind_at}``. :func:`decide` takes a decision; on the next step the
 state returns and the transitions read ``review`` (``{decision, data, by, at, ...}``). A review
 whose ``timeout`` passed undecided takes ``on_timeout`` (``goto``, or ``fail`` with a name;
-default: fail ``ReviewTimeout``). :func:`remind` notifies again after ``remind_after``.
+default: fail ``ReviewTimeout``). :func:`remind` notifies again after ``remind_after``. A review
+with a ``data_schema`` takes a decision only with data that satisfies it (:func:`check_data`; no
+data is checked, and recorded, as ``{}``): bad data is refused before anything is recorded.
 """
 from __future__ import annotations
 
 import hmac
 
 from flowctl.definition.durations import parse_duration
+from flowctl.definition.runtime_schemas import locate_problem
 from flowctl.engine.calls import notify, recover_notify
 from flowctl.engine.clock import iso
 from flowctl.engine.tokens import TOKEN_ATTEMPTS, TOKEN_WINDOW, hash_token, new_token
-from flowctl.errors import ExpressionError, FlowFailed, ReviewTimeout, UsageError, handler_names, run_error
+from flowctl.errors import (ExpressionError, FlowFailed, ReviewDataInvalid, ReviewTimeout, UsageError, handler_names,
+                            run_error)
 from flowctl.expr.expressions import compile_expr
 from flowctl.expr.scope import build
 
@@ -106,6 +110,7 @@ def decide(ctx, token, decision, data, by) -> None:
                          hint=f"its on_timeout applies on the next: flowctl resume {ctx.id}")
     if decision not in pending["decisions"]:
         raise UsageError(f"decision '{decision}' is not one of {', '.join(pending['decisions'])}")
+    data = check_data(ctx.project.states.get(pending["state"]), data)
     at = iso(ctx.clock.time())
     if ctx.secrets is not None:
         ctx.secrets.learn(data)
@@ -114,6 +119,26 @@ def decide(ctx, token, decision, data, by) -> None:
                 "call": pending.get("call")}
     c.pending = dict(pending, decided=True, token_hash="used")
     ctx.emit("review_decided", pending["state"], decision=decision, data=data, by=by, at=at)
+
+
+def check_data(state, data):
+    """The data a decision on review ``state`` records: ``data`` as given, or ``{}`` for None when
+    the state has a ``data_schema``. Raises :class:`ReviewDataInvalid` (its ``pointer`` into the
+    data) when the schema rejects it. Records nothing; for a state without a schema (or a policy's
+    review of a task) ``data`` is returned unchecked."""
+    schema = getattr(state, "data_schema", None)
+    if not schema:
+        return data
+    data = {} if data is None else data
+    found = locate_problem(schema, data)
+    if found is not None:
+        where, message = found
+        located = f" at {where}" if where is not None else ""
+        raise ReviewDataInvalid(f"the decision's data does not match the data_schema of review '{state.id}'{located}: "
+                                f"{message}", pointer=where or "/",
+                                hint=f"give data (--data JSON or @file; the API's data) that satisfies the schema at "
+                                     f"{state.where('data_schema')}")
+    return data
 
 
 def remind(ctx) -> None:
@@ -144,4 +169,4 @@ def reissue(ctx, by=None) -> str:
     return token
 
 
-__all__ = ["run", "decide", "remind", "reissue", "timed_out"]
+__all__ = ["run", "decide", "check_data", "remind", "reissue", "timed_out"]

@@ -1,97 +1,36 @@
 """The reviews inbox: ``GET /console/reviews`` [reviews] and ``POST /console/reviews/{run_id}/decide``.
 
 Each run paused for a decision is shown with its ``show`` data (redacted), its deadline (a
-countdown), the decisions it offers and, when the review state has a data schema (``data_schema``
-or ``input_schema`` on the state: the data a reviewer gives with the decision), a form made from
-the schema's top-level properties: a ``string`` (a select for an ``enum``), ``number``/``integer``,
-``boolean`` (a checkbox) each a field, required ones marked. Without one, an optional JSON object.
-(The definition language has no such field on review states yet — ``flowctl validate`` rejects
-``input_schema`` there — so today every review gets the JSON field; the form is ready for when it does.) The decision (confirmed in the browser first) is taken as the API's
-``decide`` without a token: a new token is issued and used at once, both recorded as by
-``key:<name>`` (the signed-in key), and the run goes on in this request until it ends, pauses or
-parks; the data is checked against the schema first (a 422 page says what is wrong, nothing is
-decided). The service log records ``review_decided`` with the key's name.
+countdown), the decisions it offers and, when the review state has a ``data_schema`` (the data a
+reviewer gives with the decision), a form made from it (:mod:`flowctl.server.console.forms`:
+scalars, enums, one level of nested objects, lists of scalars, JSON for the rest). Without one, an
+optional JSON object. The decision (confirmed in the browser first) is taken as the API's
+``decide`` without a token: the data is checked against the schema first, by the engine
+(:meth:`Engine.check_decision`; a 422 page names where it is wrong, and nothing is recorded), then
+a new token is issued and used at once, both recorded as by ``key:<name>`` (the signed-in key),
+and the run goes on in this request until it ends, pauses or parks. The service log records
+``review_decided`` with the key's name.
 """
 from __future__ import annotations
 
-import json
 import time
 
 from flowctl.server import views
 from flowctl.server.console.auth import action, page
+from flowctl.server.console.forms import FormError, data_from, form_fields
 from flowctl.server.console.web import go, message, render
-
-FIELD_TYPES = ("string", "number", "integer", "boolean")
 
 
 def schema_of(service, row, state_id: str):
-    """The review state's ``input_schema`` (from the run's pinned definition), or None."""
+    """The review state's ``data_schema`` (from the run's pinned definition), or None."""
     from flowctl.errors import FlowctlError
 
     try:
         project = service.engine.project_for(row["digest"])
     except FlowctlError:
         project = service.project
-    state = project.states.get(state_id or "")
-    if state is None:
-        return None
-    schema = state.get("data_schema") or getattr(state, "input_schema", None)
-    return schema if schema and hasattr(schema, "get") else None
-
-
-def form_fields(schema) -> list:
-    """``[{name, type, required, enum, title}]`` of a schema's top-level properties of simple types."""
-    if not schema or schema.get("type") not in (None, "object"):
-        return []
-    required = set(schema.get("required") or ())
-    out = []
-    for name, prop in (schema.get("properties") or {}).items():
-        if not hasattr(prop, "get"):
-            continue
-        kind = prop.get("type") if prop.get("type") in FIELD_TYPES else ("string" if "enum" in prop else None)
-        if kind is None:
-            continue
-        out.append({"name": name, "type": kind, "required": name in required, "enum": list(prop.get("enum") or ()),
-                    "title": prop.get("title") or prop.get("description") or ""})
-    return out
-
-
-def data_from(fields: list, posted: dict):
-    """The decision's data from the posted ``data.<name>`` values, typed by ``fields``; without
-    fields, the JSON object posted as ``data_json`` (None when empty). Raises ``ValueError`` naming
-    a number that is not one, or JSON that is not an object."""
-    if not fields:
-        text = (posted.get("data_json") or "").strip()
-        if not text:
-            return None
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"the data is not JSON (or nests too deeply): {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError("the data must be a JSON object")
-        return data
-    data = {}
-    for f in fields:
-        raw = posted.get(f"data.{f['name']}")
-        if f["type"] == "boolean":
-            data[f["name"]] = raw in ("on", "true", "1")
-            continue
-        if raw is None or raw == "":
-            continue
-        if f["type"] == "integer":
-            try:
-                data[f["name"]] = int(raw)
-            except ValueError:
-                raise ValueError(f"{f['name']} must be a whole number") from None
-        elif f["type"] == "number":
-            try:
-                data[f["name"]] = float(raw)
-            except ValueError:
-                raise ValueError(f"{f['name']} must be a number") from None
-        else:
-            data[f["name"]] = raw
-    return data
+    schema = getattr(project.states.get(state_id or ""), "data_schema", None)
+    return schema if isinstance(schema, dict) and schema else None
 
 
 def inbox(service) -> list:
@@ -120,7 +59,7 @@ def routes(router, service) -> None:
     @action("reviews")
     def decide(request, viewer, fields):
         """Decide one review as the signed-in key (see the module)."""
-        from flowctl.definition.runtime_schemas import check_instance
+        from flowctl.errors import ReviewDataInvalid
 
         engine = service.engine
         row = service.store.get_run(request.path_params["run_id"])
@@ -130,14 +69,11 @@ def routes(router, service) -> None:
         decision = fields.get("decision") or ""
         if decision not in pending["decisions"]:
             return message(request, 422, "Not done", f"'{decision}' is not one of {', '.join(pending['decisions'])}")
-        schema = schema_of(service, row, pending["state"])
         try:
-            data = data_from(form_fields(schema), fields)
-        except ValueError as exc:
-            return message(request, 422, "Not done", str(exc))
-        problem = check_instance(schema, data if data is not None else {}) if schema else None
-        if problem:
-            return message(request, 422, "Not done", f"the review's data does not match its schema: {problem}")
+            data = data_from(form_fields(schema_of(service, row, pending["state"])), fields)
+            data = engine.check_decision(row["id"], decision, data)
+        except (FormError, ReviewDataInvalid) as exc:  # both say where in the data (exc.pointer)
+            return message(request, 422, "Not done", f"{exc} — nothing was recorded")
         token = engine.reissue_token(row["id"], by=viewer.by)
         result = engine.resume(row["id"], token=token, decision=decision, data=data, by=viewer.by)
         service.log.append(viewer.name, {"at": time.time(), "caller": viewer.name, "kind": "review_decided",
@@ -146,4 +82,4 @@ def routes(router, service) -> None:
         return go(request, f"/console/runs/{result.run_id}")
 
 
-__all__ = ["data_from", "form_fields", "inbox", "routes"]
+__all__ = ["inbox", "routes", "schema_of"]
