@@ -39,7 +39,8 @@ from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
 from flowctl.engine.tools import resolve
 from flowctl.gate.policy import function_aliases
-from flowctl.errors import LeaseLost, DefinitionError, ProjectError, RecordTampered, RunConflict, RunNotFound, StoreError, UsageError
+from flowctl.errors import (DefinitionError, LeaseLost, ProjectError, RecordTampered, RunConflict, RunNotFound,
+                            StoreError, UsageError)
 from flowctl.store.sql import FINAL
 
 #: old names (``flowctl.engine.engine._child_flows``) for callers outside the engine

@@ -82,8 +82,9 @@ def flow_files(project, flow) -> set:
 
 def refuse_broken(project, flow, diagnostics) -> None:
     """Raise :class:`DefinitionError` (exit 1, as ``validate``) when ``flow`` cannot run as defined:
-    an error among ``diagnostics`` (what ``validate(project)`` found) in a file the flow depends on, or in the file
-    of a state, tool or flow it names that did not load; or a part it names that is not defined."""
+    an error among ``diagnostics`` (what ``validate(project)`` found) in a file the flow depends on,
+    or in the file of a state, tool or flow it names that did not load; or a part it names that is
+    not defined."""
     files = flow_files(project, flow)
     missing = missing_parts(project, flow)
     errors = [d for d in diagnostics if d.severity == ERROR
