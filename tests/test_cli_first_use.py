@@ -198,8 +198,26 @@ def test_audit_log_says_when_it_cut_data_short_and_how_to_see_it_whole(tmp_path)
 
 def test_a_misspelt_flow_filter_is_named_not_silently_empty(tmp_path):
     write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "runs", "--flow", "g")
+    assert code == 0 and "note: no flow 'g' in this project" in out, out
     for command in ("runs", "stats"):
-        code, out = _flowctl(tmp_path, command, "--flow", "g")
-        assert code == 0 and "note: no flow 'g' in this project" in out, out
         code, out = _flowctl(tmp_path, command, "--flow", "f")
-        assert "note:" not in out, out
+        assert code == 0 and "note:" not in out and "error" not in out, out
+
+
+def test_stats_of_a_flow_neither_defined_nor_run_is_a_usage_error_naming_the_close_one(tmp_path):
+    # as `flowctl run` does: exit 2, "did you mean"; a flow with stored runs but no file still has figures
+    write_project(tmp_path, FILES)
+    code, out = _flowctl(tmp_path, "stats", "--flow", "ff")
+    assert code == 2 and "[USAGE] no flow 'ff'" in out and "did you mean 'f'?" in out, out
+
+
+def test_run_of_a_flow_with_definition_errors_exits_1_as_validate_does(tmp_path):
+    write_project(tmp_path, dict(FILES, **{"states/done.yaml": "id: done\ntype: succeed\nzzz: 1\n"}))
+    code, out = _flowctl(tmp_path, "validate")
+    assert code == 1, out
+    code, out = _flowctl(tmp_path, "run", "f")
+    assert code == 1 and "[DEFINITION] flow 'f' has definition errors" in out, out
+    write_project(tmp_path, dict(FILES, **{"transitions/f.yaml": "flow: f\nstart: [\n"}))
+    code, out = _flowctl(tmp_path, "run", "f")
+    assert code == 1 and "[DEFINITION]" in out, out

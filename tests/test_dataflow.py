@@ -248,14 +248,30 @@ def test_sometimes_defined_key_tested_first_is_quiet(make_project):
 
 
 # ------------------------------------------------------------------ FC805: function argument types
-def test_function_argument_type_mismatch_warns(make_project):
+def test_function_argument_of_a_type_it_refuses_is_an_error(make_project):
+    # a call that fails on every run is an error, so validate exits 1 before the run fails
     diags = run_checks(make_project, BASE + """\
   - from: decide
     when: "starts_with(context.fraud.score, 'x')"
     to: ask
 """ + TAIL)
     d = one(diags, "FC805")
-    assert d.severity == "warning" and "starts_with()" in d.message and "number" in d.message
+    assert d.severity == "error" and "starts_with()" in d.message and "number" in d.message
+
+
+def test_function_argument_type_in_a_set_is_an_error(make_project):
+    diags = problems(make_project(_when("`true`", set_="{m: 'abs(input.email)'}",
+                                        schema="{type: object, properties: {email: {type: string}}}")))
+    d = one(diags, "FC805")
+    assert d.severity == "error" and "abs()" in d.message and "`input.email` is string" in d.message
+
+
+def test_array_elements_of_a_refused_type_only_warn(make_project):
+    # sum() of an empty array of strings succeeds: the analysis cannot know the call fails
+    diags = problems(make_project(_when("sum(input.names) > `1`",
+                                        schema="{type: object, properties: {names: {type: array, items: {type: string}}}}")))
+    d = one(diags, "FC805")
+    assert d.severity == "warning" and "unless it is empty" in d.message
 
 
 # ------------------------------------------------------------------ the library function

@@ -493,3 +493,14 @@ def test_dropping_compensation_is_a_risk_and_a_parent_flow_is_affected_through_i
          "state stop: compensate true → false; a run failing here keeps its side effects")]
     # `batch` maps over `pay_one`: it runs the changed handler and state too
     assert d.affected == {"batch": ["flow pay_one"], "pay_one": ["state stop"]}
+
+
+def test_fail_on_risk_exits_1_on_a_flagged_change_and_0_otherwise(history):
+    # without the flag a risk is exit 0 (the diff is a report); with it, a CI gate
+    repo, shas = history
+    risky = [shas["add_side_effect"] + "~1", shas["add_side_effect"], "--root", str(repo)]
+    assert CliRunner().invoke(main, ["diff", *risky]).exit_code == 0
+    result = CliRunner().invoke(main, ["diff", *risky, "--fail-on-risk"])
+    assert result.exit_code == 1 and "side effect" in result.output, result.output
+    calm = [shas["raise_retries"] + "~1", shas["raise_retries"], "--root", str(repo), "--fail-on-risk"]
+    assert CliRunner().invoke(main, ["diff", *calm]).exit_code == 0

@@ -82,3 +82,38 @@ def test_the_templates_tools_keep_their_data_in_the_project_whatever_the_current
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "p" / ".flowctl" / "accounts.sqlite").is_file()
     assert not (tmp_path / ".flowctl" / "accounts.sqlite").exists()
+
+
+# ------------------------------------------------------------------ the printed next steps can be pasted
+def test_next_steps_spell_flowctl_as_given():
+    from flowctl.scaffold import NEXT_STEPS, next_steps
+
+    steps = next_steps("agent", "../.venv/bin/flowctl")
+    assert len(steps) == len(NEXT_STEPS["agent"])
+    assert all("../.venv/bin/flowctl " in cmd and " flowctl " not in f" {cmd}" for cmd, _ in steps)
+    assert steps[-1][0].startswith("FLOWCTL_MODEL_PROFILE=live ") and "OPENAI_API_KEY=... ../.venv/bin/flowctl run" in steps[-1][0]
+    assert next_steps("basic") == NEXT_STEPS["basic"] and next_steps("nope") == []
+
+
+def test_init_names_the_command_as_invoked_when_flowctl_is_not_on_path(tmp_path, monkeypatch):
+    from flowctl.cli.commands.init import program
+
+    monkeypatch.chdir(tmp_path)
+    assert program("my-project", ".venv/bin/flowctl", on_path="") == "../.venv/bin/flowctl"
+    assert program(".", ".venv/bin/flowctl", on_path="") == ".venv/bin/flowctl"
+    assert program("my-project", ".venv/bin/flowctl", on_path="/usr/bin/flowctl") == "flowctl"
+    assert program("my-project", "/opt/venv/bin/flowctl", on_path="") == "/opt/venv/bin/flowctl"
+    # a folder outside the current one: the absolute path (a relative one would be a maze of ..)
+    assert program(str(tmp_path.parent / "elsewhere"), ".venv/bin/flowctl", on_path="") == \
+        str(tmp_path / ".venv/bin/flowctl")
+
+
+def test_init_prints_next_steps_that_use_the_invoked_command(tmp_path):
+    # FLOWCTL_EXE is a path to the venv's script; where flowctl is not on PATH the steps use it
+    import os
+
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([FLOWCTL_EXE, "init", "p"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    steps = out.stdout.split("next:", 1)[1]
+    assert f"{FLOWCTL_EXE} validate --import-check" in steps and "\n  flowctl " not in steps

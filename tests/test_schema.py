@@ -43,6 +43,22 @@ def test_a_missing_field_elsewhere_is_still_reported():
     assert (missing.line, "'to'" in missing.message) == (6, True)
 
 
+def test_an_unknown_state_field_lists_only_the_fields_of_its_type():
+    (d,) = check("state", "id: t\ntype: succeed\nzzzqqq: 1\n")
+    assert d.code == "FC011"
+    assert d.hint == "known fields of a succeed state: description, id, type"
+    (d,) = check("state", "id: t\ntype: task\ntool: x\nzzzqqq: 1\n")
+    assert d.hint.startswith("known fields of a task state: ") and "tool" in d.hint and "decisions" not in d.hint
+
+
+def test_an_unknown_state_field_suggests_a_field_of_its_own_type():
+    # 'tols' is close to an agent's 'tools', but a task state has no such field: its 'tool' is meant
+    (d,) = check("state", "id: t\ntype: task\ntool: x\ntimeoutt: 1s\n")
+    assert d.hint == "did you mean 'timeout'?"
+    (d,) = check("state", "id: t\ntype: choice\ntols: [x]\n")
+    assert "tools" not in d.hint and d.hint.startswith("known fields of a choice state: ")
+
+
 def test_unknown_field_without_a_close_match_lists_the_known_ones():
     (d,) = check("policy", "policy: p\napplies_to: [x]\nzzzqqq: 1\n")
     assert d.code == "FC011"

@@ -160,7 +160,7 @@ def test_contracts_refuse_a_project_with_validate_errors_naming_the_first(tmp_pa
     alias = "id: sendalias\nversion: 1.0.0\nentrypoint: tk:pay\nexamples:\n  - input: {id: X-9, amount: 5}\n"
     root = project(tmp_path, **{"contracts/sendalias.v1.0.0.yaml": alias})
     code, out = flowctl("test", "--contracts", "--root", str(root))
-    assert code == 2, out
+    assert code == 1, out  # a definition error is a finding, as validate says
     assert "definition errors" in out and "[FC704]" in out and "contracts/" in out
     assert "PASS" not in out and "invoke" not in out  # nothing ran
 
@@ -168,7 +168,7 @@ def test_contracts_refuse_a_project_with_validate_errors_naming_the_first(tmp_pa
 def test_a_case_of_a_flow_whose_state_file_does_not_load_is_refused_at_that_file(tmp_path):
     root = project(tmp_path, cases={"pays.yaml": PASSES}, **{"states/done.yaml": "id: done\ntype: succeed\n  bad: [\n"})
     code, out = flowctl("test", "--root", str(root))
-    assert code == 2, out
+    assert code == 1, out
     assert "flow 'f' has definition errors: orchestration/states/done.yaml:3:6: cannot parse" in out
 
 

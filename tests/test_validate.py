@@ -459,6 +459,8 @@ def test_fc601_compensate_none_needs_a_reason(make_project):
     d = one(problems(root), "FC601")
     assert (d.severity, d.line, d.column) == ("error", 5, 13)
     assert "reason" in d.message
+    # the hint names the contract's top-level field with a line to copy
+    assert "top-level `reason` field" in d.hint and "`reason: mails cannot be unsent`" in d.hint
 
 
 def test_fc601_no_verify_with_nothing_to_undo_is_a_warning(make_project):
@@ -749,3 +751,28 @@ def test_fc806_a_decision_no_review_offers_is_an_error_with_the_one_meant(make_p
     assert (found.file, found.line) == ("orchestration/transitions/flow.yaml", 4)
     ok = flow.replace("'approved'", "'approve'")
     assert not of(problems(make_project({**REVIEWED, "transitions/flow.yaml": ok})), "FC806")
+
+
+# ------------------------------------------------------------------ FC406's hint offers only names in scope there
+def _fc406_hint(make_project, files):
+    return one(problems(make_project(files)), "FC406").hint
+
+
+def test_fc406_does_not_suggest_item_outside_a_maps_child_flow(make_project):
+    hint = _fc406_hint(make_project, {**MINIMAL, "transitions/flow.yaml": flow("begin>done?'iten.ok'", "begin>done")})
+    assert "item" not in hint and "input" in hint
+
+
+def test_fc406_suggests_item_in_the_flow_a_map_runs(make_project):
+    files = {**MINIMAL, "states/each.yaml": "id: each\ntype: map\nflow: one\nitems: input.items\n",
+             "states/step.yaml": "id: step\ntype: choice\n",
+             "transitions/flow.yaml": flow("begin>each", "each>done"),
+             "transitions/one.yaml": "flow: one\nstart: step\ntransitions:\n"
+                                     "  - {from: step, when: 'iten.ok', to: done}\n  - {from: step, to: done}\n"}
+    assert _fc406_hint(make_project, files) == "did you mean 'item'?"
+
+
+def test_fc406_a_bare_word_compared_with_eq_is_told_to_quote_it(make_project):
+    hint = _fc406_hint(make_project, {**MINIMAL, "transitions/flow.yaml": flow("begin>done?'input.plan == team'",
+                                                                              "begin>done")})
+    assert "'team' (in single quotes)" in hint and "item" not in hint

@@ -71,7 +71,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC802": ("type-mismatch-comparison", ERROR),
     "FC803": ("required-input-unset-on-path", ERROR),
     "FC804": ("sometimes-defined-in-condition", WARNING),
-    "FC805": ("function-argument-type", WARNING),
+    "FC805": ("function-argument-type", ERROR),
     "FC806": ("decision-not-offered", ERROR),
     "FC901": ("unknown-model-profile", ERROR),
     "FC902": ("unknown-prompt", ERROR),

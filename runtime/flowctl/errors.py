@@ -79,6 +79,13 @@ class ProjectError(FlowctlError):
     code = "PROJECT"
 
 
+class DefinitionError(ProjectError):
+    """A flow that cannot run because files it depends on have ``flowctl validate`` errors: a
+    finding, exit 1 like ``validate``'s (not a usage error)."""
+
+    code = "DEFINITION"
+
+
 class AccessError(FlowctlError):
     """A request to ``flowctl serve`` without a usable API key (none, unknown, wrong secret, revoked)."""
 
@@ -295,12 +302,24 @@ def handler_names(exc: BaseException) -> list[str]:
     return list(getattr(exc, "flowctl_names", None) or error_names(exc))
 
 
+def _subclasses(cls) -> list:
+    return [cls] + [d for sub in cls.__subclasses__() for d in _subclasses(sub)]
+
+
+#: ``{class name: class}`` of flowctl's step errors (a ``fail`` state naming one gets its code)
+_STEP_ERRORS = {cls.__name__: cls for cls in _subclasses(StepError)}
+
+
 def run_error(kind: type | str, message: str, state: str | None, attempt: int | None = None) -> dict:
     """A run's stored error ``{type, code, message, state[, attempt]}`` for an error ``kind``: a
     :class:`StepError` class (type its name, code its ``code``) or a declared error name (a ``fail``
-    state's or handler's ``error``: both type and code)."""
+    state's or handler's ``error``: both type and code, unless it names a flowctl step error, e.g. a
+    ``fail`` state re-raising ``error.type`` ``ExpressionError``: then that class's ``code``)."""
     if isinstance(kind, str):
         name = code = kind
+        known = _STEP_ERRORS.get(kind)
+        if known is not None and known.code not in (ToolError.code, FlowFailed.code):
+            code = known.code
     else:
         name, code = kind.__name__, kind.code
     err = {"type": name, "code": code, "message": message, "state": state}

@@ -32,3 +32,21 @@ def test_error_record_names_a_tool_exception_by_its_class_and_a_flowctl_error_by
 
 def test_first_line():
     assert first_line(ValueError("one\ntwo")) == "one" and first_line(ValueError()) == "ValueError"
+
+
+def test_a_declared_name_of_a_flowctl_step_error_gets_that_errors_code():
+    # a fail state re-raising `error.type` stores the stable code, as the engine's own error does
+    assert run_error("ExpressionError", "bad", "a")["code"] == "EXPRESSION_ERROR"
+    assert run_error("ToolUnavailable", "down", "a")["code"] == "TOOL_UNAVAILABLE"
+    assert run_error("ExpressionError", "bad", "a")["type"] == "ExpressionError"
+    # tool errors and declared failures keep their own names, as error_record gives them
+    assert run_error("ToolError", "x", "a")["code"] == "ToolError"
+    assert run_error("FlowFailed", "x", "a")["code"] == "FlowFailed"
+
+
+def test_a_run_stored_with_the_type_name_as_code_is_read_as_stored():
+    from flowctl.engine.result import result_from_row
+
+    old = {"type": "ExpressionError", "code": "ExpressionError", "message": "m", "state": "a"}
+    row = {"id": "r1", "flow": "f", "status": "failed", "error": old, "cursor": {"path": ["a"]}}
+    assert result_from_row(row).error == old

@@ -38,7 +38,7 @@ def test_a_failed_branch_cancels_the_others_and_compensates_completed_ones_newes
     items = [{"name": "a", "sleep": 0}, {"name": "bad", "sleep": 0.2, "fail": True},
              {"name": "late", "sleep": 0.6}, {"name": "never", "sleep": 0}]
     result = h.run(input={"items": items})
-    assert result.status == "failed" and result.error["code"] == "BranchFailed"
+    assert result.status == "failed" and result.error["code"] == "BRANCH_FAILED"  # the stable code, re-raised by the fail state
     assert "branch bad broke" in result.error["message"]
     children = sorted(h.store.list_runs(parent_id=result.run_id, limit=0), key=lambda r: r["input"]["name"])
     assert [(c["input"]["name"], c["status"]) for c in children] == [

@@ -11,9 +11,10 @@ from flowctl.errors import UsageError
 
 def test_flow_input_schema_refuses_bad_input(tmp_path):
     root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",
-                            **flow("a", "  - {from: a, to: done}\n", extra="input_schema: {type: object, required: [order_id]}\n")}, TOOLS)
-    with pytest.raises(UsageError, match="order_id"):
+                            **flow("a", "  - {from: a, to: done}\n", extra="input_schema: {type: object, required: [order_id, reason]}\n")}, TOOLS)
+    with pytest.raises(UsageError, match="order_id") as info:
         Harness(root).run(input={})
+    assert "'reason' is a required property" in str(info.value)  # every missing field, not the first only
 
 def test_unknown_params_are_refused(tmp_path):
     root = build(tmp_path, {"states/a.yaml": "id: a\ntype: choice\n",

@@ -33,7 +33,7 @@ def test_flow_on_error_when_state_has_no_match_and_set_records_error(tmp_path):
     assert result.status == "failed"
     assert result.path == ["a", "failed"]
     assert result.error == {"type": "Payments.CardDeclined", "code": "Payments.CardDeclined",
-                            "message": "card declined", "state": "failed"}
+                            "message": "card declined", "state": "a"}  # re-raised: blamed where it was raised
 
 def test_default_layer_fails_with_the_error_code(tmp_path):
     root = build(tmp_path, {**contract("boom", "boom"), **task("a", "boom@1.0.0"), **flow("a", linear("a"))}, TOOLS)

@@ -71,3 +71,20 @@ def test_uuid_and_now_are_recorded_in_the_audit_log(tmp_path):
     recorded = {r["kind"]: r["value"] for r in taken["data"]["recorded"]}
     assert recorded == {"uuid": result.output["id"], "now": result.output["at"]}
     assert result.output["at"].startswith("2026-01-01T00:00:00")  # the fake clock
+
+
+def test_a_failing_set_expression_names_its_own_key_and_the_transition(tmp_path):
+    # the error names the line of the key that failed (not the first key of the set) and the transition
+    # it belongs to; a fail state re-raising the caught error keeps the state the error was raised in
+    root = build(tmp_path, {
+        "states/a.yaml": "id: a\ntype: pass\n",
+        "states/failed.yaml": "id: failed\ntype: fail\nerror: {expr: error.type}\ncause: {expr: error.message}\n",
+        **flow("a", "  - from: a\n    to: done\n    set:\n      ok: input.email\n      m: abs(input.email)\n",
+               extra="on_error:\n  - {errors: ['*'], goto: failed}\n"),
+    }, TOOLS)
+    result = Harness(root).run(input={"email": "ada@example.com"})
+    assert result.status == "failed"
+    assert result.error["type"] == "ExpressionError" and result.error["code"] == "EXPRESSION_ERROR"
+    assert result.error["state"] == "a"
+    assert "transitions/f.yaml:9:10" in result.error["message"]
+    assert "'m' in the transition a → done" in result.error["message"]

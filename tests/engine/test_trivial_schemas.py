@@ -22,3 +22,18 @@ def test_trivial_schemas(schema, instance, valid):
 
 def test_missing_required_name_is_worded_by_the_validator():
     assert "'m' is a required property" in check_instance(REQUIRED, {"n": 1})
+
+
+def test_every_missing_required_field_is_named_not_only_the_first():
+    schema = {"type": "object", "required": ["email", "plan", "name"]}
+    problem = check_instance(schema, {})
+    assert all(f"'{n}' is a required property" in problem for n in ("email", "plan", "name")), problem
+
+
+def test_problems_of_different_fields_are_all_named_and_capped():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}
+    problem = check_instance(schema, {"a": 3})
+    assert "at /a: 3 is not of type 'string'" in problem and "'b' is a required property" in problem
+    many = {"type": "object", "required": [f"f{i}" for i in range(50)]}
+    problem = check_instance(many, {})
+    assert problem.count("is a required property") == 10 and problem.endswith("and more (the first 10 are shown)")

@@ -224,11 +224,36 @@ def check_order(project: Project):
                 default_at[t.source] = t
 
 
+#: the run scope's names outside a map's child flow (where ``item`` and ``index`` are always null)
+_NOT_PER_ITEM = tuple(n for n in RUN_SCOPE if n not in ("item", "index"))
+
+
+def _map_child_docs(project: Project) -> set:
+    """``id()`` of the documents evaluated per item of a map: the map states, the flows they run and
+    those flows' states."""
+    maps = [s for s in project.states.values() if s.type == "map"]
+    flows = {s.flow for s in maps if getattr(s, "flow", None)}
+    out = {id(s.doc) for s in maps}  # item_input maps each item
+    for flow_id in flows:
+        flow = project.flows.get(flow_id)
+        if flow is None:
+            continue
+        out.add(id(flow.doc))
+        for state_id, _ in flow.named_states():
+            state = project.states.get(state_id)
+            if state is not None:
+                out.add(id(state.doc))
+    return out
+
+
 def check_expressions(project: Project):
     """FC401 syntax, FC402 double-quoted literal, FC403 bare backtick literal, FC404 unknown function,
     FC406 a name the expression's scope does not have (always null: a typo)."""
+    per_item = _map_child_docs(project)
     for doc, path, text, scope in iter_expressions(project):
-        for code, offset, message, hint in lint_expression(text, SCOPES[scope]):
+        names = SCOPES[scope]
+        suggest = names if scope != "run" or id(doc) in per_item else _NOT_PER_ITEM
+        for code, offset, message, hint in lint_expression(text, names, suggest):
             style = doc.style(tuple(path))
             line, col = doc.at(tuple(path))
             if style in ('"', "'"):
@@ -266,10 +291,13 @@ def check_contracts(project: Project):
                                      hint="name verify: module:function (input, output, call) -> bool")
                 if not c.compensate:
                     yield c.doc.diag("FC601", f"'{c.ref}' declares side effects but no compensate", ("side_effects",),
-                                     hint="name compensate: module:function, or say compensate: none with a reason")
+                                     hint="name compensate: module:function, or say compensate: none with a "
+                                          "reason (top-level fields of the contract: `compensate: none` and "
+                                          "`reason: mails cannot be unsent`)")
                 elif c.compensate == "none" and not c.reason:
                     yield c.doc.diag("FC601", "compensate: none needs a reason", ("compensate",),
-                                     hint="say why this effect needs no undo: reason: …")
+                                     hint="say why this effect needs no undo in the contract's top-level `reason` "
+                                          "field, next to `compensate: none`, e.g. `reason: mails cannot be unsent`")
             else:
                 if c.compensate and c.compensate != "none":
                     yield c.doc.diag("FC602", f"'{c.ref}' declares no side effects but names compensate", ("compensate",),

@@ -18,7 +18,8 @@ FC801   error      a path into a field no path defines (``context.frad``: "did y
 FC802   error      a comparison of two known, different JSON types (``number > string``)
 FC803   error      a required tool input read from a context key some path into the state never sets
 FC804   warning    a context key only *sometimes* set, compared or passed to a function in a ``when``
-FC805   warning    a JMESPath function given an argument type it rejects
+FC805   error      a JMESPath function given an argument type it rejects (a warning for the elements
+                   of an array: an empty one passes)
 ======  =========  =================================================================================
 
 Sound where it speaks, silent where it cannot know: unknown shapes (no schema, ``review.data`` of a

@@ -97,7 +97,7 @@ class Site:
         self.flow = flow
         self.found: dict = {}
 
-    def report(self, code, message, name, hint=""):
+    def report(self, code, message, name, hint="", severity=""):
         key = (code, message)
         if key in self.found:
             return
@@ -108,7 +108,7 @@ class Site:
             col += 1 + offset
         elif style == "" and "\n" not in self.text:
             col += offset
-        self.found[key] = Diagnostic(code, message, self.doc.file, line, col, hint)
+        self.found[key] = Diagnostic(code, message, self.doc.file, line, col, hint, severity)
 
 
 def _offset(text, name) -> int:
@@ -397,9 +397,11 @@ class Inference:
                 items = val.shape.items.non_null()
                 want = {t.split("-", 1)[1] for t in allowed}
                 if items and not (items & want):
+                    # a warning: an empty array has no element to refuse, so the call may succeed
                     site.report("FC805", f"{name}() takes {' or '.join(allowed)}; the elements of {what} are "
-                                f"{S.type_names(items)}", (val.label or "").split(".")[-1] or name,
-                                hint=f"pass {' or '.join(allowed)}")
+                                f"{S.type_names(items)}, so the call fails with ExpressionError unless it is empty",
+                                (val.label or "").split(".")[-1] or name,
+                                hint=f"pass {' or '.join(allowed)}", severity="warning")
 
     def _multi_select_list(self, node, cur):
         items = [self.visit(c, cur).shape for c in node.get("children") or ()]

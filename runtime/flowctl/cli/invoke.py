@@ -2,7 +2,8 @@
 
 :func:`call` imports ``flowctl.cli.commands.<name>``, runs its ``run(**options)`` and exits with
 the code it returns. Errors of the exception tree (:mod:`flowctl.errors`) print ``error: [CODE]
-message`` and a hint and exit 1 (a run conflict or failure) or 2 (usage, project, store); Ctrl-C
+message`` and a hint and exit 1 (a run conflict or failure, a flow with definition errors) or 2
+(usage, project, store); Ctrl-C
 and SIGTERM exit 130 saying how the run continues; a full disk or closed output is ``[OUTPUT]``;
 anything else is one ``internal error`` line (``FLOWCTL_DEBUG=1`` re-raises it).
 """
@@ -19,7 +20,7 @@ from flowctl.cli.commands import EXIT_FAILED, EXIT_USAGE
 
 
 def call(command: str, **kwargs) -> None:
-    from flowctl.errors import FlowctlError, ProjectError, RunConflict, StoreError, UsageError
+    from flowctl.errors import DefinitionError, FlowctlError, ProjectError, RunConflict, StoreError, UsageError
 
     if sys.stdout is None or sys.stderr is None:
         _closed_output()
@@ -28,7 +29,7 @@ def call(command: str, **kwargs) -> None:
         module = importlib.import_module(f"flowctl.cli.commands.{command}")
         code = module.run(**kwargs)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
-    except RunConflict as exc:
+    except (RunConflict, DefinitionError) as exc:  # a refused resume; a flow validate rejects
         _fail(exc, EXIT_FAILED)
     except (UsageError, ProjectError, StoreError) as exc:
         _fail(exc, EXIT_USAGE)

@@ -101,8 +101,9 @@ def init(folder, template):
     """Create a new project in FOLDER (default: here) that validates, runs and has golden cases.
 
     \b
-    Refuses, writing nothing, when FOLDER already has orchestration/.
-      flowctl init my-project && cd my-project && flowctl test
+    Refuses, writing nothing, when FOLDER already has orchestration/. Prints the next steps.
+      flowctl init /tmp/my-project && cd /tmp/my-project && flowctl test
+      flowctl init /tmp/my-agent --template agent
     """
     _call("init", folder=folder, template=template)
 
@@ -132,8 +133,8 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
     """Run FLOW on an input, checkpointing every step.
 
     Live progress goes to stderr; the outcome, the path and the output to stdout.
-    Exit 0 succeeded, 1 failed, 2 unusable (bad input, definition errors), 3 paused for review or
-    waiting on a timer (continue it with flowctl resume / flowctl recover).
+    Exit 0 succeeded, 1 failed or definition errors (as validate), 2 unusable (bad flags or input,
+    unknown flow), 3 paused for review or waiting on a timer (flowctl resume / flowctl recover).
 
     \b
     Examples:
@@ -221,7 +222,7 @@ def trace(run_id, root, db, fmt, last):
 @_root_db
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="How many recent runs to include.")
 @click.option("--since", metavar="TIME|DURATION", help="Only runs started since an ISO-8601 time or a duration ago (e.g. 1h).")
-@click.option("--flow", help="Only runs of this flow.")
+@click.option("--flow", help="Only runs of this flow (neither a flow of the project nor stored: exit 2, did you mean).")
 @click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text", show_default=True,
               help="prometheus: the text exposition format (for a node_exporter textfile or a push gateway).")
@@ -363,7 +364,8 @@ def graph(flow, root, fmt, output, show_data):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--replay", type=click.IntRange(min=1), metavar="N",  # issue 7: flowctl.testing.replay
               help="Also replay the last N recorded runs (run store: FLOWCTL_DB or .flowctl/flowctl.db) under HEAD and list those whose path would change.")
-def diff(base, head, root, fmt, output, replay):
+@click.option("--fail-on-risk", is_flag=True, help="Exit 1 when a change is flagged as a risk (CI); else 0 even with risks.")
+def diff(base, head, root, fmt, output, replay, fail_on_risk):
     """Show what changed between two versions of the flows: flows, states, transitions,
     handlers, contracts and policies added (+), removed (-) or changed (~), field by field,
     with risks flagged (a new side effect, a loosened policy) and the flows affected.
@@ -378,7 +380,7 @@ def diff(base, head, root, fmt, output, replay):
       flowctl diff origin/main HEAD --format markdown -o comment.md
       flowctl diff old_checkout/ new_checkout/ --format json
     """
-    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output, replay=replay)
+    _call("diff", base=base, head=head, root=root, fmt=fmt, output=output, replay=replay, fail_on_risk=fail_on_risk)
 
 
 @main.group()
@@ -432,8 +434,8 @@ def test_cmd(flow, contracts, min_coverage, suggest, junit, record, root):
     (no real waiting), the real policy gate; failures print as path diffs; coverage per flow.
 
     FLOW is a flow id, a case file or a folder of cases (default: every flow). Exit 0 all passed,
-    1 a case failed or coverage is below --min-coverage, 2 unusable (malformed case files, an
-    unknown flow, no cases).
+    1 a case failed, coverage is below --min-coverage or the flow has definition errors (as
+    flowctl validate), 2 unusable (malformed case files, an unknown flow, no cases).
 
     \b
     Examples:

@@ -115,7 +115,7 @@ def check(kind: str, doc: Document) -> list[Diagnostic]:
             missing = error.message.split("'")[1] if "'" in error.message else None
             if (tuple(error.absolute_path), missing) in suggested:
                 continue
-        out.extend(_translate(error, doc))
+        out.extend(_translate(error, doc, kind))
     if any(d.code == "FC609" for d in out):  # the file is refused: say everything wrong with its schemas at once
         from flowctl.definition.schema_lint import schema_problems
 
@@ -130,7 +130,20 @@ def check(kind: str, doc: Document) -> list[Diagnostic]:
     return out
 
 
-def _translate(error, doc: Document) -> list[Diagnostic]:
+def _known_fields(error, kind: str) -> dict:
+    """The fields an unknown field is told of: a state's those of its own ``type`` (the schema's
+    properties are every type's), else the schema's."""
+    known = error.schema.get("properties", {})
+    if kind == "state" and not error.absolute_path:
+        from flowctl.definition.model import STATE_FIELDS
+
+        own = STATE_FIELDS.get(error.instance.get("type")) if isinstance(error.instance.get("type"), str) else None
+        if own is not None:
+            return {k: v for k, v in known.items() if k in own or k in ("id", "type", "description")}
+    return known
+
+
+def _translate(error, doc: Document, kind: str = "") -> list[Diagnostic]:
     from jsonschema.exceptions import best_match
 
     path = tuple(error.absolute_path)
@@ -141,18 +154,19 @@ def _translate(error, doc: Document) -> list[Diagnostic]:
             return [_duration(doc, path, error.instance)]
         inner = best_match(error.context)
         if inner is not None and len(inner.absolute_path) >= len(error.absolute_path):
-            return _translate(inner, doc)
+            return _translate(inner, doc, kind)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = error.schema.get("properties", {})
+        known = _known_fields(error, kind)
+        of_type = f" of a {error.instance['type']} state" if known is not error.schema.get("properties") else ""
         out = []
         unknown = _unknown_keys(error.instance, known)
         for key in unknown[:UNKNOWN_REPORTED]:
-            hint = did_you_mean(key, known) or "known fields: " + ", ".join(sorted(known))
+            hint = did_you_mean(key, known) or f"known fields{of_type}: " + ", ".join(sorted(known))
             out.append(doc.diag("FC011", f"unknown field '{key}'", path + (key,), key=True, hint=hint))
         if len(unknown) > UNKNOWN_REPORTED:
             rest = unknown[UNKNOWN_REPORTED:]
             out.append(doc.diag("FC011", f"… and {len(rest):,} more unknown fields here ('{rest[0]}' first)",
-                                path + (rest[0],), key=True, hint="known fields: " + ", ".join(sorted(known))))
+                                path + (rest[0],), key=True, hint=f"known fields{of_type}: " + ", ".join(sorted(known))))
         return out
     if path and path[-1] in DURATION_FIELDS and error.validator in ("type", "pattern"):
         return [_duration(doc, path, error.instance)]

@@ -155,19 +155,36 @@ def _slow(entry, schema):
 
 
 def check_instance(schema, instance):
-    """None when ``instance`` satisfies ``schema``, else one line: ``at /pointer: message``
-    (or what is wrong with the schema itself)."""
-    found = locate_problem(schema, instance)
+    """None when ``instance`` satisfies ``schema``, else one line naming every problem: ``at
+    /pointer: message`` for each (the most relevant first, at most :data:`REPORTED`, joined by
+    ``; ``), or what is wrong with the schema itself."""
+    found = _problems(schema, instance)
     if found is None:
         return None
-    where, message = found
-    return message if where is None else f"at {where}: {message}"
+    said = [message if where is None else f"at {where}: {message}" for where, message in found[:REPORTED]]
+    return "; ".join(said) + (f"; and more (the first {REPORTED} are shown)" if len(found) > REPORTED else "")
 
 
 def locate_problem(schema, instance):
     """None when ``instance`` satisfies ``schema``, else ``(pointer, message)``: the JSON Pointer
     (RFC 6901) into ``instance`` of the first problem (``"/amount"``; ``"/"`` for the whole value),
     or None when the schema itself cannot be checked, and one readable line."""
+    found = _problems(schema, instance)
+    return None if found is None else found[0]
+
+
+#: the problems one message names at most (an input may be wrong in a thousand places)
+REPORTED = 10
+
+
+def _pointer(error) -> str:
+    return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
+
+
+def _problems(schema, instance):
+    """None when ``instance`` satisfies ``schema``, else ``[(pointer or None, message)]``: the most
+    relevant problem first, then the others (at most :data:`REPORTED` + 1; `{}` for a schema
+    requiring three fields has three)."""
     if not schema:
         return None
     entry = _compile(schema)
@@ -175,7 +192,7 @@ def locate_problem(schema, instance):
     if trivial is not None and trivial(instance):
         return None
     if entry[3] is not None:
-        return None, f"the schema refers to {entry[3]!r}, which is not inside it; schemas are never fetched"
+        return [(None, f"the schema refers to {entry[3]!r}, which is not inside it; schemas are never fetched")]
     fast = entry[0]
     if fast is not None:
         try:
@@ -189,11 +206,21 @@ def locate_problem(schema, instance):
             return None
         from jsonschema.exceptions import best_match
 
-        error = best_match(v.iter_errors(instance))
+        errors = []
+        for error in v.iter_errors(instance):
+            errors.append(error)
+            if len(errors) > REPORTED:
+                break
+        best = best_match(errors)
+        found = [(_pointer(best), best.message)]
+        for other in errors:
+            inner = best_match([other])
+            said = (_pointer(inner), inner.message)
+            if said not in found:
+                found.append(said)
+        return found
     except RecursionError:
-        return None, "the schema refers to itself without end ($ref cycle); it cannot be checked"
+        return [(None, "the schema refers to itself without end ($ref cycle); it cannot be checked")]
     except Exception as exc:  # noqa: BLE001 - an invalid schema (pattern: 5, an unresolvable $ref …)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return None, f"the schema itself is invalid ({type(exc).__name__}: {first})"
-    where = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
-    return where, error.message
+        return [(None, f"the schema itself is invalid ({type(exc).__name__}: {first})")]

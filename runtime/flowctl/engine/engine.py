@@ -40,7 +40,8 @@ from flowctl.engine.launchers import QueueLauncher, ThreadLauncher
 from flowctl.engine.result import EXIT_CODES, RunResult, new_run_id
 from flowctl.engine.tools import resolve
 from flowctl.gate.policy import function_aliases
-from flowctl.errors import LeaseLost, ProjectError, RecordTampered, RunConflict, RunNotFound, StoreError, UsageError
+from flowctl.errors import (DefinitionError, LeaseLost, ProjectError, RecordTampered, RunConflict, RunNotFound,
+                            StoreError, UsageError)
 from flowctl.store.sql import FINAL
 
 #: old names (``flowctl.engine.engine._child_flows``) for callers outside the engine
@@ -163,7 +164,7 @@ class Engine:
         flow = self.project.flows.get(flow_id)
         if flow is None:
             if ("flow", flow_id) in self.project.broken:
-                raise UsageError(f"flow '{flow_id}' has errors and cannot run", hint="run: flowctl validate")
+                raise DefinitionError(f"flow '{flow_id}' has errors and cannot run", hint="run: flowctl validate")
             raise no_flow(flow_id, self.project.flows)
         return flow
 

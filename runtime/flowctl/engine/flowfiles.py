@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flowctl.check.topology import child_flows, flow_graph
 from flowctl.diagnostics import ERROR
-from flowctl.errors import ProjectError
+from flowctl.errors import DefinitionError
 
 CHECKED_NAME = "checked-v1.json"
 #: keys kept in the cache (the newest): one per definition digest and flow run lately
@@ -81,9 +81,10 @@ def flow_files(project, flow) -> set:
 
 
 def refuse_broken(project, flow, diagnostics) -> None:
-    """Raise :class:`ProjectError` (exit 2) when ``flow`` cannot run as defined: an error among
-    ``diagnostics`` (what ``validate(project)`` found) in a file the flow depends on, or in the file
-    of a state, tool or flow it names that did not load; or a part it names that is not defined."""
+    """Raise :class:`DefinitionError` (exit 1, as ``validate``) when ``flow`` cannot run as defined:
+    an error among ``diagnostics`` (what ``validate(project)`` found) in a file the flow depends on,
+    or in the file of a state, tool or flow it names that did not load; or a part it names that is
+    not defined."""
     files = flow_files(project, flow)
     missing = missing_parts(project, flow)
     errors = [d for d in diagnostics if d.severity == ERROR
@@ -91,10 +92,10 @@ def refuse_broken(project, flow, diagnostics) -> None:
     if errors:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ProjectError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
+        raise DefinitionError(f"flow '{flow.id}' has definition errors: {first.location}: {first.message}{more}",
                            hint="run: flowctl validate")
     if missing:
-        raise ProjectError(f"flow '{flow.id}' uses {missing[0]!r}, which is not defined", hint="run: flowctl validate")
+        raise DefinitionError(f"flow '{flow.id}' uses {missing[0]!r}, which is not defined", hint="run: flowctl validate")
     if any(ref for sid in flow_graph(project, flow) if (state := project.states.get(sid)) for ref in tool_refs(state)):
         _refuse_unloaded_gate_files(project, flow, diagnostics)
 
@@ -109,7 +110,7 @@ def _refuse_unloaded_gate_files(project, flow, diagnostics) -> None:
         return
     found = [d for d in diagnostics if d.severity == ERROR and d.file.startswith(folders)]
     where = f"{found[0].location}: {found[0].message}" if found else f"a {sorted(broken)[0]} file does not load"
-    raise ProjectError(f"flow '{flow.id}' calls tools and a file the gate reads does not load: {where}",
+    raise DefinitionError(f"flow '{flow.id}' calls tools and a file the gate reads does not load: {where}",
                        hint="the gate decides only on policies and contracts that load; fix the file (flowctl validate)")
 
 
@@ -206,7 +207,7 @@ def refuse_unknown_profile(project, flow) -> None:
 def refuse_unchecked(project, flow, diagnostics=None) -> None:
     """:func:`refuse_broken` of ``flow`` on ``diagnostics`` (None: ``validate(project)``, run only
     when needed), unless this definition's ``flow`` passed it before; a pass is remembered.
-    Raises :class:`ProjectError` as :func:`refuse_broken` does."""
+    Raises :class:`DefinitionError` as :func:`refuse_broken` does."""
     if was_checked(project, flow):
         return
     if diagnostics is None:

@@ -17,8 +17,10 @@ class Move:
     def __init__(self, t):
         self.to, self.when, self.line = t.to, t.when, t.line()
         self.short = len(t.when or "") <= FIT_STRING
-        self.evaluate = compile_expr(t.when, t.where("when")).evaluate if t.when is not None else None
-        self.apply_set = compile_set(t.set, t.where("set"))
+        # an ExpressionError names the transition and the line of the `when`, or of the `set` key that failed
+        edge = f"the transition {t.source} → {t.to}"
+        self.evaluate = compile_expr(t.when, f"{t.where('when')} ({edge})").evaluate if t.when is not None else None
+        self.apply_set = compile_set(t.set, lambda key: f"{t.where('set', key)} (set of {key!r} in {edge})")
 
 
 def moves(project, flow, state_id) -> tuple:

@@ -221,7 +221,7 @@ _LINT_CACHE: dict = {}
 _SYNTAX_HINT = "JMESPath syntax: https://jmespath.org/specification.html"
 
 
-def lint(text: str, names: tuple | None = None) -> list[tuple[str, int, str, str]]:
+def lint(text: str, names: tuple | None = None, suggest: tuple | None = None) -> list[tuple[str, int, str, str]]:
     """Problems in one expression's source: ``[(code, offset, message, hint)]``.
 
     ``offset`` is the 0-based character position inside ``text``. Codes: FC401 syntax,
@@ -230,14 +230,15 @@ def lint(text: str, names: tuple | None = None) -> list[tuple[str, int, str, str
     fields the scope has) a path starting with another name, which is always null — a typo such
     as ``respons.total``, or a bare ``true``/``false``; FC407 a bare ``null`` (a warning: it is
     null, as meant); FC408 nesting deeper than :data:`MAX_NESTING` (it could not run).
-    Results are cached per text and names.
+    ``suggest``: the names FC406's "did you mean" may offer (default ``names``: those that hold a
+    value at that place). Results are cached per text and names.
     """
-    key = (text, names)
+    key = (text, names, suggest)
     found = _LINT_CACHE.get(key)
     if found is None:
         found = _lint(text)
         if names is not None and not found:
-            found = _unknown_names(text, names)
+            found = _unknown_names(text, names, names if suggest is None else suggest)
         if len(_LINT_CACHE) < 100_000:
             _LINT_CACHE[key] = found
     return list(found)
@@ -284,9 +285,10 @@ def root_names(text: str, tree) -> list:
     return found
 
 
-def _unknown_names(text: str, names: tuple) -> list:
+def _unknown_names(text: str, names: tuple, suggest: tuple) -> list:
     tree = parsed(text)
     problems = []
+    compared = _compared_words(tree)
     for name in root_names(text, tree):
         if name in names:
             continue
@@ -296,12 +298,30 @@ def _unknown_names(text: str, names: tuple) -> list:
             continue
         import difflib
 
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "an expression starts from one of: " + ", ".join(names)
+        close = difflib.get_close_matches(name, suggest, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "an expression starts from one of: " + ", ".join(suggest)
+        if name in compared:
+            hint = (f"a bare word is a field name in JMESPath: write '{name}' (in single quotes) to compare "
+                    f"with the string" + (f"; or did you mean '{close[0]}'?" if close else ""))
         offset = _identifier_offset(text, name)
         problems.append(("FC406", offset, f"'{name}' is not in the scope of this expression, so it is always null",
                          hint))
     return problems
+
+
+def _compared_words(tree) -> set:
+    """Bare field names that are a whole side of a ``==``/``!=`` (``team`` in ``input.plan == team``:
+    most likely a string meant)."""
+    found, stack = set(), [tree]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, dict):
+            continue
+        children = n.get("children") or []
+        if n.get("type") == "comparator" and n.get("value") in ("eq", "ne"):
+            found.update(c["value"] for c in children if isinstance(c, dict) and c.get("type") == "field")
+        stack.extend(children)
+    return found
 
 
 def _root_fields(node) -> list:

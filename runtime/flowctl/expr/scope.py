@@ -46,12 +46,15 @@ def compile_mapping(mapping, where: str = ""):
     return lambda scope: mapping
 
 
-def compile_set(assignments: dict | None, where: str = ""):
+def compile_set(assignments: dict | None, where=""):
     """:func:`apply_set` compiled once for these ``assignments``: a function
-    ``(context, scope, check=None) -> new context``, or None when there is nothing to set."""
+    ``(context, scope, check=None) -> new context``, or None when there is nothing to set.
+    ``where``: the ``file:line:column`` an ExpressionError names, or a function ``key -> where``
+    (each key's own value located)."""
     if not assignments:
         return None
-    plan = [(key, compile_mapping(expr, where)) for key, expr in assignments.items()]
+    at = where if callable(where) else (lambda key: where)
+    plan = [(key, compile_mapping(expr, at(key))) for key, expr in assignments.items()]
     if any("." in key for key in assignments):
         def apply(context: dict, scope: dict, check=None) -> dict:
             return _write(context, [(key, fn(scope)) for key, fn in plan], check)

@@ -36,6 +36,14 @@ NEXT_STEPS = {
 }
 
 
+def next_steps(template: str, program: str = "flowctl") -> list[tuple[str, str]]:
+    """:data:`NEXT_STEPS` of ``template`` (``[]`` for one without) with each ``flowctl`` command
+    spelled ``program`` (e.g. ``../.venv/bin/flowctl`` where ``flowctl`` is not on PATH)."""
+    import re
+
+    return [(re.sub(r"(^|(?<= ))flowctl(?= )", lambda m: program, cmd), what) for cmd, what in NEXT_STEPS.get(template, [])]
+
+
 def templates() -> list[str]:
     """The names of the templates shipped with flowctl, sorted."""
     return sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and p.name not in SKIP)

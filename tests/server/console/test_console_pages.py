@@ -28,6 +28,19 @@ def test_runs_are_filtered_by_flow_status_and_id_text_and_paged(console):
     assert 'hx-trigger="every 3s"' in c.get("/console/runs/rows").text  # the status stays live
 
 
+def test_an_unknown_status_filter_is_refused_naming_the_valid_ones(console):
+    # not every run shown as if filtered
+    console.fix()
+    run_id = console.engine.run("ship", {"to": "Oslo"}).run_id
+    c = admin(console)
+    for url in ("/console/runs?status=bogus", "/console/runs/rows?status=bogus"):
+        answer = c.get(url)
+        assert answer.status_code == 400, url
+        assert "bogus" in answer.text and "paused" in answer.text and "succeeded" in answer.text
+        assert run_id not in answer.text
+    assert run_id in c.get("/console/runs?status=").text  # an empty status is no filter
+
+
 def test_a_run_page_shows_graph_marks_timeline_masked_data_and_audit(console):
     paused = console.engine.run("charge", {"amount": 10, "card": "4111-1111"})
     c = admin(console)

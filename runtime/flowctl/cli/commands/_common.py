@@ -83,19 +83,27 @@ def project_root(root) -> Path:
     return find_root(root)
 
 
-def note_unknown_flow(root, flow) -> None:
-    """On standard error, when ``flow`` (a ``--flow`` filter) is no flow file of the project:
-    ``note: no flow 'x' in this project (did you mean 'y'?)``: an empty listing then says why. Reads
-    only the names of ``orchestration/transitions/`` (no definition is loaded)."""
+def unknown_flow(root, flow):
+    """The :class:`~flowctl.errors.UsageError` ``no flow 'x'`` (did you mean) when ``flow`` (a
+    ``--flow`` filter) is no flow file of the project, else None. Reads only the names of
+    ``orchestration/transitions/`` (no definition is loaded)."""
     if not flow:
-        return
+        return None
     folder = project_root(root) / "orchestration" / "transitions"
     names = sorted(p.stem for p in folder.glob("*") if p.suffix in (".yaml", ".yml", ".json")) if folder.is_dir() else []
     if flow in names:
-        return
-    from flowctl.definition.kinds import unknown_flow_hint
+        return None
+    from flowctl.definition.kinds import no_flow
 
-    click.echo(f"note: no flow '{flow}' in this project ({unknown_flow_hint(flow, names)})", err=True)
+    return no_flow(flow, names)
+
+
+def note_unknown_flow(root, flow) -> None:
+    """On standard error, when ``flow`` (a ``--flow`` filter) is no flow file of the project:
+    ``note: no flow 'x' in this project (did you mean 'y'?)``: an empty listing then says why."""
+    err = unknown_flow(root, flow)
+    if err is not None:
+        click.echo(f"note: {err} in this project ({err.hint})", err=True)
 
 
 def open_reader(db, project_root, *, empty_ok: bool = False):

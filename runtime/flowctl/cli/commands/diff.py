@@ -2,14 +2,15 @@
 
 BASE and HEAD are each a git revision (read from git objects; the working tree is not touched)
 or a folder holding ``orchestration/``. Default BASE: the merge base of HEAD with the default
-branch; default HEAD: the working tree. Exit 0 (changes or not), 2 when unusable.
+branch; default HEAD: the working tree. Exit 0 (changes and risks or not), 1 with
+``--fail-on-risk`` when a change is flagged as a risk, 2 when unusable.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from flowctl.cli.commands import EXIT_OK
+from flowctl.cli.commands import EXIT_FAILED, EXIT_OK
 
 FORMATS = ("text", "markdown", "json", "svg")
 
@@ -73,7 +74,7 @@ class Sides:
         return load_files(gitsource.read_revision(top, commit, prefix), self.project_root or top), f"{label} ({commit[:7]})"
 
 
-def run(base, head, root, fmt: str, output, replay=None) -> int:
+def run(base, head, root, fmt: str, output, replay=None, fail_on_risk: bool = False) -> int:
     from flowctl.diff.core import diff_projects
     from flowctl.diff.render import RENDERERS
     from flowctl.errors import UsageError
@@ -94,4 +95,4 @@ def run(base, head, root, fmt: str, output, replay=None) -> int:
 
         result = add_to_diff(result, fmt, sides.project_root or Path.cwd(), head_project, head_label, replay)
     emit(result, output)
-    return EXIT_OK
+    return EXIT_FAILED if fail_on_risk and diff.risks() else EXIT_OK

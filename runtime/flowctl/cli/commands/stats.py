@@ -1,6 +1,7 @@
 """``flowctl stats``: success rate, steps, failure and retry rates per tool, step durations; with
 ``--check`` the defence rates against their thresholds (exit 1 when one is over); with
-``--format prometheus`` the same figures in Prometheus' text exposition format.
+``--format prometheus`` the same figures in Prometheus' text exposition format. ``--flow`` naming
+no flow of the project, and no stored run, is a usage error (exit 2, with the flow it may mean).
 
 Thresholds: :data:`flowctl.store.health.THRESHOLDS`, overridden by ``thresholds:`` in
 ``orchestration/project.yaml`` (fractions 0-1)."""
@@ -11,7 +12,7 @@ import json
 import click
 
 from flowctl.cli.commands import EXIT_FAILED, EXIT_OK
-from flowctl.cli.commands._common import note_unknown_flow, open_reader, project_root
+from flowctl.cli.commands._common import open_reader, project_root, unknown_flow
 from flowctl.store.history import stats
 
 #: rows shown per model table in text (json has them all)
@@ -88,7 +89,7 @@ def project_thresholds(root) -> dict:
 
 def run(root, db, fmt, limit, since=None, flow=None, all_=False, check=False, bucket=None) -> int:
     width = parse_bucket(bucket)
-    note_unknown_flow(root, flow)
+    typo = unknown_flow(root, flow)
     where = project_root(root)
     store = open_reader(db, where, empty_ok=True)
     try:
@@ -101,6 +102,8 @@ def run(root, db, fmt, limit, since=None, flow=None, all_=False, check=False, bu
             s = compute(store, limit, parse_since(since), flow=flow, children=all_, bucket=width)
     finally:
         store.close()
+    if typo is not None and not s.get("runs"):  # no such flow file and no run of it: a typo (exit 2)
+        raise typo
     over = [name for name, d in (s.get("defence") or {}).items() if d["over"]]
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))

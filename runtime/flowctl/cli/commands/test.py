@@ -4,10 +4,10 @@ Golden path cases (``orchestration/tests/<flow>/*.yaml``) run with mocked tools 
 failures print as path diffs; coverage per flow. Model steps the case does not mock answer from
 its cassette (``orchestration/tests/<flow>/cassettes/<case>.yaml``); ``--record`` writes that
 cassette from the real provider of each such state's profile (:mod:`flowctl.testing.cassettes`). ``--contracts`` runs the contract tests instead
-(the real tools, in their sandbox). Exit 0 all passed (and coverage met), 1 a failure or coverage
-below ``--min-coverage``, 2 unusable (malformed case files, an unknown flow, no cases to run, or
-definition errors: golden cases refuse flows whose files have ``flowctl validate`` errors,
-``--contracts`` refuses a project with any, naming the first).
+(the real tools, in their sandbox). Exit 0 all passed (and coverage met), 1 a failure, coverage
+below ``--min-coverage`` or definition errors (golden cases refuse flows whose files have
+``flowctl validate`` errors, ``--contracts`` refuses a project with any, naming the first), 2
+unusable (malformed case files, an unknown flow, no cases to run).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from flowctl.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from flowctl.errors import ProjectError, UsageError
+from flowctl.errors import DefinitionError, UsageError
 
 
 def run(flow, contracts: bool, min_coverage, suggest: bool, junit, root, record: bool = False) -> int:
@@ -68,7 +68,7 @@ def _selection(project, flow):
         from flowctl.definition.kinds import no_flow
 
         if ("flow", flow) in project.broken:
-            raise ProjectError(f"flow '{flow}' has definition errors", hint="run: flowctl validate")
+            raise DefinitionError(f"flow '{flow}' has definition errors", hint="run: flowctl validate")
         raise no_flow(flow, project.flows)
     return [flow], None
 
@@ -191,7 +191,7 @@ def _recorded(result, show) -> None:
 
 
 def _check_definitions(project, flow_ids) -> None:
-    """Refuse (exit 2) flows whose definition files have errors, as ``flowctl run`` does."""
+    """Refuse (exit 1, as ``validate``) flows whose definition files have errors, as ``flowctl run`` does."""
     from flowctl.check.checks import validate
     from flowctl.engine.flowfiles import refuse_broken
 
@@ -204,7 +204,7 @@ def _check_definitions(project, flow_ids) -> None:
 
 
 def _check_project(project) -> None:
-    """Refuse (exit 2) contract tests of a project with validate errors: they call real tools, and
+    """Refuse (exit 1, as ``validate``) contract tests of a project with validate errors: they call real tools, and
     a project the gate cannot trust (e.g. FC704, contracts disagreeing on a function's effects)
     must not decide which of them count as read-only."""
     from flowctl.check.checks import validate
@@ -214,7 +214,7 @@ def _check_project(project) -> None:
     if errors:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ProjectError(f"the project has definition errors: {first.location}: [{first.code}] {first.message}{more}",
+        raise DefinitionError(f"the project has definition errors: {first.location}: [{first.code}] {first.message}{more}",
                            hint="run: flowctl validate; contract tests run real tools, so they need a valid project")
 
 

@@ -21,11 +21,15 @@ def succeed(ctx, state):
 
 def fail(ctx, state):
     """End the run failed with the state's ``error`` and ``cause``. It does not compensate unless
-    the state says ``compensate: true`` (a handler may already have compensated)."""
+    the state says ``compensate: true`` (a handler may already have compensated). A state that
+    re-raises the caught error (its ``error`` evaluates to the caught ``error.type``) keeps the
+    state that error was raised in, so the run is blamed where it failed."""
     scope = ctx.scope()
     err_name = _literal_or_expr(state.error, scope, state.where("error"))
     cause = _literal_or_expr(state.cause, scope, state.where("cause")) or ""
-    err = run_error(str(err_name), str(cause), state.id)
+    caught = ctx.cursor.error
+    origin = caught.get("state") if isinstance(caught, dict) and caught.get("type") == str(err_name) else None
+    err = run_error(str(err_name), str(cause), origin or state.id)
     if state.compensate and ctx.cursor.saga:
         ctx.cursor.after_compensation = {"fail": err, "compensate": True}  # the step loop compensates, then fails
         ctx.commit()

@@ -1,7 +1,7 @@
 """The Runs page: ``GET /console/runs`` [runs:read] — top-level runs newest first, filtered by flow,
 status, time window and text in the id, a page at a time, their status kept live by htmx polling.
 
-Query: ``flow``, ``status`` (one of the store's statuses), ``window`` (``1h``, ``24h``, ``7d``,
+Query: ``flow``, ``status`` (one of the store's statuses; another is answered 400 naming them), ``window`` (``1h``, ``24h``, ``7d``,
 ``30d`` or empty: any time), ``q`` (text the id contains), ``cursor`` (the previous page's last
 ``(created_at, id)``, opaque). The rows come from :func:`flowctl.store.pages.runs_page` (one indexed
 query per page of the store's ``(status|flow, created_at, id)`` indexes), so the page costs the
@@ -17,7 +17,7 @@ import json
 
 from flowctl.server import views
 from flowctl.server.console.auth import page
-from flowctl.server.console.web import render
+from flowctl.server.console.web import message, render
 from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES
 
@@ -100,6 +100,16 @@ def find(service, f: dict, cursor: str | None, limit: int = PAGE) -> tuple:
     return found, (cursor_out(found[-1]) if more and found else None)
 
 
+def _bad_status(request):
+    """A 400 page naming the valid statuses when ``status`` is given and is none of them (an empty
+    one is no filter), else None: ``?status=bogus`` must not show every run as if filtered."""
+    status = request.query_params.get("status")
+    if status and status not in STATUSES:
+        return message(request, 400, "Unknown status",
+                       f"status {status[:40]!r} is not a run status; use one of: {', '.join(STATUSES)}")
+    return None
+
+
 def _rows(service, request):
     f = filters(request.query_params)
     rows, nxt = find(service, f, request.query_params.get("cursor"))
@@ -110,7 +120,10 @@ def routes(router, service) -> None:
     @router.get("/runs")
     @page("runs:read")
     def runs(request, viewer):
-        """The Runs page."""
+        """The Runs page (400 for a status that is none of the store's)."""
+        refused = _bad_status(request)
+        if refused is not None:
+            return refused
         f, rows, nxt = _rows(service, request)
         return render(request, "runs.html", f=f, rows=rows, next=nxt, statuses=STATUSES, windows=list(WINDOWS),
                       flows=sorted(service.project.flows), cursor=request.query_params.get("cursor") or "")
@@ -118,7 +131,10 @@ def routes(router, service) -> None:
     @router.get("/runs/rows")
     @page("runs:read")
     def rows(request, viewer):
-        """The table body of the Runs page (polled)."""
+        """The table body of the Runs page (polled; 400 for an unknown status)."""
+        refused = _bad_status(request)
+        if refused is not None:
+            return refused
         f, rows, nxt = _rows(service, request)
         return render(request, "_runs_rows.html", f=f, rows=rows, next=nxt,
                       cursor=request.query_params.get("cursor") or "")
