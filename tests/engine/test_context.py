@@ -35,3 +35,22 @@ def test_a_listener_changing_the_event_it_is_shown_changes_nothing_recorded(tmp_
     assert all("meddled" not in e["data"] for e in stored)
     assert stored[0]["data"]["input"] == {"secret": "keep"}
     assert verify_chain(stored) == []
+
+
+def test_a_listener_that_fails_is_dropped_and_the_run_goes_on(tmp_path):
+    """``flowctl run … | head``: live progress into a closed pipe raised BrokenPipeError inside the
+    step, and the run failed with it as its error."""
+    root = build(tmp_path, {"states/a.yaml": "id: a\ntype: pass\nset: {n: '`1`'}\n", **flow("a", "  - {from: a, to: done}\n")},
+                 TOOLS)
+    h = Harness(root)
+    shown = []
+
+    def closed_pipe(event):
+        shown.append(event["type"])
+        raise BrokenPipeError(32, "Broken pipe")
+
+    h.engine.listener = closed_pipe
+    result = h.run()
+    assert result.status == "succeeded" and result.error is None
+    assert shown == ["run_started"] and h.engine.listener is None  # asked once, then no more
+    assert [e["type"] for e in h.store.events(result.run_id)][-1] == "run_succeeded"

@@ -134,7 +134,10 @@ class RunContext:
             if text is not None:
                 ev["data_json"] = text
             ev["run_id"] = self.id
-            listener(ev)
+            try:
+                listener(ev)
+            except Exception:  # noqa: BLE001 - a watcher (live progress into a closed pipe) never fails the run
+                self.engine.listener = None  # nor is asked again
 
     def take_events(self) -> list:
         """The events not committed yet, as dicts (``seq``, ``ts``, ``type``, ``state``, ``attempt``,

@@ -55,7 +55,7 @@ class Engine:
     ``clock``: a :class:`~flowctl.engine.clock.SystemClock` (default) or ``FakeClock``.
     ``max_inline_wait``: seconds a run may sleep in process (waits, retry delays) before it is
     parked as ``waiting`` instead. ``listener``: called with each audit event dict as it is
-    recorded (live progress). ``check``: refuse to run a flow whose files have validation errors.
+    recorded (live progress; one that raises is dropped, the run goes on). ``check``: refuse to run a flow whose files have validation errors.
     ``tool_resolver``: ``fn(contract, kind) -> callable or None`` consulted before importing a
     contract's ``entrypoint``/``verify``/``compensate`` (``kind``) — how ``flowctl test`` mocks
     tools and replay feeds recorded outputs; ``None`` from it means "use the real one".
