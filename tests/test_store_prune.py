@@ -445,3 +445,25 @@ def test_the_console_checks_a_pruned_run_as_audit_verify_does(tmp_path):
     marks = read(service, store.get_run(rid))
     assert marks["audit"]["ok"] and marks["audit"]["events"] < n
     assert any(note.startswith("not checked: events") for note in marks["audit"]["notes"])
+
+
+def test_a_pruned_failed_run_redriven_later_still_verifies_whole(tmp_path):
+    from flowctl.engine.redrive import redrive
+
+    files = dict(FILES, **contract("boom", "boom"), **task("x", "boom@1.0.0"),
+                 **{"transitions/h.yaml": "flow: h\nstart: a\ntransitions:\n  - {from: a, to: x}\n"
+                                          "  - {from: x, to: done}\n"
+                                          "on_error:\n  - {errors: [\"*\"], compensate: false}\n"})
+    root = build(tmp_path, files, TOOLS + "\ndef boom(input, call):\n    raise RuntimeError('down')\n")
+    store = sqlite_store(tmp_path)
+    h = Harness(root, store=store)
+    failed = h.run("h")
+    assert failed.status == "failed"
+    result = prune(store, CUTOFF, root / ".flowctl" / "archive", keep=keep_patterns("default"), now=time.time())
+    assert result.events and pruned_ranges(store, failed.run_id)
+    again = redrive(h.engine, failed.run_id, by="key:ann", reason="retry")
+    assert again.status == "failed"
+    n = store.get_run(failed.run_id)["last_seq"]
+    store.close()
+    out = _cli("audit", "verify", failed.run_id, "--root", root, "--db", f"sqlite:///{tmp_path}/flowctl.db")
+    assert out.exit_code == 0 and f"{n} events (with 1 archived range" in out.output, out.output

@@ -15,10 +15,12 @@ waiting, paused or queued run is never touched, nor a child run whose parent has
 Of a failed run, the rows holding :data:`REDRIVE_GUARD` events always stay (redrive reads them).
 
 Each run of pruned rows (a *range*: consecutive rows, events ``first_seq``..``last_seq``) is
-recorded in ``flowctl_pruned`` (schema 8) with the chain's hash before it and the hash of its last
-row, so ``flowctl audit verify RUN`` still checks the chain of what stays (it steps over each range
-by its two hashes, and says what was pruned where), and ``audit verify --archive`` checks the
-archived rows themselves (:mod:`flowctl.store.archive`).
+recorded in ``flowctl_pruned`` (schema 8) with the chain's hash before it, the hash of its last
+row and the archive's name and sha256. The chain is unkeyed, so those two hashes prove nothing of
+the range: ``flowctl audit verify RUN`` (:class:`RunAudit`) checks each range against the archive
+file with its sha256, its rows put back in the log; a range whose archive is not found is stepped
+over (:class:`PrunedChain`) and said *not checked*, and an anchored head past it fails.
+``audit verify --archive`` checks the archived rows alone (:mod:`flowctl.store.archive`).
 
 Order of work, so that no prune leaves a half-written store: (1) read the plan; (2) write the
 archive whole and fsync it; (3) in one transaction, for each run re-read its row (locked on
