@@ -350,7 +350,7 @@ class RunAudit:
     it cannot be proved without its archive."""
 
     def __init__(self, store, row: dict, steps: list, *, archive=None, folder=None, expect_head=None):
-        from flowctl.store.archive import archive_files, file_sha256, is_archive_name
+        from flowctl.store.archive import archive_files, is_archive_name
         from flowctl.store.audit import HeadCheck
 
         self.row, self.all_steps, self.archive = row, steps, archive
@@ -369,14 +369,14 @@ class RunAudit:
                 pass  # a malformed record is reported as such, its archives are not read
             elif archive is not None:
                 for p in files:
-                    files[p] = files[p] or file_sha256(p)
+                    files[p] = files[p] or _sha256(p)
                     if files[p] == rng["archive_sha256"]:
                         path = p
                         break
                 else:
                     self.problems.append(self._missing(rng, any(p.name == rng["archive"] for p in files), archive))
             elif folder is not None and is_archive_name(rng["archive"]) and (folder / rng["archive"]).is_file():
-                if file_sha256(folder / rng["archive"]) == rng["archive_sha256"]:
+                if _sha256(folder / rng["archive"]) == rng["archive_sha256"]:
                     path = folder / rng["archive"]
                 else:
                     self.problems.append(self._missing(rng, True, folder))
@@ -487,6 +487,16 @@ class RunAudit:
                 problems += head.finish()
         return AuditResult(problems, self.notes, self.run_check.chain.count, len(steps.steps), len(self.all_steps),
                            len(self.sources), self.left)
+
+
+def _sha256(path) -> str:
+    """The file's sha256 hex, or ``"unreadable"`` (matches no recorded sha256: reported as differing)."""
+    from flowctl.store.archive import file_sha256
+
+    try:
+        return file_sha256(path)
+    except OSError:
+        return "unreadable"
 
 
 def _in_store(step: dict, seen: dict) -> bool:
