@@ -78,7 +78,8 @@ def test_prune_round_trip_archive_and_verify(tmp_path, url):
     store.close()
     verified = _cli("audit", "verify", rid, "--root", root, "--db", url)
     assert verified.exit_code == 0, verified.output
-    assert f"events 1-{before[-1]['seq']} pruned into {rng['archive']}" in verified.output
+    assert (f"not checked: events 1-{before[-1]['seq']} (pruned into {rng['archive']}; not found — check them "
+            "with --archive DIR)") in verified.output
     whole = _cli("audit", "verify", rid, "--archive", tmp_path / "arch", "--root", root, "--db", url)
     assert whole.exit_code == 0, whole.output
     assert f"{len(before)} events (with 1 archived range), hash chain intact; run row, 1 step records" in whole.output
@@ -140,8 +141,7 @@ def test_an_edited_archive_fails_verify_naming_run_and_events(tmp_path):
     db = f"sqlite:///{tmp_path}/flowctl.db"
     whole = _cli("audit", "verify", rid, "--archive", tmp_path / "arch", "--root", root, "--db", db)
     assert whole.exit_code == 1
-    assert f"run {rid}: archive {result.path.name} is not the file" in whole.output
-    assert "was modified (hash differs)" in whole.output
+    assert f"run {rid}: archive {result.path.name} is not the file" in whole.output and "sha256 differs" in whole.output
 
 
 def test_a_cut_archive_and_a_forged_head_in_the_store_fail_verify(tmp_path):
@@ -280,3 +280,190 @@ def test_schema_7_store_gains_the_pruned_table(tmp_path):
     store.close()
     assert sqlite3.connect(tmp_path / "flowctl.db").execute(
         "SELECT value FROM flowctl_meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+
+
+# ---------------------------------------------------------------- what a prune does to the proof
+def _head(root, url, rid):
+    out = _cli("audit", "head", rid, "--root", root, "--db", url)
+    assert out.exit_code == 0, out.output
+    return out.output.strip()
+
+
+def _forge_range(store, rid, first, last, **values):
+    """Delete events ``first``..``last`` of ``rid`` and record them as pruned with the hashes of
+    the neighbouring rows (what a forger copies); no archive is written."""
+    events = {e["seq"]: e for e in store.events(rid)}
+    row = dict(run_id=rid, first_seq=first, last_seq=last, prev_hash=events[first - 1]["hash"] if first > 1 else "",
+               hash=events[last]["hash"], n_rows=1, n_events=last - first + 1,
+               archive="prune-20260101T000000Z-abcdef.jsonl.gz", archive_sha256="a" * 64, pruned_at=time.time())
+    row.update(values)
+    e = store.t.events
+    with store._begin() as conn:
+        conn.execute(e.delete().where(e.c.run_id == rid, e.c.seq >= first, e.c.seq <= last))
+        conn.execute(store.t.pruned.insert().values(**row))
+
+
+def _row_bounds(store, rid):
+    """(first, last) seq of each stored row of ``rid`` (a range must hold whole rows)."""
+    spans = []
+    for ev in store.events(rid):
+        span = tuple(ev.get("packed") or (ev["seq"], ev["seq"]))
+        if span not in spans:
+            spans.append(span)
+    return spans
+
+
+def test_a_forged_range_is_not_checked_and_fails_an_anchored_verify(tmp_path, url):
+    root, store, rid, wid = _runs(tmp_path, url)
+    head = _head(root, url, rid)
+    spans = _row_bounds(store, rid)
+    first, last = spans[1][0], spans[2][1]  # two whole rows in the middle
+    _forge_range(store, rid, first, last)
+    store.close()
+    plain = _cli("audit", "verify", rid, "--root", root, "--db", url)
+    assert plain.exit_code == 0, plain.output  # unkeyed: without its archive the middle cannot be proved
+    assert (f"not checked: events {first}-{last} (pruned into prune-20260101T000000Z-abcdef.jsonl.gz; "
+            "not found — check them with --archive DIR)") in plain.output
+    anchored = _cli("audit", "verify", rid, "--expect-head", head, "--root", root, "--db", url)
+    assert anchored.exit_code == 1
+    assert f"the anchored head {head.split(':')[0]} is proved through events {first}-{last}" in anchored.output
+    assert "the archive is needed (--archive DIR)" in anchored.output
+
+
+def test_a_range_on_a_run_that_has_not_ended_fails(tmp_path, url):
+    root, store, _rid, wid = _runs(tmp_path, url)
+    spans = _row_bounds(store, wid)
+    assert len(spans) >= 2
+    _forge_range(store, wid, spans[0][0], spans[0][1])
+    store.close()
+    out = _cli("audit", "verify", wid, "--root", root, "--db", url)
+    assert out.exit_code == 1
+    assert f"events {spans[0][0]}-{spans[0][1]} are recorded as pruned, but the run has not ended" in out.output
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"archive_sha256": ""}, "records no valid archive sha256"),
+    ({"archive_sha256": "xyz"}, "records no valid archive sha256"),
+    ({"archive": "../../etc/passwd"}, "names an archive flowctl prune does not write"),
+    ({"archive": "prune-x.jsonl.gz"}, "names an archive flowctl prune does not write"),
+])
+def test_a_range_with_a_bad_archive_record_fails(tmp_path, values, message):
+    url = f"sqlite:///{tmp_path}/flowctl.db"
+    root, store, rid, _wid = _runs(tmp_path, url)
+    spans = _row_bounds(store, rid)
+    _forge_range(store, rid, spans[1][0], spans[1][1], **values)
+    store.close()
+    out = _cli("audit", "verify", rid, "--root", root, "--db", url)
+    assert out.exit_code == 1 and message in out.output, out.output
+
+
+def test_overlapping_ranges_fail(tmp_path, url):
+    root, store, rid, _wid = _runs(tmp_path, url)
+    spans = _row_bounds(store, rid)
+    _forge_range(store, rid, spans[1][0], spans[2][1])
+    with store._begin() as conn:  # a second record over part of the first
+        conn.execute(store.t.pruned.insert().values(
+            run_id=rid, first_seq=spans[2][0], last_seq=spans[2][1], prev_hash="", hash="b" * 64, n_rows=1,
+            n_events=1, archive="prune-20260101T000000Z-abcdef.jsonl.gz", archive_sha256="a" * 64, pruned_at=0.0))
+    store.close()
+    out = _cli("audit", "verify", rid, "--root", root, "--db", url)
+    assert out.exit_code == 1 and f"overlaps the pruned range that ends at {spans[2][1]}" in out.output
+
+
+def test_verify_checks_the_default_archive_folder(tmp_path, url):
+    root, store, rid, _wid = _runs(tmp_path, url)
+    n, head = len(store.events(rid)), _head(root, url, rid)
+    store.close()
+    out = _cli("prune", "--older-than", "90d", "--root", root, "--db", url)  # into .flowctl/archive/
+    assert out.exit_code == 0, out.output
+    verified = _cli("audit", "verify", rid, "--expect-head", head, "--root", root, "--db", url)
+    assert verified.exit_code == 0, verified.output
+    assert f"{n} events (with 1 archived range), hash chain intact; run row, 1 step records" in verified.output
+    (path,) = (root / ".flowctl" / "archive").iterdir()
+    with gzip.open(path, "rb") as f:  # the same content, compressed again: other bytes
+        content = f.read()
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(content)
+    replaced = _cli("audit", "verify", rid, "--root", root, "--db", url)
+    assert replaced.exit_code == 1 and f"archive {path.name} is not the file" in replaced.output
+
+
+def test_a_regzipped_copy_under_a_new_name_fails(tmp_path):
+    url = f"sqlite:///{tmp_path}/flowctl.db"
+    root, store, rid, _wid = _runs(tmp_path, url)
+    result = prune(store, CUTOFF, tmp_path / "arch", now=time.time())
+    store.close()
+    with gzip.open(result.path, "rb") as f:
+        content = f.read()
+    (tmp_path / "copy").mkdir()
+    with gzip.open(tmp_path / "copy" / "prune-20990101T000000Z-000000.jsonl.gz", "wb", compresslevel=1) as f:
+        f.write(content)
+    alone = _cli("audit", "verify", "--archive", tmp_path / "copy")
+    assert alone.exit_code == 0  # the copy's rows still chain: only the store says it is not the file
+    out = _cli("audit", "verify", rid, "--archive", tmp_path / "copy", "--root", root, "--db", url)
+    assert out.exit_code == 1
+    assert f"events 1-{result.runs[0].last_seq} (pruned into {result.path.name}) are not in" in out.output
+    same = tmp_path / "same"
+    same.mkdir()
+    (same / "renamed.jsonl.gz").write_bytes(result.path.read_bytes())  # the very bytes: the content is what counts
+    ok = _cli("audit", "verify", rid, "--archive", same, "--root", root, "--db", url)
+    assert ok.exit_code == 0 and "(with 1 archived range)" in ok.output, ok.output
+
+
+def test_an_archive_line_past_the_bound_is_refused_naming_file_and_line(tmp_path, monkeypatch):
+    import flowctl.store.archive as archive
+
+    monkeypatch.setattr(archive, "MAX_LINE", 1 << 20)
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(bomb, "wb") as f:
+        f.write(json.dumps({"archive": archive.FORMAT}).encode() + b"\n")
+        f.write(b'{"row":"' + b"0" * (4 << 20) + b'"}\n')
+    out = _cli("audit", "verify", "--archive", bomb)
+    assert out.exit_code == 1 and "bomb.jsonl.gz: line 2 is longer than 1048576 bytes" in out.output
+    monkeypatch.setattr(archive, "MAX_LINE", 64 << 20)
+    monkeypatch.setattr(archive, "MAX_TOTAL", 1 << 20)
+    total = _cli("audit", "verify", "--archive", bomb)
+    assert total.exit_code == 1 and "bomb.jsonl.gz: it decompresses to more than 1048576 bytes (at line 2)" in total.output
+
+
+def test_the_console_checks_a_pruned_run_as_audit_verify_does(tmp_path):
+    from types import SimpleNamespace
+
+    from flowctl.definition.loader import load_project
+    from flowctl.server.console.run import read
+
+    url = f"sqlite:///{tmp_path}/flowctl.db"
+    root, store, rid, _wid = _runs(tmp_path, url)
+    n = len(store.events(rid))
+    prune(store, CUTOFF, root / ".flowctl" / "archive", keep=keep_patterns("default"), now=time.time())
+    service = SimpleNamespace(store=store, project=load_project(root))
+    marks = read(service, store.get_run(rid))
+    assert marks["audit"] == {"ok": True, "problems": [], "events": n, "notes": []}
+    assert marks["total"] == n  # the archived events are back in the timeline
+    for path in (root / ".flowctl" / "archive").iterdir():
+        path.rename(tmp_path / path.name)
+    marks = read(service, store.get_run(rid))
+    assert marks["audit"]["ok"] and marks["audit"]["events"] < n
+    assert any(note.startswith("not checked: events") for note in marks["audit"]["notes"])
+
+
+def test_a_pruned_failed_run_redriven_later_still_verifies_whole(tmp_path):
+    from flowctl.engine.redrive import redrive
+
+    files = dict(FILES, **contract("boom", "boom"), **task("x", "boom@1.0.0"),
+                 **{"transitions/h.yaml": "flow: h\nstart: a\ntransitions:\n  - {from: a, to: x}\n"
+                                          "  - {from: x, to: done}\n"
+                                          "on_error:\n  - {errors: [\"*\"], compensate: false}\n"})
+    root = build(tmp_path, files, TOOLS + "\ndef boom(input, call):\n    raise RuntimeError('down')\n")
+    store = sqlite_store(tmp_path)
+    h = Harness(root, store=store)
+    failed = h.run("h")
+    assert failed.status == "failed"
+    result = prune(store, CUTOFF, root / ".flowctl" / "archive", keep=keep_patterns("default"), now=time.time())
+    assert result.events and pruned_ranges(store, failed.run_id)
+    again = redrive(h.engine, failed.run_id, by="key:ann", reason="retry")
+    assert again.status == "failed"
+    n = store.get_run(failed.run_id)["last_seq"]
+    store.close()
+    out = _cli("audit", "verify", failed.run_id, "--root", root, "--db", f"sqlite:///{tmp_path}/flowctl.db")
+    assert out.exit_code == 0 and f"{n} events (with 1 archived range" in out.output, out.output

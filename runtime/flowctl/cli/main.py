@@ -301,7 +301,9 @@ def _seq_hash(value):
 def audit_verify(run_id, root, db, expect_head, archive):
     """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
     run row (status, checkpoint, error), a step record or the definition snapshot differs from it
-    (of a pruned run, what the store keeps: the output says what went to which archive)."""
+    (of a pruned run, each pruned range against its archive, from --archive or else the project's
+    .flowctl/archive/; a range whose archive is not found is printed as not checked, and then
+    --expect-head at or past it exits 1: the archive is needed)."""
     _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head, archive=archive)
 
 

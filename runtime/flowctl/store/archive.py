@@ -23,8 +23,10 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
+import zlib
 from pathlib import Path
 
 from flowctl.errors import UsageError
@@ -33,6 +35,8 @@ from flowctl.store.records import stored_events
 
 FORMAT = "flowctl-prune-1"
 SUFFIX = ".jsonl.gz"
+#: the names :func:`archive_name` gives
+NAME = re.compile(r"prune-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}\.jsonl\.gz")
 
 
 def archive_name(now: float) -> str:
@@ -127,127 +131,194 @@ def archive_files(target) -> list[Path]:
     return [path]
 
 
-def read_archive(path: Path):
-    """``(header, runs, problems)`` of one archive: ``runs`` maps a run id to ``{"info": the run
-    line, "rows": [row tuples]}``; ``problems`` say where the file is not what flowctl wrote (not
-    gzip, not JSON, cut short, a line edited). Holds the file's rows in memory."""
-    header, runs, problems, current = None, {}, [], None
-    sha, lines, manifest = hashlib.sha256(), 0, None
-    try:
-        with gzip.open(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
-                if manifest is not None:
-                    problems.append(f"line {number} follows the manifest (lines added)")
-                    break
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    problems.append(f"line {number} is not JSON")
-                    break
-                if isinstance(obj, dict) and "manifest" in obj:
-                    manifest = obj["manifest"] if isinstance(obj["manifest"], dict) else {}
-                    continue
-                sha.update(raw)
-                lines += 1
-                if number == 1:
-                    header = obj if isinstance(obj, dict) and obj.get("archive") == FORMAT else None
-                    if header is None:
-                        problems.append(f"it is not a flowctl prune archive ({FORMAT})")
-                        break
-                elif isinstance(obj, dict) and isinstance(obj.get("run"), dict):
-                    current = runs.setdefault(str(obj["run"].get("id")), {"info": obj["run"], "rows": []})
-                elif isinstance(obj, dict) and isinstance(obj.get("row"), list) and len(obj["row"]) == 9 and current:
-                    current["rows"].append(tuple(obj["row"]))
-                else:
-                    problems.append(f"line {number} is neither a run nor a row")
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        problems.append(f"it cannot be read whole ({type(exc).__name__}: {exc})")
-    if not problems:
+#: The bounds of reading an archive: one line (a run or a stored row) and the whole file,
+#: decompressed. A file past either is refused with a problem naming it (a gzip bomb, not
+#: something flowctl prune writes: an event's data is at most 1 MiB).
+MAX_LINE = 64 << 20
+MAX_TOTAL = 16 << 30
+
+
+def _valid_row(row) -> bool:
+    """Whether ``row`` has the shape of a stored row ``[seq, ts, type, state, attempt, data,
+    prev_hash, hash, n_events]``."""
+    if not (isinstance(row, list) and len(row) == 9):
+        return False
+    seq, ts, typ, state, attempt, data, prev, digest, n = row
+    return (type(seq) is int and type(ts) in (int, float) and isinstance(typ, str)
+            and (state is None or isinstance(state, str)) and (attempt is None or type(attempt) is int)
+            and (data is None or isinstance(data, str)) and isinstance(prev, str) and isinstance(digest, str)
+            and (n is None or type(n) is int))
+
+
+class ArchiveReader:
+    """Streams one archive (never held whole): :meth:`items` yields ``("run", run line)`` and
+    ``("row", row tuple)`` in file order, each line read with a bound (:data:`MAX_LINE`, and
+    :data:`MAX_TOTAL` for the file). ``problems`` say, with the line number, where the file is not
+    what flowctl wrote (not gzip, not JSON, too long, cut short, a line edited); reading stops at
+    the first."""
+
+    def __init__(self, path: Path, *, max_line: int | None = None, max_total: int | None = None):
+        self.path = Path(path)
+        self.max_line = MAX_LINE if max_line is None else max_line
+        self.max_total = MAX_TOTAL if max_total is None else max_total
+        self.problems: list[str] = []
+        self.header = None
+
+    def items(self, run_id: str | None = None):
+        """The runs and rows of the file; with ``run_id``, only that run's (the rows of the
+        others are counted and hashed, not parsed)."""
+        sha, lines, total, manifest, wanted, number = hashlib.sha256(), 0, 0, None, None, 0
+        problems = self.problems
+        try:
+            with gzip.open(self.path, "rb") as f:
+                while raw := f.readline(self.max_line + 1):
+                    number += 1
+                    total += len(raw)
+                    if len(raw) > self.max_line:
+                        problems.append(f"line {number} is longer than {self.max_line} bytes (not what flowctl "
+                                        "prune writes)")
+                        return
+                    if total > self.max_total:
+                        problems.append(f"it decompresses to more than {self.max_total} bytes (at line {number})")
+                        return
+                    if manifest is not None:
+                        problems.append(f"line {number} follows the manifest (lines added)")
+                        return
+                    if wanted is False and raw.startswith(b'{"row":'):
+                        sha.update(raw)
+                        lines += 1
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        problems.append(f"line {number} is not JSON")
+                        return
+                    if isinstance(obj, dict) and "manifest" in obj:
+                        manifest = obj["manifest"] if isinstance(obj["manifest"], dict) else {}
+                        continue
+                    sha.update(raw)
+                    lines += 1
+                    if number == 1:
+                        if not (isinstance(obj, dict) and obj.get("archive") == FORMAT):
+                            problems.append(f"it is not a flowctl prune archive ({FORMAT})")
+                            return
+                        self.header = obj
+                    elif isinstance(obj, dict) and isinstance(obj.get("run"), dict):
+                        wanted = run_id is None or str(obj["run"].get("id")) == run_id
+                        if wanted:
+                            yield "run", obj["run"]
+                    elif isinstance(obj, dict) and _valid_row(obj.get("row")) and wanted is not None:
+                        if wanted:
+                            yield "row", tuple(obj["row"])
+                    else:
+                        problems.append(f"line {number} is neither a run nor a row")
+                        return
+        except (OSError, EOFError, zlib.error) as exc:
+            problems.append(f"it cannot be read whole ({type(exc).__name__}: {exc})")
+            return
         if manifest is None:
             problems.append("it has no manifest (the file was cut short)")
         elif manifest.get("lines") != lines or manifest.get("sha256") != sha.hexdigest():
             problems.append("its lines are not those its manifest counts and hashes (edited, added or removed)")
-    return header, runs, problems
 
 
-def range_events(run_id: str, rows: list, first: int, last: int) -> list:
-    """The events of the archived ``rows`` in ``first``..``last`` (as the store reads them back)."""
-    out = []
-    for row in rows:
-        if first <= row[0] <= last:
-            out.extend(stored_events(run_id, row[:5] + (row[5], row[6], row[7], None, row[8])))
-    return out
+def row_events(run_id: str, row: tuple) -> list:
+    """The events of one archived row (as the store reads them back)."""
+    return stored_events(run_id, row[:5] + (row[5], row[6], row[7], None, row[8]))
 
 
-def verify_run_ranges(run_id: str, info: dict, rows: list) -> list[str]:
-    """Problems of one archived run: every range's events are all there, in order, chained from
-    the range's ``prev_hash`` and ending at its ``hash``, each row hashing to its own text."""
-    problems = []
-    ranges = info.get("ranges") if isinstance(info.get("ranges"), list) else []
-    if not ranges:
-        problems.append("the archive lists no range for it")
-    for rng in ranges:
-        if not (isinstance(rng, list) and len(rng) == 4):
-            problems.append(f"a range of the archive is malformed ({rng!r})")
-            continue
-        first, last, prev_hash, head = rng
-        check = ChainCheck()
-        check.prev, check.expected_seq = prev_hash, first
-        events = range_events(run_id, rows, first, last)
-        for ev in events:
-            check.add(ev)
+def _range_of(rng) -> tuple | None:
+    if (isinstance(rng, list) and len(rng) == 4 and type(rng[0]) is int and type(rng[1]) is int
+            and 1 <= rng[0] <= rng[1] and isinstance(rng[2], str) and isinstance(rng[3], str)):
+        return tuple(rng)
+    return None
+
+
+class RangesCheck:
+    """Checks one archived run from its rows, fed one at a time (:meth:`add_row`, in file order):
+    every range's events are all there, in order, chained from the range's ``prev_hash`` and
+    ending at its ``hash``, each row hashing to its own text. ``events``: how many were fed."""
+
+    def __init__(self, run_id: str, info: dict):
+        self.run_id, self.problems, self.events = run_id, [], 0
+        raw = info.get("ranges") if isinstance(info.get("ranges"), list) else []
+        if not raw:
+            self.problems.append("the archive lists no range for it")
+        self.ranges = []
+        for rng in raw:
+            if _range_of(rng) is None:
+                self.problems.append(f"a range of the archive is malformed ({rng!r})")
+            else:
+                self.ranges.append(tuple(rng))
+        self.ranges.sort()
+        self._at, self._check = 0, None
+
+    def _close(self) -> None:
+        first, last, prev_hash, head = self.ranges[self._at]
+        check = self._check or self._open()
         found = check.finish()
         if check.expected_seq - 1 != last:
             found.append(f"events {check.expected_seq}-{last} are missing from the archive")
-        elif events and check.prev != head:
+        elif check.count and check.prev != head:
             found.append(f"event {last} does not end with the head the store keeps ({head[:12]})")
-        problems += found
-    return problems
+        self.problems += found
+        self._at, self._check = self._at + 1, None
+
+    def _open(self) -> ChainCheck:
+        first, _last, prev_hash, _head = self.ranges[self._at]
+        check = ChainCheck()
+        check.prev, check.expected_seq = prev_hash, first
+        return check
+
+    def add_row(self, row: tuple) -> None:
+        self.events += row[8] if row[8] is not None else 1
+        while self._at < len(self.ranges) and row[0] > self.ranges[self._at][1]:
+            self._close()
+        if self._at == len(self.ranges) or row[0] < self.ranges[self._at][0]:
+            self.problems.append(f"the row of event {row[0]} is in none of its ranges")
+            return
+        if self._check is None:
+            self._check = self._open()
+        for ev in row_events(self.run_id, row):
+            self._check.add(ev)
+
+    def finish(self) -> list[str]:
+        while self._at < len(self.ranges):
+            self._close()
+        return self.problems
 
 
 def verify_archive(target, run_id: str | None = None) -> tuple[list, list]:
-    """Check ``target`` (a file or a folder of archives) alone: ``(checked, problems)`` where
-    ``checked`` is ``[(file name, run id, events, ranges)]`` and each problem is ``(file name,
-    run id or None, text)``. ``run_id``: only that run (an exact id). Raises :class:`UsageError`
-    when ``target`` holds no archive."""
+    """Check ``target`` (a file or a folder of archives) alone, streaming each file: ``(checked,
+    problems)`` where ``checked`` is ``[(file name, run id, events, ranges)]`` and each problem is
+    ``(file name, run id or None, text)``. ``run_id``: only that run (an exact id). Raises
+    :class:`UsageError` when ``target`` holds no archive."""
     checked, problems = [], []
     for path in archive_files(target):
-        _header, runs, file_problems = read_archive(path)
-        problems += [(path.name, None, p) for p in file_problems]
-        for rid, entry in runs.items():
-            if run_id is not None and rid != run_id:
-                continue
-            found = verify_run_ranges(rid, entry["info"], entry["rows"])
-            problems += [(path.name, rid, p) for p in found]
-            events = sum(r[8] if r[8] is not None else 1 for r in entry["rows"])
-            checked.append((path.name, rid, events, entry["info"].get("ranges") or []))
+        reader, check = ArchiveReader(path), None
+
+        def done(check):
+            problems.extend((path.name, check.run_id, p) for p in check.finish())
+            checked.append((path.name, check.run_id, check.events, check.ranges))
+
+        for kind, value in reader.items(run_id):
+            if kind == "run":
+                if check is not None:
+                    done(check)
+                check = RangesCheck(str(value.get("id")), value)
+            else:
+                check.add_row(value)
+        if check is not None:
+            done(check)
+        problems += [(path.name, None, p) for p in reader.problems]
     return checked, problems
 
 
-def archived_rows(target, run_id: str) -> dict:
-    """The rows of ``run_id`` in the archives of ``target``, by the ``first_seq`` of their range:
-    ``{first_seq: (file name, sha256 of the file, [rows])}``."""
-    out = {}
-    for path in archive_files(target):
-        _header, runs, _problems = read_archive(path)
-        entry = runs.get(run_id)
-        if entry is None:
-            continue
-        digest = file_sha256(path)
-        for rng in entry["info"].get("ranges") or []:
-            if isinstance(rng, list) and len(rng) == 4:
-                rows = [r for r in entry["rows"] if rng[0] <= r[0] <= rng[1]]
-                out[rng[0]] = (path.name, digest, rows)
-    return out
+def is_archive_name(name) -> bool:
+    """Whether ``name`` is one :func:`archive_name` gives (no folder in it)."""
+    return isinstance(name, str) and NAME.fullmatch(name) is not None
 
 
-def merge_events(events, extra: list):
-    """``events`` (an iterator in ``seq`` order, the store's) with the event lists of ``extra``
-    (archived ranges, each in ``seq`` order) put in their place: one stream in ``seq`` order."""
-    pending = sorted((lst for lst in extra if lst), key=lambda lst: lst[0]["seq"])
-    for ev in events:
-        while pending and pending[0][0]["seq"] < ev["seq"]:
-            yield from pending.pop(0)
-        yield ev
-    for lst in pending:
-        yield from lst
+def default_folder(root: Path) -> Path:
+    """Where ``flowctl prune`` archives without ``--archive``: ``.flowctl/archive/`` of the project."""
+    return Path(root) / ".flowctl" / "archive"

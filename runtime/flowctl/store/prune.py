@@ -15,10 +15,12 @@ waiting, paused or queued run is never touched, nor a child run whose parent has
 Of a failed run, the rows holding :data:`REDRIVE_GUARD` events always stay (redrive reads them).
 
 Each run of pruned rows (a *range*: consecutive rows, events ``first_seq``..``last_seq``) is
-recorded in ``flowctl_pruned`` (schema 8) with the chain's hash before it and the hash of its last
-row, so ``flowctl audit verify RUN`` still checks the chain of what stays (it steps over each range
-by its two hashes, and says what was pruned where), and ``audit verify --archive`` checks the
-archived rows themselves (:mod:`flowctl.store.archive`).
+recorded in ``flowctl_pruned`` (schema 8) with the chain's hash before it, the hash of its last
+row and the archive's name and sha256. The chain is unkeyed, so those two hashes prove nothing of
+the range: ``flowctl audit verify RUN`` (:class:`RunAudit`) checks each range against the archive
+file with its sha256, its rows put back in the log; a range whose archive is not found is stepped
+over (:class:`PrunedChain`) and said *not checked*, and an anchored head past it fails.
+``audit verify --archive`` checks the archived rows alone (:mod:`flowctl.store.archive`).
 
 Order of work, so that no prune leaves a half-written store: (1) read the plan; (2) write the
 archive whole and fsync it; (3) in one transaction, for each run re-read its row (locked on
@@ -30,6 +32,7 @@ as it was (the archive is then an extra copy; prune again).
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 
 from flowctl.errors import StoreError, UsageError
@@ -289,3 +292,215 @@ class PrunedChain:
         if last_hash is not None and not self.chain.count and self.ranges and last_hash != self.chain.prev:
             problems.append("the run's last hash does not match the head of its pruned events")
         return problems
+
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def range_problems(row: dict, ranges: list) -> list[str]:
+    """What is wrong with the ``flowctl_pruned`` record of run ``row`` whatever the archives say:
+    a range out of the chain (before event 1, past the run's last event, overlapping another), a
+    hash or archive sha256 that is not 64 hex digits, an archive name prune does not write.
+    (A range of a run that has not ended is checked by :class:`RunAudit`, which reads the log.)"""
+    from flowctl.store.archive import is_archive_name
+
+    problems, end = [], 0
+    for rng in sorted(ranges, key=lambda x: x["first_seq"]):
+        what = f"the pruned range {rng['first_seq']}-{rng['last_seq']}"
+        if not 1 <= rng["first_seq"] <= rng["last_seq"] <= (row.get("last_seq") or 0):
+            problems.append(f"{what} is outside the run's events 1-{row.get('last_seq')}")
+        if rng["first_seq"] <= end:
+            problems.append(f"{what} overlaps the pruned range that ends at {end}")
+        end = max(end, rng["last_seq"])
+        if not HEX64.fullmatch(rng["archive_sha256"] or ""):
+            problems.append(f"{what} records no valid archive sha256 ({rng['archive_sha256']!r})")
+        if not is_archive_name(rng["archive"]):
+            problems.append(f"{what} names an archive flowctl prune does not write ({rng['archive']!r})")
+        if not HEX64.fullmatch(rng["hash"] or "") or not (rng["prev_hash"] == "" or HEX64.fullmatch(rng["prev_hash"])):
+            problems.append(f"{what} records a hash that is not 64 hex digits")
+    return problems
+
+
+@dataclass
+class AuditResult:
+    """What :class:`RunAudit` found: ``problems`` (empty: intact), ``notes`` (what was not checked
+    and why), ``events`` checked, ``steps`` step records checked of ``all_steps``, ``archived``
+    ranges put back from their archives, ``unchecked`` ranges (dicts of :func:`pruned_ranges`)."""
+
+    problems: list
+    notes: list
+    events: int
+    steps: int
+    all_steps: int
+    archived: int
+    unchecked: list
+
+
+class RunAudit:
+    """``flowctl audit verify RUN``'s checks of one run (the CLI and the console's run page share
+    it), fed one event at a time: iterate :meth:`events` over the store's events (in ``seq``
+    order; archived ranges are put back in their place, each archive streamed), then
+    :meth:`finish`.
+
+    Each pruned range is checked against the archive file whose bytes have its recorded sha256:
+    looked for in ``archive`` (``--archive FILE|DIR``: every range must be there), else by its
+    name in ``folder`` (the project's default archive folder; None: not looked for). A range not
+    found is stepped over by its two hashes (:class:`PrunedChain`) and said *not checked*; an
+    ``expect_head`` (``SEQ:HASH``) at or past such a range fails, since the unkeyed chain through
+    it cannot be proved without its archive."""
+
+    def __init__(self, store, row: dict, steps: list, *, archive=None, folder=None, expect_head=None):
+        from flowctl.store.archive import archive_files, is_archive_name
+        from flowctl.store.audit import HeadCheck
+
+        self.row, self.all_steps, self.archive = row, steps, archive
+        self.ranges = pruned_ranges(store, row["id"])
+        self.problems = range_problems(row, self.ranges)
+        self.notes: list = []
+        self.sources: list = []  # (range, path) checked against their archive
+        self.left: list = []  # ranges stepped over
+        bad = bool(self.problems)
+        files = {}
+        if archive is not None and self.ranges:
+            files = {p: None for p in archive_files(archive)}
+        for rng in self.ranges:
+            path = None
+            if bad:
+                pass  # a malformed record is reported as such, its archives are not read
+            elif archive is not None:
+                for p in files:
+                    files[p] = files[p] or _sha256(p)
+                    if files[p] == rng["archive_sha256"]:
+                        path = p
+                        break
+                else:
+                    self.problems.append(self._missing(rng, any(p.name == rng["archive"] for p in files), archive))
+            elif folder is not None and is_archive_name(rng["archive"]) and (folder / rng["archive"]).is_file():
+                if _sha256(folder / rng["archive"]) == rng["archive_sha256"]:
+                    path = folder / rng["archive"]
+                else:
+                    self.problems.append(self._missing(rng, True, folder))
+            else:
+                self.notes.append(f"not checked: events {rng['first_seq']}-{rng['last_seq']} (pruned into "
+                                  f"{rng['archive']}; not found — check them with --archive DIR)")
+            if path is None:
+                self.left.append(rng)
+            else:
+                self.sources.append((rng, path))
+        from flowctl.store.audit import RunCheck, StepsCheck
+
+        self.chain = PrunedChain(self.left) if self.left else None
+        self.run_check, self.steps_check = RunCheck(row, self.chain), StepsCheck(steps)
+        self.head = HeadCheck(expect_head) if expect_head else None
+        self.seen = {"tool_invoked": set(), "tool_succeeded": set()}
+        self.redriven = 0  # the seq of the last run_redriven event
+        self.readers: list = []
+
+    @staticmethod
+    def _missing(rng: dict, named: bool, where) -> str:
+        span = f"events {rng['first_seq']}-{rng['last_seq']}"
+        if named:
+            return (f"archive {rng['archive']} is not the file the {span} were pruned into (its sha256 differs; "
+                    f"flowctl audit verify --archive FILE says what changed)")
+        return f"{span} (pruned into {rng['archive']}) are not in {where}"
+
+    def _feed(self, ev: dict) -> dict:
+        self.run_check.add(ev)
+        self.steps_check.add(ev)
+        if self.head is not None and not self.head.malformed:
+            self.head.add(ev)
+        t = ev["type"]
+        if t in self.seen:
+            self.seen[t].add((ev.get("state"), ev.get("attempt"), (ev.get("data") or {}).get("tool")))
+        elif t == "run_redriven":
+            self.redriven = ev["seq"]
+        return ev
+
+    def _archived(self):
+        """``(first_seq, events iterator)`` of each range checked against its archive, one
+        streamed reader per file (a file's rows come in ``seq`` order)."""
+        from flowctl.store.archive import ArchiveReader, row_events
+
+        streams = {}
+        for rng, path in sorted(self.sources, key=lambda x: x[0]["first_seq"]):
+            if path not in streams:
+                reader = ArchiveReader(path)
+                self.readers.append(reader)
+                streams[path] = [reader.items(self.row["id"]), None]
+
+            def events(rng=rng, stream=streams[path]):
+                while True:
+                    if stream[1] is None:
+                        kind, value = next(stream[0], ("end", None))
+                        if kind == "end":
+                            return
+                        if kind == "run":
+                            continue
+                        stream[1] = value
+                    if stream[1][0] > rng["last_seq"]:
+                        return
+                    row, stream[1] = stream[1], None
+                    if row[0] >= rng["first_seq"]:
+                        yield from row_events(self.row["id"], row)
+
+            yield rng["first_seq"], events()
+
+    def events(self, stored):
+        """The run's events in ``seq`` order (``stored``: the store's; archived ones put back),
+        each fed to the checks before it is given."""
+        pending = list(self._archived())
+        for ev in stored:
+            while pending and pending[0][0] < ev["seq"]:
+                yield from map(self._feed, pending.pop(0)[1])
+            yield self._feed(ev)
+        for _first, evs in pending:
+            yield from map(self._feed, evs)
+
+    def finish(self, extra=()) -> AuditResult:
+        """The result; ``extra``: problems the caller found (the definition snapshot's), None skipped."""
+        from flowctl.store.audit import seal_problem
+
+        problems = list(self.problems)
+        for reader in self.readers:
+            problems += [f"archive {reader.path.name}: {p}" for p in reader.problems]
+        if self.row.get("status") not in FINAL:
+            problems += [f"events {r['first_seq']}-{r['last_seq']} are recorded as pruned, but the run has not "
+                         "ended (prune never touches such a run: the record is forged)"
+                         for r in self.ranges if r["last_seq"] >= self.redriven]
+        steps = self.steps_check
+        if self.left:  # step records whose events left the store are checked with their archive
+            steps.steps = [s for s in self.all_steps if _in_store(s, self.seen)]
+            if len(steps.steps) < len(self.all_steps):
+                self.notes.append(f"{len(self.all_steps) - len(steps.steps)} step records not checked "
+                                  "(their events are archived)")
+        problems += self.run_check.finish() + steps.finish()
+        sealed = seal_problem(self.row)
+        problems += [p for p in (sealed, *extra) if p]
+        head = self.head
+        if head is not None:
+            blind = [r for r in self.left if not head.malformed and r["first_seq"] <= head.seq]
+            if blind:
+                problems += [f"the anchored head {head.seq} is proved through events {r['first_seq']}-{r['last_seq']}, "
+                             f"pruned into {r['archive']} and not checked: the archive is needed (--archive DIR)"
+                             for r in blind]
+            else:
+                problems += head.finish()
+        return AuditResult(problems, self.notes, self.run_check.chain.count, len(steps.steps), len(self.all_steps),
+                           len(self.sources), self.left)
+
+
+def _sha256(path) -> str:
+    """The file's sha256 hex, or ``"unreadable"`` (matches no recorded sha256: reported as differing)."""
+    from flowctl.store.archive import file_sha256
+
+    try:
+        return file_sha256(path)
+    except OSError:
+        return "unreadable"
+
+
+def _in_store(step: dict, seen: dict) -> bool:
+    """Whether the events a step record is checked against were all read (not pruned away)."""
+    key = (step.get("state"), step.get("attempt"), step.get("tool"))
+    return key in seen["tool_invoked"] and (step.get("status") != "succeeded" or step.get("output") in (None, {})
+                                            or key in seen["tool_succeeded"])

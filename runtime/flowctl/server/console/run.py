@@ -11,9 +11,10 @@ context and every event's data with the run's own :class:`~flowctl.engine.sensit
   ``review``, ``takeover`` (cancel, redrive, context edits) and ``run`` — the last :data:`SHOWN`
   of them (a longer run says how many came before);
 * input, params, output and context; the child runs as a tree (:data:`CHILD_DEPTH` levels);
-* ``flowctl audit verify``'s checks on this run (hash chain, run row against its log, step
-  records, the row's seal and the definition snapshot), fed one event at a time in the same pass
-  that builds the timeline;
+* ``flowctl audit verify``'s checks on this run (:class:`flowctl.store.prune.RunAudit`: hash
+  chain, run row against its log, step records, the row's seal and the definition snapshot; a
+  pruned run's ranges against their archives in the project's ``.flowctl/archive/``), fed one
+  event at a time in the same pass that builds the timeline (archived events put back in it);
 * the takeover actions the viewer's scopes allow (:mod:`flowctl.server.console.actions`).
 """
 from __future__ import annotations
@@ -23,8 +24,9 @@ from collections import deque
 from flowctl.server import views
 from flowctl.server.console.auth import page
 from flowctl.server.console.web import message, render
-from flowctl.store.audit import RunCheck, StepsCheck, seal_problem
+from flowctl.store.archive import default_folder
 from flowctl.store.events import iter_events
+from flowctl.store.prune import RunAudit
 from flowctl.store.records import FINAL
 
 SHOWN = 500
@@ -81,13 +83,11 @@ def read(service, row) -> dict:
     """The timeline, marks and audit result of ``row``, from one pass over its events."""
     store = service.store
     s = views.secrets_of(service.project, row)
-    check, steps = RunCheck(row), StepsCheck(store.steps(row["id"]))
+    audit = RunAudit(store, row, store.steps(row["id"]), folder=default_folder(service.project.root))
     shown: deque = deque(maxlen=SHOWN)
     total = 0
     path, failed, compensated = [], set(), set()
-    for ev in iter_events(store, row["id"]):
-        check.add(ev)
-        steps.add(ev)
+    for ev in audit.events(iter_events(store, row["id"])):
         total += 1
         t, state = ev["type"], ev.get("state")
         if t == "state_entered" and state:
@@ -100,12 +100,10 @@ def read(service, row) -> dict:
         item["kind"] = kind_of(t)
         item["summary"] = summary_of(item)
         shown.append(item)
-    problems = check.finish() + steps.finish()
-    for extra in (seal_problem(row), snapshot_problem(store, row)):
-        if extra:
-            problems.append(extra)
+    result = audit.finish([snapshot_problem(store, row)])
     return {"events": list(shown), "total": total, "path": path, "failed": failed, "compensated": compensated,
-            "audit": {"ok": not problems, "problems": problems, "events": check.chain.count}}
+            "audit": {"ok": not result.problems, "problems": result.problems, "events": result.events,
+                      "notes": result.notes}}
 
 
 def graph_svg(service, row, marks: dict) -> tuple:
