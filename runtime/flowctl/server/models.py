@@ -1,8 +1,10 @@
 """Request and response bodies of ``flowctl serve`` (pydantic): what ``/openapi.json`` describes.
 
 Requests forbid unknown fields and take types strictly (``"true"`` is not a boolean, ``"5"`` not a
-number): an agent's mistake is a 422 problem naming the field, not a guess. Times are epoch
-seconds; ids as the store writes them.
+number): an agent's mistake is a 422 problem naming the field, not a guess. A free-form field
+(:data:`Json`: a tool input, params, a decision's data) takes only what JSON text can hold — no
+NaN, Infinity or lone surrogate — the 422 naming the value (``/body/data/refund_cap``). Times are
+epoch seconds; ids as the store writes them.
 """
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def _value(f: dict, raw):
         lines = [line.strip() for line in raw.splitlines() if line.strip()]
         return [_number(x, f["item"]) for x in lines] if f["item"] in ("number", "integer") else lines
     if kind == "json":
-        return _json(raw, "is not JSON")
+        return parse_json(raw, "is not JSON")
     return raw
 
 
@@ -131,13 +131,15 @@ def _no_constant(name):
     raise ValueError(f"{name} is not JSON (use null or a number)")
 
 
-def _json(text: str, what: str):
+def parse_json(text: str, what: str):
     """``text`` parsed as JSON that can be stored: no NaN or Infinity (JSON has none, Python's
     parser takes them), no lone surrogate (``"\\ud800"``). Raises ``ValueError``."""
     try:
         value = json.loads(text, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"{what} (or nests too deeply): {exc}") from None
+    except ValueError as exc:  # NaN, Infinity, an integer too long to convert
+        raise ValueError(f"{what}: {exc}") from None
     bad = not_json(value)
     if bad is not None:
         raise ValueError(f"{what}: at {bad[0] or '/'}: {bad[1]}")
@@ -170,7 +172,7 @@ def data_from(fields: list, posted: dict):
         if not text:
             return None
         try:
-            data = _json(text, "the data is not JSON")
+            data = parse_json(text, "the data is not JSON")
         except ValueError as exc:
             raise FormError("/", str(exc)) from None
         if not isinstance(data, dict):
@@ -204,4 +206,4 @@ def _checked(data):
     return data
 
 
-__all__ = ["FormError", "data_from", "form_fields"]
+__all__ = ["FormError", "data_from", "form_fields", "parse_json"]
