@@ -55,3 +55,79 @@ def test_flush_writes_only_windows_that_counted_more_than_their_first():
     r = Refusals(log, window=60, clock=clock)
     r.note("a", record())
     assert r.flush() == [] and len(log.session("access")) == 1
+
+
+class Timers:
+    """The timers a Refusals starts, fired by hand: ``armed`` holds ``[delay_s, fn, cancelled]``."""
+
+    def __init__(self):
+        self.armed = []
+
+    def __call__(self, delay, fn):
+        entry = [delay, fn, False]
+        self.armed.append(entry)
+
+        class Handle:
+            def cancel(self):
+                entry[2] = True
+
+        return Handle()
+
+    def fire(self):
+        delay, fn, cancelled = self.armed.pop(0)
+        assert not cancelled
+        fn()
+
+
+def refusal(method, path, route, reason="the API key is not known, or it was revoked"):
+    return {"at": 0.0, "caller": "", "kind": "access_denied", "outcome": "unauthorized", "reason": reason,
+            "data": {"method": method, "path": path, "route": route}}
+
+
+def test_refusals_are_grouped_by_method_and_route_and_count_their_distinct_paths():
+    # (break-it: 30 bad-key cancels of different runs were counted under the first row, a GET /v1/runs)
+    log, clock = MemoryLog(), Clock()
+    r = Refusals(log, window=60, clock=clock, timer=Timers())
+    r.note("203.0.113.9", refusal("GET", "/v1/runs", "/v1/runs"))
+    for i in range(30):
+        r.note("203.0.113.9", refusal("POST", f"/v1/runs/run{i % 20:04d}/cancel", "/v1/runs/{run_id}/cancel"))
+    r.note("203.0.113.9", refusal("GET", "/v1/runs/run0001", "/v1/runs/{run_id}"))
+    rows = log.session("access")
+    assert [(row["data"]["method"], row["data"]["path"], row["data"]["route"]) for row in rows] == [
+        ("GET", "/v1/runs", "/v1/runs"), ("POST", "/v1/runs/run0000/cancel", "/v1/runs/{run_id}/cancel"),
+        ("GET", "/v1/runs/run0001", "/v1/runs/{run_id}")]
+    clock.t += 60
+    (counted,) = r.flush(clock.t)
+    assert counted["data"]["route"] == "/v1/runs/{run_id}/cancel" and counted["data"]["method"] == "POST"
+    assert (counted["data"]["count"], counted["data"]["paths"]) == (29, 20)  # 20 runs, the first path among them
+    assert log.verify("access") == []
+
+
+def test_a_window_is_written_when_it_passes_even_if_no_refusal_follows():
+    log, clock, timers = MemoryLog(), Clock(), Timers()
+    r = Refusals(log, window=60, clock=clock, timer=timers)
+    r.note("a", refusal("POST", "/v1/gate/check", "/v1/gate/check"))
+    assert timers.armed == []  # nothing counted yet: nothing to write later
+    clock.t += 10
+    for _ in range(3):
+        r.note("a", refusal("POST", "/v1/gate/check", "/v1/gate/check"))
+    assert [t[0] for t in timers.armed] == [50.0]  # one timer, for the end of the window
+    clock.t += 50
+    timers.fire()  # the window passed and no refusal came: the timer writes it
+    rows = log.session("access")
+    assert [row["data"].get("count") for row in rows] == [None, 3] and rows[1]["data"]["last_at"] == 1010.0
+    assert timers.armed == [] and r._open == {}
+
+
+def test_the_timer_rearms_for_a_later_window_and_flush_at_stop_cancels_it():
+    log, clock, timers = MemoryLog(), Clock(), Timers()
+    r = Refusals(log, window=60, clock=clock, timer=timers)
+    for remote, at in (("a", 0), ("b", 30)):
+        clock.t = 1000.0 + at
+        r.note(remote, refusal("GET", "/v1/runs", "/v1/runs"))
+        r.note(remote, refusal("GET", "/v1/runs", "/v1/runs"))
+    clock.t = 1060.0
+    timers.fire()  # a's window; b's has 30 s left
+    assert [row["data"]["remote"] for row in log.session("access") if "count" in row["data"]] == ["a"]
+    assert [t[0] for t in timers.armed] == [30.0]
+    assert [row["data"]["remote"] for row in r.flush()] == ["b"] and timers.armed[0][2] is True  # cancelled

@@ -254,8 +254,78 @@ def test_a_cassette_linked_from_outside_the_project_is_neither_read_nor_written(
     result = run_case(*the_case(root))
     assert result.status == "error" and "leads outside the project; it is not read" in result.report()
     recorded, _server = record(root, monkeypatch)
-    assert recorded.cassette is None and "leads outside the project; nothing is written" in recorded.unrecorded
+    assert recorded.cassette is None
+    assert ("orchestration/tests/f/cassettes is a symbolic link or not a folder; flowctl test --record does not "
+            "write orchestration/tests/f/cassettes/refund.yaml through it") in recorded.unrecorded
     assert (outside / "refund.yaml").read_text() == "calls: []\n"
+
+
+def test_a_committed_temporary_link_does_not_redirect_the_recording(tmp_path, monkeypatch):
+    # the old save wrote <cassette>.tmp with write_text, following a link committed under that name
+    root = project(tmp_path, "openai")
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("keep\n")
+    cassette(root).parent.mkdir(parents=True)
+    trap = cassette(root).with_name("refund.yaml.tmp")
+    trap.symlink_to(outside)
+    recorded, _server = record(root, monkeypatch)
+    assert recorded.cassette == "orchestration/tests/f/cassettes/refund.yaml", recorded.unrecorded
+    assert outside.read_text() == "keep\n" and trap.is_symlink()
+    assert not cassette(root).is_symlink() and "case: f/refund" in cassette(root).read_text()
+    assert sorted(p.name for p in cassette(root).parent.iterdir()) == ["refund.yaml", "refund.yaml.tmp"]
+
+
+@pytest.fixture(params=["by descriptor", "by path"])
+def save_case(request, tmp_path, monkeypatch):
+    """The project and case of a direct cassettes.save, on each of its two ways of writing."""
+    from flowctl.testing import cassettes
+
+    if request.param == "by path":
+        monkeypatch.setattr(cassettes, "_DIR_FD", False)
+    elif not cassettes._DIR_FD:
+        pytest.skip("the platform cannot open files relative to a folder")
+    return the_case(project(tmp_path, "openai"))
+
+
+CALLS = [{"state": "classify", "visit": 1, "index": 0, "attempt": 1, "digest": "d", "reply": {"text": "x"}}]
+
+
+def test_save_writes_a_plain_file_whole_and_leaves_no_temporary(save_case):
+    from flowctl.testing import cassettes
+
+    proj, case = save_case
+    first = cassettes.save(proj, case, CALLS)
+    again = cassettes.save(proj, case, CALLS + [dict(CALLS[0], attempt=2)])
+    assert first == again == cassette(proj.root)
+    assert [p.name for p in again.parent.iterdir()] == ["refund.yaml"] and not again.is_symlink()
+    assert sorted(cassettes.load(proj, case)) == [("classify", 1, 0, 1), ("classify", 1, 0, 2)]
+
+
+@pytest.mark.parametrize("linked", ["orchestration", "orchestration/tests/f", "orchestration/tests/f/cassettes",
+                                    "orchestration/tests/f/cassettes/refund.yaml"])
+@pytest.mark.parametrize("target", ["outside", "inside"])
+def test_save_refuses_a_link_anywhere_on_the_cassette_path(save_case, tmp_path, linked, target):
+    from flowctl.testing import cassettes
+
+    proj, case = save_case
+    root = proj.root
+    # the link points at a copy of what it replaces: outside the project, or elsewhere in it
+    base = tmp_path / "elsewhere" if target == "outside" else root / "copy"
+    real = root / linked
+    real.parent.mkdir(parents=True, exist_ok=True)
+    if not real.exists():
+        real.mkdir() if not linked.endswith(".yaml") else real.write_text("calls: []\n")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    real.rename(base)
+    real.symlink_to(base, target_is_directory=base.is_dir())
+    before = sorted((p.relative_to(base).as_posix(), p.read_bytes() if p.is_file() else b"")
+                    for p in ([base] if base.is_file() else base.rglob("*")))
+    with pytest.raises(cassettes.CassetteProblem) as caught:
+        cassettes.save(proj, case, CALLS)
+    assert caught.value.message.startswith(f"{linked} is a symbolic link or not a ")
+    after = sorted((p.relative_to(base).as_posix(), p.read_bytes() if p.is_file() else b"")
+                   for p in ([base] if base.is_file() else base.rglob("*")))
+    assert after == before and real.is_symlink()
 
 
 def test_a_recording_whose_model_never_answered_is_not_written(tmp_path, monkeypatch):

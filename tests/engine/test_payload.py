@@ -51,3 +51,41 @@ def test_flat_copy_copies_flat_json_objects_only():
                   {f"k{i}": i for i in range(FLAT_KEYS + 1)}, [1, 2], "text", {"o": object()}):
         assert flat_copy(value) is None, value
     assert json.loads(encode_data(copied)) == source
+
+
+@pytest.mark.parametrize("value, found", [
+    ({"a": [1, {"b": float("nan")}]}, ("/a/1/b", "NaN is not JSON (use null or a number)")),
+    ([float("-inf")], ("/0", "-Infinity is not JSON (use null or a number)")),
+    ({"x/y~z": "\ud800"}, ("/x~1y~0z", "the text holds a lone surrogate (such as \\ud800), which UTF-8 cannot hold")),
+    ({"ok": 1, "\udc00": 1}, ("/\\udc00", "the key holds a lone surrogate (such as \\ud800), which UTF-8 cannot hold")),
+    ({"s": {1, 2}}, ("/s", "a set is not JSON")),
+    (float("nan"), ("", "NaN is not JSON (use null or a number)")),
+])
+def test_not_json_locates_what_json_text_cannot_hold(value, found):
+    from flowctl.engine.payload import not_json
+
+    assert not_json(value) == found
+    json.dumps(found[0], ensure_ascii=False).encode("utf-8")  # the pointer itself is always text
+
+
+def test_not_json_refers_a_value_that_holds_itself_and_passes_shared_parts():
+    from flowctl.engine.payload import not_json
+
+    loop = [1]
+    loop.append(loop)
+    shared = {"k": "é"}
+    assert not_json(loop) == ("/1", "the value holds itself, which JSON cannot")
+    assert not_json({"a": shared, "b": [shared], "c": "😀"}) is None
+
+
+@given(json_values)
+@settings(max_examples=200, deadline=None)
+def test_not_json_is_none_exactly_when_strict_utf8_json_encodes_the_value(value):
+    from flowctl.engine.payload import not_json
+
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        ok = True
+    except (ValueError, UnicodeEncodeError):
+        ok = False
+    assert (not_json(value) is None) == ok

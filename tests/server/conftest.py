@@ -62,6 +62,7 @@ class Api:
         return {"Authorization": f"Bearer {printed}"}
 
     def close(self):
+        self.service.refusals.flush()  # what the server writes when it stops (and its timer stopped)
         self.store.close()
 
 

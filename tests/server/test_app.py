@@ -162,3 +162,41 @@ def test_a_run_is_paused_at_its_next_checkpoint_and_resumed_over_http(api):
         == ["key:ops"]
     ended = api.client.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "late"}, headers=h)
     assert ended.status_code == 409 and ended.json()["code"] == "USAGE"
+
+
+NOT_JSON = [(b'{"note": "\\ud800"}', "/note", "lone surrogate"), (b'{"refund_cap": NaN}', "/refund_cap", "NaN is not JSON"),
+            (b'{"a": [1, -Infinity]}', "/a/1", "-Infinity is not JSON")]
+
+
+def test_decide_with_data_json_cannot_hold_is_a_422_and_the_run_stays_readable(api):
+    # (break-it: "\ud800" was recorded, then GET /events was a 500; NaN was recorded as NaN)
+    h = {**api.key("alice", "reviews", "runs:read"), "Content-Type": "application/json"}
+    run = paused_run(api)
+    seq = api.store.get_run(run.run_id)["last_seq"]
+    for data, at, why in NOT_JSON:
+        for token in (b"", b', "token": "' + run.review["token"].encode() + b'"'):
+            r = api.client.post(f"/v1/reviews/{run.run_id}/decide", headers=h,
+                                content=b'{"decision": "approve", "data": ' + data + token + b"}")
+            assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json", r.text
+            assert r.json()["pointer"] == "/body/data" + at and why in r.json()["detail"], r.text
+    assert api.store.get_run(run.run_id)["last_seq"] == seq  # nothing recorded, not even a token
+    assert api.client.get(f"/v1/runs/{run.run_id}/events", headers=h).status_code == 200
+    ok = api.client.post(f"/v1/reviews/{run.run_id}/decide", json={"decision": "approve", "data": {"n": 1}}, headers=h)
+    assert ok.status_code == 200 and ok.json()["status"] == "succeeded", ok.text
+
+
+def test_every_free_form_field_of_a_request_refuses_what_json_cannot_hold(api):
+    h = {**api.key("all", "gate", "runs:write", "invoke:refund"), "Content-Type": "application/json"}
+    sid = api.client.post("/v1/sessions", json={"name": "t"}, headers=h).json()["session"]
+    seq = api.store.get_run(sid)["last_seq"]
+    doors = [("/v1/gate/check", b'{"tool": "refund", "input": %s}', "/body/input"),
+             ("/v1/runs", b'{"flow": "charge", "input": %s}', "/body/input"),
+             ("/v1/runs", b'{"flow": "charge", "params": %s}', "/body/params"),
+             (f"/v1/sessions/{sid}/tools/refund/invoke", b'{"input": %s}', "/body/input")]
+    for url, body, field in doors:
+        for data, at, why in NOT_JSON:
+            r = api.client.post(url, content=body % data, headers=h)
+            assert r.status_code == 422 and r.json()["code"] == "INVALID_REQUEST", (url, r.text)
+            assert r.json()["pointer"] == field + at and why in r.json()["detail"], (url, r.text)
+    assert [r["id"] for r in api.store.list_runs(limit=0)] == [sid]  # no run submitted, no gate decision's run
+    assert api.store.get_run(sid)["last_seq"] == seq  # no call made in the session

@@ -83,3 +83,16 @@ def test_a_flood_without_a_key_writes_a_row_per_window_but_a_key_s_refusals_each
     rows = api.service.log.session("access")
     assert [(r["caller"], r["outcome"]) for r in rows[1:]] == [("dashboard", "forbidden")] * 5
     assert [r["data"]["count"] for r in api.service.refusals.flush()] == [59]
+
+
+def test_refusals_without_a_key_are_told_apart_by_method_and_route(api):
+    bad = {"Authorization": "Bearer fck_000000000000_" + "A" * 43}
+    assert api.client.get("/v1/runs", headers=bad).status_code == 401
+    for i in range(3):
+        assert api.client.post(f"/v1/runs/run-{i}/cancel", headers=bad).status_code == 401
+    rows = api.service.log.session("access")
+    assert [(r["data"]["method"], r["data"]["route"]) for r in rows] == [
+        ("GET", "/v1/runs"), ("POST", "/v1/runs/{run_id}/cancel")]
+    (counted,) = api.service.refusals.flush()
+    assert (counted["data"]["route"], counted["data"]["count"], counted["data"]["paths"]) == (
+        "/v1/runs/{run_id}/cancel", 2, 3)

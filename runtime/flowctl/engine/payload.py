@@ -15,6 +15,7 @@ rest of the step. The two functions here decide the common case by looking at th
 """
 from __future__ import annotations
 
+import json
 import math
 
 MAX_PAYLOAD = 1 << 20  # bytes of one event's data or of the checkpoint (compact UTF-8 JSON)
@@ -97,3 +98,49 @@ def fits(value) -> bool:
         elif item is not None and kind is not bool:
             return False
     return True
+
+
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+def not_json(value) -> tuple | None:
+    """``(pointer, why)`` of the first part of ``value`` that JSON stored as UTF-8 cannot hold —
+    NaN or an infinity (``why``: ``"NaN is not JSON (use null or a number)"``), a string or key
+    with a lone surrogate (``"\\ud800"``), a value that is not JSON at all (a set, an object, a
+    list holding itself) — or None when it is all JSON. ``pointer`` is a JSON Pointer (RFC 6901)
+    into ``value`` (``""`` for the whole; a bad key's own characters escaped as ``\\udXXX``, so
+    the pointer itself is text). The common case costs one C-encoder pass; only a refused value is
+    walked to locate the part."""
+    try:
+        text = _STRICT.encode(value)
+        if text.isascii() or _utf8(text):
+            return None
+    except (TypeError, ValueError, RecursionError):
+        pass
+    stack = [("", value, ())]
+    while stack:
+        at, item, above = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not _utf8(item):
+                return at, "the text holds a lone surrogate (such as \\ud800), which UTF-8 cannot hold"
+        elif kind is float:
+            if not math.isfinite(item):
+                name = "NaN" if item != item else "Infinity" if item > 0 else "-Infinity"
+                return at, f"{name} is not JSON (use null or a number)"
+        elif kind is dict or kind is list or kind is tuple:
+            if id(item) in above:
+                return at, "the value holds itself, which JSON cannot"
+            above += (id(item),)
+            pairs = item.items() if kind is dict else enumerate(item)
+            for key, inner in reversed(list(pairs)):
+                name = str(key)
+                ok = _utf8(name)
+                step = at + "/" + (name if ok else name.encode("utf-8", "backslashreplace").decode("utf-8")) \
+                    .replace("~", "~0").replace("/", "~1")
+                if not ok:
+                    return step, "the key holds a lone surrogate (such as \\ud800), which UTF-8 cannot hold"
+                stack.append((step, inner, above))
+        elif item is not None and kind not in (bool, int):
+            return at, f"a {kind.__name__} is not JSON"
+    return "", "the value nests too deeply to be JSON"

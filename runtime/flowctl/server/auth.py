@@ -81,7 +81,8 @@ def refused(service, exc, caller_name: str, remote: str, data: dict) -> None:
 
 def _refuse(service, request: Request, exc, caller_name: str = ""):
     remote = request.client.host if request.client else ""
-    refused(service, exc, caller_name, remote, {"method": request.method, "path": request.url.path})
+    route = getattr(request.scope.get("route"), "path", None)  # the template: /v1/runs/{run_id}/cancel
+    refused(service, exc, caller_name, remote, {"method": request.method, "path": request.url.path, "route": route})
     raise exc
 
 

@@ -1,19 +1,40 @@
 """Request and response bodies of ``flowctl serve`` (pydantic): what ``/openapi.json`` describes.
 
 Requests forbid unknown fields and take types strictly (``"true"`` is not a boolean, ``"5"`` not a
-number): an agent's mistake is a 422 problem naming the field, not a guess. Times are epoch
-seconds; ids as the store writes them.
+number): an agent's mistake is a 422 problem naming the field, not a guess. A free-form field
+(:data:`Json`: a tool input, params, a decision's data) takes only what JSON text can hold — no
+NaN, Infinity or lone surrogate — the 422 naming the value (``/body/data/refund_cap``). Times are
+epoch seconds; ids as the store writes them.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
+
+from flowctl.engine.payload import not_json
 
 #: A session or trace id: what ties a caller's gate checks into one causal sequence.
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,40}$"
 #: A tool reference: contract id, optionally ``@`` and a version range (``refund_payment@^3``).
 TOOL_PATTERN = r"^[A-Za-z0-9_.-]{1,200}(@[A-Za-z0-9^~<>=*.,| +-]{1,60})?$"
+
+
+def _json_only(value):
+    """``value`` if JSON can hold it as UTF-8 text; else a validation error located at the bad part
+    (``/body/input/amount``: NaN, an infinity, a lone surrogate), answered as a 422 problem."""
+    bad = not_json(value)
+    if bad is None:
+        return value
+    at, why = bad
+    loc = tuple(p.replace("~1", "/").replace("~0", "~") for p in at.split("/")[1:])
+    raise ValidationError.from_exception_data("json", [InitErrorDetails(
+        type=PydanticCustomError("not_json", "{why}", {"why": why}), loc=loc, input=None)])
+
+
+#: Any JSON value, as stored: what a request's free-form field (a tool input, a review's data) takes
+Json = Annotated[Any, AfterValidator(_json_only)]
 
 
 class Request(BaseModel):
@@ -24,7 +45,7 @@ class GateCheck(Request):
     """``POST /v1/gate/check``: may this call happen?"""
 
     tool: StrictStr = Field(pattern=TOOL_PATTERN, description="contract id, optionally @version-range")
-    input: Any = Field(default_factory=dict, description="the tool input the caller means to send")
+    input: Json = Field(default_factory=dict, description="the tool input the caller means to send")
     session: Optional[StrictStr] = Field(default=None, pattern=SESSION_PATTERN,
                                          description="session or trace id; default: the API key's name")
     dry_run: StrictBool = Field(default=False, description="explain only: not recorded, not counted by rate or dedupe")
@@ -104,8 +125,8 @@ class ReviewItem(BaseModel):
 
 class SubmitRun(Request):
     flow: StrictStr = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")
-    input: Any = Field(default_factory=dict)
-    params: dict = Field(default_factory=dict)
+    input: Json = Field(default_factory=dict)
+    params: dict[str, Json] = Field(default_factory=dict)
     queue: StrictStr = Field(default="default", pattern=r"^[A-Za-z0-9_.:-]{1,100}$")
     priority: int = Field(default=0, ge=-2147483648, le=2147483647, strict=True)
 
@@ -141,7 +162,7 @@ class Decide(Request):
     decision: StrictStr = Field(min_length=1, max_length=100)
     token: Optional[StrictStr] = Field(default=None, min_length=1, max_length=200,
                                        description="the review's one-time token; without it a key with the reviews scope decides")
-    data: Any = None
+    data: Json = Field(default=None, description="the decision's data (checked against the review's data_schema)")
 
 
 class Outcome(BaseModel):
@@ -180,7 +201,7 @@ class SessionOpened(BaseModel):
 class Invoke(Request):
     """``POST /v1/sessions/{session}/tools/{tool}/invoke``."""
 
-    input: Any = Field(default_factory=dict, description="the tool input (checked against the contract's input_schema)")
+    input: Json = Field(default_factory=dict, description="the tool input (checked against the contract's input_schema)")
     idempotency_key: Optional[StrictStr] = Field(default=None, min_length=1, max_length=200,
                                                  description="the call's key (given to the tool); default: the contract's "
                                                              "idempotency_key expression, else <session>:<tool>:<n>")

@@ -6,11 +6,12 @@ sha256(prev_hash \\n session \\n seq \\n canonical(record))`` with the previous 
 (``""`` for the first), so a deleted, reordered or edited row breaks the chain
 (:meth:`ServiceLog.verify`). Refused requests (401, 403, 429) are recorded in the session
 ``access``: every refusal of a recognised key (403, 429: ``caller`` names it), but a request
-*without* a live key (401) is counted by :class:`Refusals` — per remote address and reason, per
-window (default one minute), in memory between flushes — so that someone without a key cannot
-grow the store by sending requests: the first such refusal of a window is written at once, the
-rest of the window as one ``access_denied`` row with ``data.count`` (how many more) when the window
-has passed (at the next refusal, or :meth:`Refusals.flush` when the server stops).
+*without* a live key (401) is counted by :class:`Refusals` — per remote address, reason, method
+and route (the path's template), per window (default one minute), in memory between flushes — so
+that someone without a key cannot grow the store by sending requests: the first such refusal of a
+window is written at once, the rest of the window as one ``access_denied`` row with ``data.count``
+(how many more) and ``data.paths`` (to how many distinct paths) when the window has passed (at the
+next refusal, by a timer when none follows, or :meth:`Refusals.flush` when the server stops).
 
 A record: ``{session, seq, at, caller, kind, tool, digest, outcome, policy, rule, reason, data,
 prev_hash, hash}``; ``at`` epoch seconds; ``kind`` one of ``gate_check``, ``access_denied``,
@@ -23,10 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 
 from flowctl.store.audit import canonical
+
+log = logging.getLogger("flowctl.store")
 
 FIELDS = ("at", "caller", "kind", "tool", "digest", "outcome", "policy", "rule", "reason", "data")
 
@@ -132,44 +136,97 @@ class SqlLog:
         return verify_chain(self.session(session))
 
 
+#: distinct request paths told apart per window and group (past it ``data.paths`` is a lower bound)
+MAX_PATHS = 256
+
+
+def _start_timer(delay: float, fn):
+    timer = threading.Timer(delay, fn)
+    timer.daemon = True  # never keeps a stopping server alive: flush() writes what is left
+    timer.start()
+    return timer
+
+
 class Refusals:
     """Unauthenticated refusals, aggregated (see the module): ``Refusals(log, window=60.0,
-    clock=time.time, max_keys=1024)``. ``note(remote, record)`` takes one refusal of ``remote``
-    (an address) whose ``record`` is the row it would have been; it returns the row written, or
-    None when it was only counted. At most ``max_keys`` (remote, reason) pairs are counted apart
-    in a window; past that the others are counted under remote ``*`` (memory stays bounded)."""
+    clock=time.time, max_keys=1024, timer=…)``. ``note(remote, record)`` takes one refusal of
+    ``remote`` (an address) whose ``record`` is the row it would have been (``data``: ``method``,
+    ``path`` and ``route``, the path's template such as ``/v1/runs/{run_id}/cancel``); it returns
+    the row written, or None when it was only counted.
 
-    def __init__(self, log, *, window: float = 60.0, clock=time.time, max_keys: int = 1024):
-        self.log, self.window, self.clock, self.max_keys = log, float(window), clock, max_keys
-        self._open: dict = {}  # (remote, outcome, reason) -> {"start", "last", "count", "record"}
+    Refusals are grouped by ``(remote, reason, method, route)``: a POST to cancel a run is never
+    hidden under a GET of the run list. A group's window row keeps the first request's record and
+    adds ``count`` (the refusals after the first), ``paths`` (how many distinct paths they went
+    to, told apart up to :data:`MAX_PATHS`), ``first_at``, ``last_at`` and ``window_s``. It is
+    written when the window has passed: at the next refusal, by a timer (``timer(delay_s, fn)``
+    starts one and returns an object with ``cancel()``; a thread by default) so that a window is
+    written even when no refusal follows, or by :meth:`flush` when the server stops.
+
+    A record without a ``route`` is grouped under route ``*``. At most ``max_keys`` groups are
+    counted apart in a window; past that the others are counted under remote ``*``: memory stays
+    bounded, as reasons, methods (one a route does not take is a 405, never a 401) and routes are
+    the server's own few."""
+
+    def __init__(self, log, *, window: float = 60.0, clock=time.time, max_keys: int = 1024, timer=_start_timer):
+        self.log, self.window, self.clock, self.max_keys, self.timer = log, float(window), clock, max_keys, timer
+        self._open: dict = {}  # (remote, reason, method, route) -> {"start", "last", "count", "paths", "record"}
         self._lock = threading.Lock()
+        self._pending = None  # the timer armed for the earliest window that counted more than its first
 
     def note(self, remote: str, record: dict):
         now = self.clock()
         self.flush(now)
-        key = (remote or "", record.get("outcome"), record.get("reason"))
+        data = record.get("data") or {}
+        key = (remote or "", record.get("reason"), data.get("method"), data.get("route") or "*")
         with self._lock:
             entry = self._open.get(key)
             if entry is None and len(self._open) >= self.max_keys:
-                key = ("*", key[1], key[2])
+                key = ("*",) + key[1:]
                 entry = self._open.get(key)
             if entry is not None:
                 entry["count"] += 1
                 entry["last"] = now
+                if len(entry["paths"]) < MAX_PATHS:
+                    entry["paths"].add(data.get("path"))
+                self._arm(now)
                 return None
-            self._open[key] = {"start": now, "last": now, "count": 0, "record": record}
-        return self.log.append("access", dict(record, data=dict(record.get("data") or {}, remote=key[0])))
+            self._open[key] = {"start": now, "last": now, "count": 0, "paths": {data.get("path")}, "record": record}
+        return self.log.append("access", dict(record, data=dict(data, remote=key[0])))
+
+    def _arm(self, now: float) -> None:
+        """Start the timer for the earliest counted window, unless one is armed (holding the lock)."""
+        if self._pending is not None:
+            return
+        due = [e["start"] + self.window for e in self._open.values() if e["count"]]
+        if due:
+            self._pending = self.timer(max(0.0, min(due) - now), self._due)
+
+    def _due(self) -> None:
+        with self._lock:
+            self._pending = None
+        now = self.clock()
+        try:
+            self.flush(now)
+        except Exception:  # noqa: BLE001 - a timer thread has no caller: the store failed (or closed)
+            log.exception("the service log could not write a window of refusals without a key")
+            return
+        with self._lock:
+            self._arm(now)
 
     def flush(self, now: float | None = None) -> list:
-        """Write the windows that have passed by ``now`` (None: every open window); the rows written."""
+        """Write the windows that have passed by ``now`` (None: every open window, and the timer is
+        stopped); the rows written."""
         with self._lock:
             done = [(k, e) for k, e in self._open.items() if now is None or now - e["start"] >= self.window]
             for k, _ in done:
                 del self._open[k]
+            if now is None and self._pending is not None:
+                self._pending.cancel()
+                self._pending = None
         rows = []
-        for (remote, _, _), e in done:
+        for (remote, *_), e in done:
             if e["count"]:
-                data = dict(e["record"].get("data") or {}, remote=remote, count=e["count"],
+                data = dict(e["record"].get("data") or {}, remote=remote, count=e["count"], paths=len(e["paths"]),
                             first_at=e["start"], last_at=e["last"], window_s=self.window)
                 rows.append(self.log.append("access", dict(e["record"], at=e["last"], data=data)))
         return rows

@@ -32,7 +32,10 @@ plaintext. A reply that echoed one replays with ``***redacted***`` in its place.
 """
 from __future__ import annotations
 
+import errno
 import os
+import secrets
+import stat
 from pathlib import Path
 
 from flowctl.engine import modelcall
@@ -110,22 +113,113 @@ def load(project, case) -> dict | None:
 
 def save(project, case, calls: list) -> Path:
     """Write ``calls`` (entries as :class:`Tape` records them) as ``case``'s cassette, whole or
-    not at all (a temporary file renamed over it). Returns its path. Raises
-    :class:`CassetteProblem` where the cassette would land outside the project (a linked folder)."""
+    not at all: a new temporary file (created exclusively, in the cassette's folder), flushed to
+    disk and renamed over the cassette. Returns its path. No symbolic link is followed: raises
+    :class:`CassetteProblem` when a folder on the way from the project root, or the cassette
+    itself, is a link (or not a folder/file), and ``OSError`` when the disk refuses."""
     import yaml
 
     path = cassette_path(project, case)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not _inside(project, path):
-        raise CassetteProblem(f"{_rel(project, path)} leads outside the project; nothing is written there",
-                              hint="make orchestration/tests/<flow>/cassettes/ a plain folder")
     head = (f"# recorded by flowctl test --record from {case.file}; replayed by flowctl test with no network.\n"
             "# Re-record after changing a prompt: flowctl test --record " + case.file + "\n")
     text = head + yaml.safe_dump({"case": case.id, "calls": calls}, sort_keys=False, allow_unicode=True, width=120)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    parts = path.relative_to(project.root).parts
+    if not parts or any(p in ("", ".", "..") for p in parts):
+        raise CassetteProblem(f"{_rel(project, path)} is not a path inside the project; nothing is written there")
+    (_write_at if _DIR_FD else _write_by_path)(project, parts, text.encode("utf-8"))
     return path
+
+
+#: the platform opens files relative to a folder's descriptor (POSIX): no link can be swapped in
+#: between the checks and the write
+_DIR_FD = ({os.open, os.mkdir, os.rename, os.unlink, os.stat} <= os.supports_dir_fd
+           and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY"))
+
+
+def _linked(project, parts, i: int) -> CassetteProblem:
+    where = "/".join(parts[:i + 1])
+    return CassetteProblem(f"{where} is a symbolic link or not a {'file' if i == len(parts) - 1 else 'folder'}; "
+                           f"flowctl test --record does not write {'/'.join(parts)} through it",
+                           hint="make orchestration/tests/<flow>/cassettes/ a plain folder and the cassette a plain "
+                                "file (or remove them: --record creates them)")
+
+
+def _fill(out: int, data: bytes) -> None:
+    """``data`` into the new file of descriptor ``out`` (closed after), on disk before it returns."""
+    with os.fdopen(out, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_at(project, parts, data: bytes) -> None:
+    """``data`` to ``root/parts…``, walking the folders by descriptor with O_NOFOLLOW (creating
+    missing ones), the file written to an O_EXCL temporary and renamed in the same folder."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    fd = os.open(project.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts[:-1]):
+            try:
+                os.mkdir(part, 0o777, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(part, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _linked(project, parts, i) from None
+                raise
+            os.close(fd)
+            fd = inner
+        name = parts[-1]
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise _linked(project, parts, len(parts) - 1)
+        for _ in range(100):
+            tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+            try:
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=fd)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary name", "/".join(parts[:-1]))
+        try:
+            _fill(out, data)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)  # rename's dir_fd support is replace's
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except OSError:
+                pass
+            raise
+        os.fsync(fd)  # the rename itself survives a crash
+    finally:
+        os.close(fd)
+
+
+def _write_by_path(project, parts, data: bytes) -> None:
+    """:func:`_write_at` where folders cannot be opened by descriptor: each component checked with
+    ``lstat`` first, the temporary from :func:`tempfile.mkstemp` (O_EXCL, O_NOFOLLOW where there is one)."""
+    import tempfile
+
+    here = Path(project.root)
+    for i, part in enumerate(parts):
+        here = here / part
+        if here.is_symlink() or (here.exists() and not (here.is_file() if i == len(parts) - 1 else here.is_dir())):
+            raise _linked(project, parts, i)
+        if i < len(parts) - 1 and not here.exists():
+            here.mkdir()
+    out, tmp = tempfile.mkstemp(prefix=f".{parts[-1]}.", suffix=".tmp", dir=here.parent)
+    try:
+        _fill(out, data)
+        os.replace(tmp, here)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class Tape:

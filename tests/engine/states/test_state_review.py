@@ -112,3 +112,26 @@ def test_flowctl_resume_with_bad_data_exits_2_naming_where_and_records_nothing(t
     good = run_flowctl(["resume", paused["run_id"], "--token", token, "--decision", "approve",
                         "--data", '{"amount": 50}', "--format", "json"], root)
     assert good.returncode == 0 and json.loads(good.stdout)["output"] == {"amount": 50}
+
+
+@pytest.mark.parametrize("ask", [ASK, ASK_DATA], ids=["no schema", "a schema with a maximum"])
+@pytest.mark.parametrize("data, pointer, why", [
+    ({"amount": float("nan")}, "/amount", "NaN is not JSON"),
+    ({"amount": 5, "note": "\ud800"}, "/note", "lone surrogate"),
+    ({"amount": float("inf")}, "/amount", "Infinity is not JSON"),
+])
+def test_data_json_cannot_hold_is_refused_on_every_review_and_nothing_is_recorded(tmp_path, ask, data, pointer, why):
+    # (break-it: NaN passed minimum/maximum, a lone surrogate was recorded and broke every later read)
+    from flowctl.errors import ReviewDataInvalid
+
+    h = Harness(build(tmp_path, {"states/ask.yaml": ask, **flow("ask", ROUTE_DATA)}, TOOLS))
+    paused = h.run(input={"amount": 5})
+    seq = h.store.get_run(paused.run_id)["last_seq"]
+    for decide in (lambda: h.engine.check_decision(paused.run_id, "approve", data),
+                   lambda: h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve", data=data)):
+        with pytest.raises(ReviewDataInvalid, match=why) as caught:
+            decide()
+        assert caught.value.pointer == pointer and caught.value.hint
+    assert h.store.get_run(paused.run_id)["last_seq"] == seq and h.store.get_run(paused.run_id)["status"] == "paused"
+    done = h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve", data={"amount": 5})
+    assert done.status == "succeeded"

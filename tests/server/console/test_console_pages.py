@@ -122,6 +122,10 @@ def test_edit_context_then_continue_records_before_and_after(console):
     token = console.csrf(c, url)
     bad = c.post(url + "/edit", data={"csrf": token, "reason": "x", "context": "[1]"})
     assert bad.status_code == 422 and console.store.get_run(failed.run_id)["status"] == "failed"
+    for text, why in (('{"to": NaN}', "NaN is not JSON"), ('{"to": "\\ud800"}', "at /to: the text holds a lone")):
+        bad = c.post(url + "/edit", data={"csrf": token, "reason": "x", "context": text})  # (break-it: both taken)
+        assert bad.status_code == 422 and f"The context is not JSON: {why}" in bad.text, bad.text
+        assert console.store.get_run(failed.run_id)["status"] == "failed"
     c.post(url + "/edit", data={"csrf": token, "reason": "address fixed", "context": '{"to": "Bergen"}'})
     assert console.store.get_run(failed.run_id)["output"] == {"to": "Bergen"}
     ev = [e["data"] for e in console.store.events(failed.run_id) if e["type"] == "context_overridden"]

@@ -59,8 +59,20 @@ def test_the_posted_values_become_typed_data_and_empty_ones_are_left_out():
     ({"data/tier": "c"}, "/tier", "is not one of a, b, 3"),
     ({"data/scores": "1\nx"}, "/scores", "must be a whole number"),
     ({"data/contact/deep": "{"}, "/contact/deep", "is not JSON"),
+    # (break-it: json.loads took NaN and "\ud800", which the store then could not hold or show)
+    ({"data/rows": '[{"a": NaN}]'}, "/rows", "NaN is not JSON"),
+    ({"data/either": "Infinity"}, "/either", "Infinity is not JSON"),
+    ({"data/rows": '[{"a": "\\ud800"}]'}, "/rows", "at /0/a: the text holds a lone surrogate"),
+    ({"data/note": "\ud800"}, "/note", "lone surrogate"),
 ])
 def test_a_value_its_field_cannot_read_is_refused_saying_where(posted, where, why):
     with pytest.raises(FormError, match=why) as caught:
         data_from(form_fields(SCHEMA), posted)
     assert caught.value.pointer == where and str(caught.value).startswith(f"at {where}: ")
+
+
+@pytest.mark.parametrize("text, why", [('{"cap": NaN}', "NaN is not JSON"), ('{"cap": "\\udc00"}', "lone surrogate")])
+def test_the_free_json_data_of_a_review_without_a_schema_refuses_what_json_cannot_hold(text, why):
+    with pytest.raises(FormError, match=why) as caught:
+        data_from([], {"data_json": text})
+    assert caught.value.pointer == "/"

@@ -18,6 +18,7 @@ from flowctl.definition.durations import parse_duration
 from flowctl.definition.runtime_schemas import locate_problem
 from flowctl.engine.calls import notify, recover_notify
 from flowctl.engine.clock import iso
+from flowctl.engine.payload import not_json
 from flowctl.engine.tokens import TOKEN_ATTEMPTS, TOKEN_WINDOW, hash_token, new_token
 from flowctl.errors import (ExpressionError, FlowFailed, ReviewDataInvalid, ReviewTimeout, UsageError, handler_names,
                             run_error)
@@ -125,7 +126,13 @@ def check_data(state, data):
     """The data a decision on review ``state`` records: ``data`` as given, or ``{}`` for None when
     the state has a ``data_schema``. Raises :class:`ReviewDataInvalid` (its ``pointer`` into the
     data) when the schema rejects it. Records nothing; for a state without a schema (or a policy's
-    review of a task) ``data`` is returned unchecked."""
+    review of a task) ``data`` is checked only for being JSON: NaN, an infinity or a lone surrogate
+    (:func:`~flowctl.engine.payload.not_json`) is refused on every review, schema or not."""
+    bad = not_json(data)
+    if bad is not None:
+        where, message = bad
+        raise ReviewDataInvalid(f"the decision's data is not JSON at {where or '/'}: {message}", pointer=where or "/",
+                                hint="give data that is JSON text: finite numbers, surrogates only in pairs")
     schema = getattr(state, "data_schema", None)
     if not schema:
         return data

@@ -20,7 +20,6 @@ recorded with who (``key:<name>``, the signed-in key) and why:
 """
 from __future__ import annotations
 
-import json
 import time
 
 from flowctl.engine.pause import is_paused_by_operator
@@ -93,10 +92,12 @@ def routes(router, service) -> None:
         """Replace the failed run's context, then continue it from its failed step."""
         from flowctl.engine.redrive import redrive as redrive_run
 
-        try:
-            context = json.loads(fields.get("context") or "")
-        except (ValueError, RecursionError) as exc:
-            return message(request, 422, "Not done", f"The context is not JSON (or nests too deeply): {exc}")
+        from flowctl.server.console.forms import parse_json
+
+        try:  # no NaN, Infinity or lone surrogate either: the store could not hold or show them
+            context = parse_json(fields.get("context") or "", "The context is not JSON")
+        except ValueError as exc:
+            return message(request, 422, "Not done", f"{exc}")
         if not isinstance(context, dict):
             return message(request, 422, "Not done", "The context must be a JSON object.")
         result = redrive_run(service.engine, run_id, by=viewer.by, reason=reason, context=context)

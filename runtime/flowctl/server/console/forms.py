@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import math
 
+from flowctl.engine.payload import not_json
+
 SCALARS = ("string", "number", "integer", "boolean")
 
 
@@ -121,11 +123,27 @@ def _value(f: dict, raw):
         lines = [line.strip() for line in raw.splitlines() if line.strip()]
         return [_number(x, f["item"]) for x in lines] if f["item"] in ("number", "integer") else lines
     if kind == "json":
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"is not JSON (or nests too deeply): {exc}") from None
+        return parse_json(raw, "is not JSON")
     return raw
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON (use null or a number)")
+
+
+def parse_json(text: str, what: str):
+    """``text`` parsed as JSON that can be stored: no NaN or Infinity (JSON has none, Python's
+    parser takes them), no lone surrogate (``"\\ud800"``). Raises ``ValueError``."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"{what} (or nests too deeply): {exc}") from None
+    except ValueError as exc:  # NaN, Infinity, an integer too long to convert
+        raise ValueError(f"{what}: {exc}") from None
+    bad = not_json(value)
+    if bad is not None:
+        raise ValueError(f"{what}: at {bad[0] or '/'}: {bad[1]}")
+    return value
 
 
 class FormError(ValueError):
@@ -147,20 +165,21 @@ def data_from(fields: list, posted: dict):
     """The decision's data from the posted form (``{key: text}``), typed by ``fields``; without
     fields, the JSON object posted as ``data_json`` (None when empty). Fields left empty are left
     out (a group whose fields are all empty too). Raises :class:`FormError` (a ``ValueError``) for a
-    value that is not what its field reads (a number that is not one, JSON that does not parse)."""
+    value that is not what its field reads (a number that is not one, JSON that does not parse) or
+    that JSON cannot store (NaN, Infinity, a lone surrogate)."""
     if not fields:
         text = (posted.get("data_json") or "").strip()
         if not text:
             return None
         try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise FormError("/", f"the data is not JSON (or nests too deeply): {exc}") from None
+            data = parse_json(text, "the data is not JSON")
+        except ValueError as exc:
+            raise FormError("/", str(exc)) from None
         if not isinstance(data, dict):
             raise FormError("/", "the data must be a JSON object")
         return data
     if len(fields) == 1 and fields[0]["pointer"] == "/":
-        return _read(fields[0], posted)
+        return _checked(_read(fields[0], posted))
     data = {}
     for f in fields:
         name = f["label"]
@@ -176,7 +195,15 @@ def data_from(fields: list, posted: dict):
         value = _read(f, posted)
         if value is not None:
             data[name] = value
+    return _checked(data)
+
+
+def _checked(data):
+    """``data``, unless a text field gave a lone surrogate (a browser sends text; a script may not)."""
+    bad = not_json(data)
+    if bad is not None:
+        raise FormError(bad[0] or "/", bad[1])
     return data
 
 
-__all__ = ["FormError", "data_from", "form_fields"]
+__all__ = ["FormError", "data_from", "form_fields", "parse_json"]
