@@ -41,6 +41,13 @@ def test_a_wrong_key_is_refused_and_recorded_and_a_stale_form_is_refused(console
     bad = c.post("/console/signin", data={"csrf": pre, "key": "fck_000000000000_" + "A" * 43})
     assert bad.status_code == 401 and "not known" in bad.text
     assert [r["kind"] for r in console.service.log.session("access")] == ["access_denied"]
+    for _ in range(20):  # more of the same: counted in the window's one row, not a row each
+        pre = re.search(r'name="csrf" value="([^"]+)"', c.get("/console/signin").text).group(1)
+        assert c.post("/console/signin", data={"csrf": pre, "key": "fck_000000000000_" + "B" * 43}).status_code == 401
+    assert [r["kind"] for r in console.service.log.session("access")] == ["access_denied"]
+    console.service.refusals.flush()
+    rows = console.service.log.session("access")
+    assert len(rows) == 2 and rows[1]["data"]["count"] == 20, rows
     stale = console.client().post("/console/signin", data={"csrf": "forged", "key": console.key("bob", "admin")})
     assert stale.status_code == 403
 

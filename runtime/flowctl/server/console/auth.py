@@ -14,7 +14,8 @@ are the key's as stored (``runs:read`` to see runs and health, ``reviews`` for t
 ``runs:write`` for takeover actions; ``admin`` all). Every POST must carry the session's CSRF
 token (the hidden field ``csrf`` or the header ``X-CSRF-Token`` htmx sends), else 403 and nothing
 is done; the sign-in form itself carries a token bound to a pre-session cookie (login CSRF).
-Each refused sign-in is recorded in the service log (session ``access``) as the API's refusals are.
+Each refused sign-in is recorded in the service log (session ``access``) as the API's refusals are:
+without a session, counted per address and minute (one row a window), so they cannot flood the store.
 """
 from __future__ import annotations
 
@@ -112,10 +113,9 @@ async def signin(request: Request):
 
     row = await run_in_threadpool(console.service.keys.verify, (fields.get("key") or "").strip())
     if row is None:
-        await run_in_threadpool(console.service.log.append, "access", {
+        await run_in_threadpool(_log_refusal, request, {
             "at": time.time(), "caller": "", "kind": "access_denied", "outcome": "unauthorized",
-            "reason": "console sign-in with an unknown or revoked key", "data": {"method": "POST",
-                                                                                 "path": request.url.path}})
+            "reason": "console sign-in with an unknown or revoked key", "data": _where(request)})
         return signin_page(request, "That key is not known, or it was revoked.", status=401)
     data = {"k": row["key_id"], "n": row["name"], "c": secrets.token_urlsafe(32), "e": time.time() + SESSION_SECONDS}
     response = go(request, _next_url(fields.get("next") or ""))
@@ -138,13 +138,26 @@ def signout(request: Request, viewer: Viewer, fields: dict):
 
 
 
+def _where(request: Request) -> dict:
+    return {"method": request.method, "path": request.url.path,
+            "route": getattr(request.scope.get("route"), "path", None)}
+
+
+def _log_refusal(request: Request, record: dict) -> None:
+    """A refusal in the service log: a signed-in viewer's at once; one without a session counted per
+    address and window, as the API's (:class:`~flowctl.store.servicelog.Refusals`): requests
+    without a key cannot flood the store."""
+    service = request.app.state.console.service
+    if record["caller"]:
+        service.log.append("access", record)
+    else:
+        service.refusals.note(request.client.host if request.client else "", record)
+
+
 def _refused(request: Request, viewer: Viewer | None, status: int, reason: str):
-    console = request.app.state.console
-    console.service.log.append("access", {"at": time.time(), "caller": viewer.name if viewer else "",
-                                          "kind": "access_denied", "outcome": {401: "unauthorized", 403: "forbidden",
-                                                                               429: "rate_limited"}[status],
-                                          "reason": reason, "data": {"method": request.method,
-                                                                     "path": request.url.path}})
+    _log_refusal(request, {"at": time.time(), "caller": viewer.name if viewer else "", "kind": "access_denied",
+                           "outcome": {401: "unauthorized", 403: "forbidden", 429: "rate_limited"}[status],
+                           "reason": reason, "data": _where(request)})
     return message(request, status, {401: "Sign in", 403: "Refused", 429: "Slow down"}[status], reason)
 
 
