@@ -176,6 +176,11 @@ def test_flowctl_events_prints_jsonl_and_refuses_a_bad_window(tmp_path):
     assert backwards.exit_code == 2 and "--until" in backwards.output and "Traceback" not in backwards.output
     unknown = runner.invoke(main, args + ["--run", "nosuchrun"])
     assert unknown.exit_code == 2 and "no run 'nosuchrun'" in unknown.output
+    for option in ("--state", "--tool", "--type", "--flow"):  # refused before the query (a LIKE pattern too complex)
+        long = runner.invoke(main, args + [option, "x" * 60000])
+        assert long.exit_code == 2 and f"{option} is 60000 characters long" in long.output, long.output
+    assert runner.invoke(main, args + ["--state", "x" * 200]).exit_code == 0
+    assert runner.invoke(main, args + ["--limit", "9" * 20]).exit_code == 2
 
 
 def test_rows_of_one_event_from_before_schema_7_are_filtered_exactly_too(tmp_path):

@@ -26,7 +26,7 @@ def compute(store, limit: int = 1000, since: float | None = None, *, flow: str |
 
 def parse_bucket(text):
     """``--bucket``: a duration (``1h``, ``15m``); seconds, or None. Raises ``UsageError``."""
-    if not text:
+    if text is None:
         return None
     from flowctl.definition.durations import parse_duration
     from flowctl.errors import UsageError
@@ -47,18 +47,21 @@ def parse_since(text, option: str = "--since"):
         return None
     import time
 
-    from flowctl.definition.durations import parse_duration
+    from flowctl.definition.durations import DurationTooLong, parse_duration
     from flowctl.errors import UsageError
     from flowctl.expr.expressions import _parse_time
 
     try:
         return time.time() - parse_duration(text)
+    except DurationTooLong as exc:
+        raise UsageError(f"{option} {exc}", hint=f"give a shorter window ({option} 30d) or an ISO-8601 time") from None
     except ValueError:
         pass
     try:
         return _parse_time(text).timestamp()
-    except ValueError:
-        raise UsageError(f"{option} {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
+    except (ValueError, OverflowError):
+        raise UsageError(f"{option} {text[:60]!r} is neither a duration (1h) nor an ISO-8601 time",
+                         hint=f"e.g. {option} 1h, {option} 7d or {option} 2026-12-01T00:00:00Z") from None
 
 
 def project_thresholds(root) -> dict:
