@@ -227,18 +227,18 @@ class ChainCheck:
         prev_hash = ev.get("prev_hash", "")
         if not self.row and prev_hash != self.prev:
             problems.append(f"event {ev['seq']} does not follow event {ev['seq'] - 1} (prev_hash differs)")
-        differs = ev.get("row_differs")
-        if differs:
-            problems.append(f"event {ev['seq']}: the stored row's " + ", ".join(
-                f"{k} column ({stored!r}, hashed {expected!r})" for k, (stored, expected) in differs.items())
-                + " disagrees with its hashed content (edited in the store)")
         if span is None:
             if event_hash(prev_hash, ev) != ev.get("hash"):
                 problems.append(f"event {ev['seq']} ({ev['type']}) was modified (hash differs)")
             self.prev = ev.get("hash", "")
         else:
             self.row.append(ev)
-            if ev["seq"] >= span[-1]:
+            if ev["seq"] >= span[-1]:  # the row's last event: it carries the row's columns if they differ
+                differs = ev.get("row_differs")
+                if differs:
+                    problems.append(f"event {ev['seq']}: the stored row's " + ", ".join(
+                        f"{k} column ({stored!r}, hashed {expected!r})" for k, (stored, expected) in differs.items())
+                        + " disagrees with its hashed content (edited in the store)")
                 self._row_done()
         self.expected_seq += 1
         self.count += 1
