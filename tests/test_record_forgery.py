@@ -160,6 +160,20 @@ def test_step_record_forgery_is_found_by_audit_verify(tmp_path):
     assert verify.returncode == 1 and "step record" in verify.stderr
 
 
+def test_a_packed_rows_time_set_back_to_hide_a_payment_is_found_by_audit_verify(tmp_path):
+    """The row's ``ts`` column is what ``flowctl events --since`` and ``policy report`` select
+    rows by; set back, it hides the payment from them, so verify checks it against the hashed events."""
+    h, paused = _paused(tmp_path)
+    db = _db(tmp_path)
+    seq = next(s for s, text in db.execute("SELECT seq, data FROM flowctl_events WHERE run_id = ? AND n_events "
+                                           "IS NOT NULL ORDER BY seq", (paused.run_id,)) if '"tool":"pay' in text)
+    db.execute("UPDATE flowctl_events SET ts = 1000 WHERE run_id = ? AND seq = ?", (paused.run_id, seq))
+    db.commit()
+    verify = _cli(["audit", "verify", paused.run_id], h.root, tmp_path)
+    assert verify.returncode == 1, verify.stdout
+    assert f"run {paused.run_id}: event {seq}: the stored row's ts column (1000.0" in verify.stderr
+
+
 def test_rehashed_rewrite_passes_plain_verify_but_not_an_anchored_head(tmp_path):
     """What audit verify cannot prove alone: someone who rewrites an event and re-hashes the whole
     chain, the run row and its seal. A head kept outside the store catches it."""

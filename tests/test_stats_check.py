@@ -100,3 +100,17 @@ def test_bucket_adds_each_tools_calls_per_interval_and_a_bad_width_is_a_usage_er
     assert text.returncode == 0 and "pay@1.0.0 per bucket:" in text.stdout and "1 calls, 0 failed" in text.stdout
     bad = _stats(root, db, "--bucket", "soon")
     assert bad.returncode == 2 and "--bucket 'soon'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["stats", "--bucket", ""], "--bucket ''"),
+    (["stats", "--limit", "9" * 20], "--limit"),
+    (["runs", "--limit", "9" * 20], "--limit"),
+    (["stats", "--since", "9" * 20 + "d"], "more than 36500d ago"),
+    (["policy", "report", "--since", "9" * 20 + "d"], "more than 36500d ago"),
+])
+def test_an_empty_or_out_of_range_option_is_a_usage_error_not_an_internal_one(tmp_path, args, named):
+    root, db = _project(tmp_path)
+    done = subprocess.run([FLOWCTL_EXE, *args, "--db", db], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert named in done.stderr and "internal error" not in done.stderr and "Traceback" not in done.stderr

@@ -176,6 +176,11 @@ def test_flowctl_events_prints_jsonl_and_refuses_a_bad_window(tmp_path):
     assert backwards.exit_code == 2 and "--until" in backwards.output and "Traceback" not in backwards.output
     unknown = runner.invoke(main, args + ["--run", "nosuchrun"])
     assert unknown.exit_code == 2 and "no run 'nosuchrun'" in unknown.output
+    for option in ("--state", "--tool", "--type", "--flow"):  # refused before the query (a LIKE pattern too complex)
+        long = runner.invoke(main, args + [option, "x" * 60000])
+        assert long.exit_code == 2 and f"{option} is 60000 characters long" in long.output, long.output
+    assert runner.invoke(main, args + ["--state", "x" * 200]).exit_code == 0
+    assert runner.invoke(main, args + ["--limit", "9" * 20]).exit_code == 2
 
 
 def test_rows_of_one_event_from_before_schema_7_are_filtered_exactly_too(tmp_path):
@@ -196,5 +201,89 @@ def test_rows_of_one_event_from_before_schema_7_are_filtered_exactly_too(tmp_pat
                           (EventFilter(tool=tool), lambda e: isinstance(e["data"], dict) and e["data"].get("tool") == tool)):
             got = sorted((e["run_id"], e["seq"]) for e in query_events(store, flt))
             assert got and got == sorted((e["run_id"], e["seq"]) for e in every if keep(e))
+    finally:
+        store.close()
+
+
+def _verify(store, run_id) -> list:
+    from flowctl.store.audit import RunCheck
+    from flowctl.store.events import iter_events
+
+    check = RunCheck(store.get_run(run_id))
+    for ev in iter_events(store, run_id):
+        check.add(ev)
+    return check.finish()
+
+
+def _packed_row_of(path, run_id, event_type):
+    """``seq`` of the packed row of ``run_id`` holding its ``event_type`` event."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT seq, data FROM flowctl_events WHERE run_id = ? AND n_events IS NOT NULL ORDER BY seq",
+                          (run_id,)).fetchall()
+    finally:
+        db.close()
+    return next(seq for seq, text in rows if f',"{event_type}",' in text)
+
+
+def _edit(path, sql, args):
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        db.execute(sql, args)
+        db.commit()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("column, value", [("ts", 1000.0), ("ts", 4.0e9), ("state", "send"),
+                                           ("type", "tool_succeeded"), ("attempt", 3)])
+def test_an_edited_indexed_column_of_a_packed_row_is_found_by_verify_and_not_taken_by_the_query(
+        tmp_path, column, value):
+    from flowctl.store.sql import open_store
+
+    path = tmp_path / "flowctl.db"
+    store = open_store(f"sqlite:///{path}", create=True)
+    try:
+        h, ids = _runs(tmp_path, store)
+        run_id = ids[0]
+        assert _verify(store, run_id) == []
+        seq = _packed_row_of(path, run_id, "tool_succeeded")
+        before = [(e["run_id"], e["seq"]) for e in query_events(store, EventFilter(tool="pay", type="tool_succeeded"))]
+        _edit(path, f"UPDATE flowctl_events SET {column} = ? WHERE run_id = ? AND seq = ?", (value, run_id, seq))
+        problems = _verify(store, run_id)
+        assert len(problems) == 1 and problems[0].startswith(f"event {seq}: the stored row's {column} column ("), problems
+        assert "edited in the store" in problems[0]
+        # what the query keeps is decided on the hashed events: an edit never adds an event to a filter
+        if column == "ts" and value > 3e9:
+            assert list(query_events(store, EventFilter(since=3e9))) == []
+        elif column != "ts":
+            after = [(e["run_id"], e["seq"]) for e in query_events(store, EventFilter(tool="pay", type="tool_succeeded"))]
+            assert after == before
+            assert all(e["state"] == "send" for e in query_events(store, EventFilter(state="send")))
+            assert {e["type"] for e in query_events(store, EventFilter(type="tool_succeeded"))} == {"tool_succeeded"}
+    finally:
+        store.close()
+
+
+def test_an_edited_column_of_a_row_of_one_event_is_hashed_itself(tmp_path):
+    """Rows from before schema 7 hold one event each, its ts, type, state and attempt part of its hash."""
+    from support.helpers import load_sql_dump
+
+    from flowctl.store.sql import open_store
+
+    url = f"sqlite:///{tmp_path}/v4.db"
+    load_sql_dump(__import__("pathlib").Path(__file__).parent / "data" / "store_v4.sql", url)
+    store = open_store(url)
+    try:
+        run_id = store.list_runs(limit=0)[0]["id"]
+        assert _verify(store, run_id) == []
+        for column, value in (("ts", 1000.0), ("type", "run_cancelled"), ("state", "x"), ("attempt", 9)):
+            _edit(tmp_path / "v4.db", f"UPDATE flowctl_events SET {column} = ? WHERE run_id = ? AND seq = 2",
+                  (value, run_id))
+            assert any(p.startswith("event 2 (") and "was modified (hash differs)" in p for p in _verify(store, run_id))
     finally:
         store.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from flowctl.cli.invoke import call as _call
+from flowctl.cli.observe import LIMIT_MAX
 
 SCHEMA_KINDS = ("state", "flow", "contract", "policy", "project", "models", "case")  # definition.kinds.SCHEMA_KINDS
 
@@ -198,7 +199,7 @@ def cancel(run_id, no_compensate, by, root, db):
 @main.command()
 @click.option("--status", help="Only runs with this status (running, waiting, paused, succeeded, failed, cancelled).")
 @click.option("--flow", help="Only runs of this flow.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="How many runs to show.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1, max=LIMIT_MAX), help="How many runs to show.")
 @click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")
 @_root_db
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -220,7 +221,7 @@ def trace(run_id, root, db, fmt, last):
 
 @main.command()
 @_root_db
-@click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="How many recent runs to include.")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1, max=LIMIT_MAX), help="How many recent runs to include.")
 @click.option("--since", metavar="TIME|DURATION", help="Only runs started since an ISO-8601 time or a duration ago (e.g. 1h).")
 @click.option("--flow", help="Only runs of this flow (neither a flow of the project nor stored: exit 2, did you mean).")
 @click.option("--all", "all_", is_flag=True, help="Include child runs (parallel, map, subflow); default: top-level runs.")

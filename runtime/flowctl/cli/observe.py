@@ -7,6 +7,10 @@ import click
 
 from flowctl.cli.invoke import call as _call
 
+#: the most a ``--limit`` of the reading commands (``runs``, ``stats``, ``events``) accepts: far
+#: past any store, and inside what a SQL ``LIMIT`` binds (a 64-bit integer)
+LIMIT_MAX = 1_000_000_000
+
 
 def register(main, policy, root_db) -> None:
     """Add ``events`` to ``main`` and ``report`` to the ``policy`` group (``root_db``: main's
@@ -20,7 +24,7 @@ def register(main, policy, root_db) -> None:
     @click.option("--since", metavar="TIME|DURATION", help="Only events since an ISO-8601 time or a duration ago (1h).")
     @click.option("--until", metavar="TIME|DURATION", help="Only events up to an ISO-8601 time or a duration ago.")
     @click.option("--run", "run_id", metavar="RUN", help="Only events of this run (an id or a unique prefix).")
-    @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the newest N matching events (still oldest first).")
+    @click.option("--limit", type=click.IntRange(min=1, max=LIMIT_MAX), metavar="N", help="Only the newest N matching events (still oldest first).")
     @root_db
     @click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text", show_default=True,
                   help="jsonl: one JSON object per event (time, ts, run_id, flow, seq, type, state, attempt, data, hash).")

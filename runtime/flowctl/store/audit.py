@@ -200,7 +200,11 @@ class ChainCheck:
     """:func:`verify_chain` one event at a time (a long run's log is never held whole): call
     :meth:`add` with each event in ``seq`` order, then :meth:`finish`. Events of a packed row
     (``packed: [first, last]``) are kept until its last one, then the row is hashed again from
-    them (:func:`pack_text`: the stored text itself, see :func:`unpack`)."""
+    them (:func:`pack_text`: the stored text itself, see :func:`unpack`). The indexed columns of
+    a row (``ts``, ``type``, ``state``, ``attempt``: what :mod:`flowctl.store.query` selects rows
+    by) must agree with what is hashed: a row of one event hashes them itself; a packed row's are
+    compared with its last event by the reader (``row_differs``, see
+    :func:`flowctl.store.records.packed_row_differs`) and reported here."""
 
     __slots__ = ("problems", "prev", "expected_seq", "count", "row")
 
@@ -229,7 +233,12 @@ class ChainCheck:
             self.prev = ev.get("hash", "")
         else:
             self.row.append(ev)
-            if ev["seq"] >= span[-1]:
+            if ev["seq"] >= span[-1]:  # the row's last event: it carries the row's columns if they differ
+                differs = ev.get("row_differs")
+                if differs:
+                    problems.append(f"event {ev['seq']}: the stored row's " + ", ".join(
+                        f"{k} column ({stored!r}, hashed {expected!r})" for k, (stored, expected) in differs.items())
+                        + " disagrees with its hashed content (edited in the store)")
                 self._row_done()
         self.expected_seq += 1
         self.count += 1

@@ -94,11 +94,24 @@ def event_rows(run_id: str, events, fence=None) -> list:
              fence, None) for e in events]
 
 
+def packed_row_differs(ts, typ, state, attempt, last: dict) -> dict:
+    """The indexed columns of a packed row that are not what :func:`event_rows` writes for the
+    hashed events in it (``ts`` and ``state`` of its ``last`` event, ``type`` :data:`PACKED`,
+    ``attempt`` NULL), as ``{column: (stored, expected)}``; empty when they agree. Readers put it
+    on the row's last event as ``row_differs`` (:class:`flowctl.store.audit.ChainCheck` reports it)."""
+    expected = {"ts": last["ts"], "type": PACKED, "state": last["state"], "attempt": None}
+    stored = {"ts": ts, "type": typ, "state": state, "attempt": attempt}
+    return {k: (stored[k], v) for k, v in expected.items() if stored[k] != v}
+
+
 def stored_events(run_id: str, row: tuple, after_seq: int = 0) -> list:
     """The events (dicts as :meth:`flowctl.store.protocol.Store.events` gives them) of one stored
     row ``(seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events)`` with ``seq >
     after_seq``. A packed row whose text is not what flowctl wrote gives one event of type
-    ``packed`` with ``data`` ``{"corrupt": True}`` (``audit verify`` reports it)."""
+    ``packed`` with ``data`` ``{"corrupt": True}`` (``audit verify`` reports it). The events' fields
+    are the hashed ones (from the packed text); when the row's own ``ts``, ``type``, ``state`` or
+    ``attempt`` columns disagree with them (edited in the store), its last event carries
+    ``row_differs`` (:func:`packed_row_differs`)."""
     seq, ts, typ, state, attempt, text, prev, digest, fence, n = row
     if n is None:
         try:
@@ -112,6 +125,9 @@ def stored_events(run_id: str, row: tuple, after_seq: int = 0) -> list:
         return [{"run_id": run_id, "seq": seq, "ts": ts, "type": typ, "state": state, "attempt": attempt,
                  "data": {"corrupt": True}, "prev_hash": prev, "hash": digest, "fence": fence, "data_json": None,
                  "packed": [seq, seq]}]
+    last = events[-1]
+    if ts != last["ts"] or typ != PACKED or state != last["state"] or attempt is not None:
+        last["row_differs"] = packed_row_differs(ts, typ, state, attempt, last)
     out = []
     for ev in events:
         if ev["seq"] > after_seq:

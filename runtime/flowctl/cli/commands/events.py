@@ -11,6 +11,10 @@ from flowctl.cli.commands._common import note_unknown_flow, open_reader, project
 from flowctl.cli.commands.audit_log import DATA_SHOWN
 from flowctl.cli.commands.stats import parse_since
 
+#: the longest value of a text filter (``--tool``, ``--type``, ``--flow``, ``--state``): far past
+#: any name, and short enough for the database's pattern matching
+FILTER_MAX = 200
+
 #: the fields of a JSON line, in this order
 FIELDS = ("time", "ts", "run_id", "flow", "seq", "type", "state", "attempt", "data", "hash")
 
@@ -20,6 +24,10 @@ def run(root, db, fmt="text", tool=None, type_=None, flow=None, state=None, sinc
     from flowctl.errors import UsageError
     from flowctl.store.query import EventFilter, query_events
 
+    for option, value in (("--tool", tool), ("--type", type_), ("--flow", flow), ("--state", state)):
+        if value is not None and len(value) > FILTER_MAX:
+            raise UsageError(f"{option} is {len(value)} characters long; a filter value has at most {FILTER_MAX}",
+                             hint=f"give the exact name ({option} NAME), e.g. one shown by: flowctl events --limit 20")
     low, high = parse_since(since), parse_since(until, "--until")
     if low is not None and high is not None and high < low:
         raise UsageError(f"--until {until!r} is before --since {since!r}: no event can match",

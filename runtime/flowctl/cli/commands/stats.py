@@ -27,7 +27,7 @@ def compute(store, limit: int = 1000, since: float | None = None, *, flow: str |
 
 def parse_bucket(text):
     """``--bucket``: a duration (``1h``, ``15m``); seconds, or None. Raises ``UsageError``."""
-    if not text:
+    if text is None:
         return None
     from flowctl.definition.durations import parse_duration
     from flowctl.errors import UsageError
@@ -42,8 +42,14 @@ def parse_bucket(text):
     return width
 
 
+#: the longest duration ago ``--since``/``--until`` accept, in seconds (36500d, about a century):
+#: past it the time no longer fits a date
+SINCE_MAX = 36500 * 86400.0
+
+
 def parse_since(text, option: str = "--since"):
-    """``--since`` (or ``option``): an ISO-8601 time, or a duration ago (``1h``); epoch seconds, or None."""
+    """``--since`` (or ``option``): an ISO-8601 time, or a duration ago (``1h``, at most
+    :data:`SINCE_MAX` seconds); epoch seconds, or None. Raises ``UsageError``."""
     if not text:
         return None
     import time
@@ -53,13 +59,19 @@ def parse_since(text, option: str = "--since"):
     from flowctl.expr.expressions import _parse_time
 
     try:
-        return time.time() - parse_duration(text)
+        ago = parse_duration(text)
     except ValueError:
-        pass
+        ago = None
+    if ago is not None:
+        if not ago <= SINCE_MAX:
+            raise UsageError(f"{option} {text[:40]!r} is more than {SINCE_MAX / 86400:.0f}d ago",
+                             hint=f"give a shorter window ({option} 30d) or an ISO-8601 time")
+        return time.time() - ago
     try:
         return _parse_time(text).timestamp()
-    except ValueError:
-        raise UsageError(f"{option} {text!r} is neither a duration (1h) nor an ISO-8601 time") from None
+    except (ValueError, OverflowError):
+        raise UsageError(f"{option} {text[:60]!r} is neither a duration (1h) nor an ISO-8601 time",
+                         hint=f"e.g. {option} 1h, {option} 7d or {option} 2026-12-01T00:00:00Z") from None
 
 
 def project_thresholds(root) -> dict:
