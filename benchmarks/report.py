@@ -191,7 +191,9 @@ def render(r: dict, commands: dict) -> str:
         f"Python {m['python']}, SQLite {m.get('sqlite', '?')}, PostgreSQL {m.get('postgresql') or 'not reachable'}.  ",
         f"Load average at start {r.get('loadavg_start')}, at end {r.get('loadavg_end')}.  ",
         f"Code: commit {r.get('code', {}).get('commit')}"
-        + (" with uncommitted changes in runtime/" if r.get("code", {}).get("runtime_uncommitted_changes") else "") + ".  ",
+        + (" with uncommitted changes in runtime/" if r.get("code", {}).get("runtime_uncommitted_changes") else "") + ".  "
+        + "".join(f"Part `{p}` measured again on its own (`run.py --only {p}`) at commit {x.get('code', {}).get('commit')}, "
+                  f"load {x.get('loadavg_start')} → {x.get('loadavg_end')}.  " for p, x in r.get("remeasured", {}).items()),
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
         "",
         "Peers are installed by `pip install -e '.[bench]'` (`make bench` does it): "
