@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from support.enginekit import Harness, build, effect_contract, task
-from support.pg import pg_url  # noqa: F401 - fixture
 
 from flowctl.store.query import EventFilter, query_events
+from support.stores import pg_url, sql_store, store  # noqa: F401 - fixtures
 
 TOOLS = """
 LEDGER = []
@@ -28,32 +28,6 @@ def ship(input, call):
     return {"shipped": True}
 """
 
-
-SQL_STORES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-
-
-def _open(request, tmp_path):
-    from flowctl.store.sql import MemoryStore, open_store
-
-    if request.param == "memory":
-        return MemoryStore()
-    if request.param == "sqlite":
-        return open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
-    return open_store(request.getfixturevalue("pg_url"), create=True)
-
-
-@pytest.fixture(params=["memory", *SQL_STORES])
-def store(request, tmp_path):
-    found = _open(request, tmp_path)
-    yield found
-    found.close()
-
-
-@pytest.fixture(params=SQL_STORES)
-def sql_store(request, tmp_path):
-    found = _open(request, tmp_path)
-    yield found
-    found.close()
 
 
 def _runs(tmp_path, store):

@@ -6,32 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from support.pg import pg_url  # noqa: F401 - fixture
 
 
-SQL = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-
-
-def _open(request, tmp_path):
-    from flowctl.store.sql import open_store
-
-    url = {"memory": "memory", "sqlite": f"sqlite:///{tmp_path}/flowctl.db"}.get(request.param)
-    return open_store(url or request.getfixturevalue("pg_url"))
-
-
-@pytest.fixture(params=["memory", *SQL])
-def store(request, tmp_path):
-    found = _open(request, tmp_path)
-    yield found
-    found.close()
-
-
-@pytest.fixture(params=SQL)
-def sql_store(request, tmp_path):
-    """The stores that keep summaries (the memory store's events are in memory)."""
-    found = _open(request, tmp_path)
-    yield found
-    found.close()
+from support.stores import pg_url, sql_store, store  # noqa: F401,E402 - fixtures
 
 
 def _run(run_id, status="running", flow="triage"):
