@@ -221,3 +221,29 @@ def test_run_of_a_flow_with_definition_errors_exits_1_as_validate_does(tmp_path)
     write_project(tmp_path, dict(FILES, **{"transitions/f.yaml": "flow: f\nstart: [\n"}))
     code, out = _flowctl(tmp_path, "run", "f")
     assert code == 1 and "[DEFINITION]" in out, out
+
+
+def test_a_worker_stopped_while_it_is_still_importing_exits_0(monkeypatch):
+    """SIGTERM between flowctl's interrupt handler and the worker's own (its module still
+    importing): the worker held nothing, so it stops with 0 as it does while starting, not 130."""
+    import importlib
+
+    import pytest
+
+    from flowctl.cli import invoke
+
+    real = importlib.import_module
+
+    def interrupted(name, *a, **k):
+        if name == "flowctl.cli.commands.worker":
+            raise KeyboardInterrupt  # what the SIGTERM handler raises
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        invoke.call("worker")
+    assert stopped.value.code == 0
+    with pytest.raises(SystemExit) as other:  # any other command says how its run continues: 130
+        monkeypatch.setattr(importlib, "import_module", lambda name, *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+        invoke.call("run")
+    assert other.value.code == 130

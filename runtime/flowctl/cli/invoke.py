@@ -36,6 +36,8 @@ def call(command: str, **kwargs) -> None:
     except FlowctlError as exc:
         _fail(exc, EXIT_FAILED)
     except KeyboardInterrupt:
+        if command == "worker":  # stopped while still importing, before its own handler: it held nothing
+            sys.exit(0)
         click.echo("interrupted: a run this command was driving keeps its last checkpoint; "
                    "`flowctl recover` continues it (`flowctl runs --status running` lists it)", err=True)
         sys.exit(130)
