@@ -369,13 +369,15 @@ def test_the_heartbeat_keeps_a_run_through_a_tool_call_longer_than_the_lease(tmp
     from flowctl.workers.worker import enqueue
 
     engine = _engine(project, db_url)
-    run_id = enqueue(engine, "f", {"sleep": 2.5})
-    first = _worker(engine, worker_id="first:1", lease=1.0)
+    # the tool outlasts the lease 2.5 times over; the lease leaves the heartbeat 2 s of slack on a
+    # loaded machine (a 1 s lease was lost once to a starved heartbeat thread on a shared 2-core box)
+    run_id = enqueue(engine, "f", {"sleep": 5.0})
+    first = _worker(engine, worker_id="first:1", lease=2.0)
     thread1, _ = _run_in_thread(first)
     _until(lambda: engine.store.get_run(run_id)["status"] == "running", 10, "the first worker's claim")
-    second = _worker(engine, worker_id="second:2", lease=1.0)
+    second = _worker(engine, worker_id="second:2", lease=2.0)
     thread2, out2 = _run_in_thread(second)
-    _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 30, "the run to finish")
+    _until(lambda: engine.store.get_run(run_id)["status"] == "succeeded", 60, "the run to finish")
     first.stop()
     second.stop()
     thread1.join(10)
