@@ -691,6 +691,8 @@ CATALOGUE = {
               "transitions/flow.yaml": "flow: flow\nstart: ask\ntransitions:\n"
                                        "  - {from: ask, to: done, when: \"review.decision != 'rejected'\"}\n"
                                        "  - {from: ask, to: done}\n"},
+    "FC610": {**TASK, "states/t.yaml": "id: t\ntype: review\ndecisions: [ok]\nnotify: pay@^1\nshow: {card: input.card}\n",
+              "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [card]\n"},
     "FC607": {**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: m:pay\nsensitive: [custmer]\n"
               "input_schema: {type: object, properties: {customer: {type: string}}}\n"},
     "FC704": {**TASK, "contracts/peek.v1.0.0.yaml": "id: peek\nversion: 1.0.0\nentrypoint: m:pay\n" + _EFFECTS

@@ -62,6 +62,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC607": ("sensitive-field-undeclared", WARNING),
     "FC608": ("tool-function-not-found", ERROR),
     "FC609": ("invalid-json-schema", ERROR),
+    "FC610": ("review-show-masked", WARNING),
     "FC701": ("policy-value", ERROR),
     "FC702": ("no-policy-allows", WARNING),
     "FC703": ("policy-limits-nothing", WARNING),

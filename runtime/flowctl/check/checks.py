@@ -27,6 +27,7 @@ from flowctl.check.callables import import_check, resolve_callable_problem
 from flowctl.check.topology import check_children, check_graph, child_flows, flow_graph
 from flowctl.check.models import RUN_SCOPE, check_model_states
 from flowctl.check.toolnames import check_tool_names
+from flowctl.check.masked import check_masked_show
 
 __all__ = ["CHECKS", "SCOPES", "RUN_SCOPE", "validate", "iter_expressions", "policy_regex_problems",
            "flow_graph", "child_flows", "import_check", "resolve_callable_problem"]
@@ -474,7 +475,7 @@ def check_fail_states(project: Project):
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
           check_same_function, check_helpers_outside_the_gate, check_tool_code, check_tool_names, check_sensitive,
-          check_review_decisions, check_dataflow, check_model_states)
+          check_masked_show, check_review_decisions, check_dataflow, check_model_states)
 
 
 def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:
