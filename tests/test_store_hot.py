@@ -246,8 +246,13 @@ def test_a_tool_output_unicode_cannot_hold_fails_the_step_and_the_run_stays_read
 def test_a_run_input_unicode_cannot_hold_is_refused_up_front(tmp_path):
     from flowctl.errors import UsageError
 
-    with pytest.raises(UsageError, match="not valid Unicode"):
-        Harness(build(tmp_path, LOOP, TOOLS)).run(input={"x": "\ud800"})
+    h = Harness(build(tmp_path, LOOP, TOOLS))
+    with pytest.raises(UsageError, match="run input at /x: the text holds a lone surrogate"):
+        h.run(input={"x": "\ud800"})
+    for bad in (float("nan"), float("inf")):  # what JSON cannot hold, through the library as through the CLI
+        with pytest.raises(UsageError, match="run input at /n/0: "):
+            h.run(input={"n": [bad]})
+    assert h.store.list_runs(limit=0) == []
 
 
 @pytest.mark.parametrize("run_id", ["x" * 41, "has space", "ünï", ""])

@@ -21,7 +21,7 @@ from flowctl.engine.adhoc import flow_of, is_session
 from flowctl.engine.cursor import Cursor
 from flowctl.engine.context import RunContext, live_owner, owner_hint, seal_row, trusted_project
 from flowctl.engine.loop import Runner
-from flowctl.engine.payload import MAX_PAYLOAD
+from flowctl.engine.payload import MAX_PAYLOAD, not_json
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
 from flowctl.engine.states import review
 from flowctl.errors import FlowctlError, UsageError
@@ -92,11 +92,13 @@ def _check_start(flow, run_id, run_input, params) -> None:
     if run_id is not None and not (isinstance(run_id, str) and 0 < len(run_id) <= 40 and set(run_id) <= RUN_ID_CHARS):
         raise UsageError(f"run id {str(run_id)[:50]!r} cannot be used",
                          hint="1 to 40 letters, digits, '.', '_' or '-' (or leave it out: flowctl makes one)")
-    try:
-        size = len(canonical(run_input).encode())
-    except UnicodeEncodeError as exc:
-        raise UsageError(f"run input holds text that is not valid Unicode ({exc.reason} at {exc.start})",
-                         hint="pass UTF-8 text; a lone surrogate such as \\ud800 cannot be stored") from None
+    for what, value in (("run input", run_input), ("params", params)):
+        bad = not_json(value)  # NaN, an infinity, a lone surrogate: what JSON stored as UTF-8 cannot hold
+        if bad is not None:
+            at = f" at {bad[0]}" if bad[0] else ""
+            raise UsageError(f"{what}{at}: {bad[1]}", hint="pass JSON values only: numbers, text, true/false, null, "
+                             "lists and objects")
+    size = len(canonical(run_input).encode())
     if size > MAX_PAYLOAD:
         raise UsageError(f"run input is {size} bytes; the limit is {MAX_PAYLOAD}", hint="pass a reference, not the data")
     if flow.input_schema:
