@@ -25,11 +25,14 @@ the contract's ``sensitive`` fields' values redacted.
 """
 from __future__ import annotations
 
+import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine.sensitive import Secrets
 from flowctl.gate.policy import Decision, Gate, function_aliases, input_digest
+from flowctl.store.servicelog import write_lock
 
 
 def _aliases(service, contract) -> tuple:
@@ -61,6 +64,29 @@ def refusal(service, tool: str, tool_input) -> tuple:
     return None, contract
 
 
+class Lane:
+    """Where the gate route's blocking work runs: ``await lane.run(fn)`` is ``fn()`` called on
+    another thread. On a SQLite store that is **one** thread kept for the gate: its writes are
+    serialised anyway (one writer at a time), and a hop to it costs less than one through
+    FastAPI's shared thread pool (capacity limiter, cancel scope), which the other endpoints keep
+    to themselves. On PostgreSQL, where checks of different functions commit in parallel, it is
+    that thread pool. ``close()`` stops the thread (the server's shutdown)."""
+
+    def __init__(self, store):
+        self._pool = None if getattr(store, "pg", False) else ThreadPoolExecutor(1, thread_name_prefix="flowctl-gate")
+
+    async def run(self, fn):
+        if self._pool is None:
+            from starlette.concurrency import run_in_threadpool
+
+            return await run_in_threadpool(fn)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
 def check(service, caller, tool: str, tool_input, session: str | None, dry_run: bool) -> dict:
     """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`).
 
@@ -72,7 +98,7 @@ def check(service, caller, tool: str, tool_input, session: str | None, dry_run: 
         sa = service.store.sa
         for attempt in range(5):
             try:
-                with service.store._begin() as conn:
+                with write_lock(service.store), service.store._begin() as conn:
                     return _check(service, caller, tool, tool_input, session, False, conn)
             except sa.exc.IntegrityError:  # another writer took the session's next seq: all of it again
                 if attempt == 4:
@@ -128,4 +154,4 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
             "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}
 
 
-__all__ = ["check", "refusal"]
+__all__ = ["Lane", "check", "refusal"]
