@@ -58,3 +58,26 @@ def test_the_service_log_numbers_each_session_and_detects_a_changed_row(store):
         with store.engine.begin() as conn:
             conn.exec_driver_sql("UPDATE flowctl_service_log SET outcome = 'deny' WHERE session = 's1' AND seq = 2")
     assert log.verify("s1") == ["seq 2: hash does not match (the record was changed)"]
+
+
+def test_on_sqlite_a_key_is_verified_while_another_connection_holds_the_write_lock(tmp_path):
+    """Every request looks its key up: on SQLite that read must not wait for a writer (a gate
+    check's transaction), and a revocation committed by another process is seen at once."""
+    import sqlite3
+
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    try:
+        keys = keys_of(store)
+        _, printed = keys.create("agent", ["gate"])
+        other = sqlite3.connect(f"{tmp_path}/s.db", isolation_level=None, timeout=0)
+        other.execute("BEGIN IMMEDIATE")  # a writer in the middle of its transaction
+        try:
+            assert keys.verify(printed)["name"] == "agent"  # read in autocommit: no BEGIN IMMEDIATE to queue
+            other.execute("UPDATE flowctl_api_keys SET revoked_at = 1.0 WHERE name = 'agent'")
+            assert keys.verify(printed)["name"] == "agent"  # not committed yet: not seen
+            other.execute("COMMIT")
+            assert keys.verify(printed) is None  # committed elsewhere: refused by the next request
+        finally:
+            other.close()
+    finally:
+        store.close()
