@@ -31,8 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine.sensitive import Secrets
+from flowctl.errors import StoreError
 from flowctl.gate.policy import Decision, Gate, function_aliases, input_digest
-from flowctl.store.servicelog import write_lock
+from flowctl.store.servicelog import SeqTaken, write_lock
 
 
 def _aliases(service, contract) -> tuple:
@@ -95,15 +96,17 @@ def check(service, caller, tool: str, tool_input, session: str | None, dry_run: 
     check costs one commit, and a check that fails to be logged is not counted either."""
     session = session or caller.name
     if not dry_run and hasattr(service.log, "append_in") and hasattr(service.store, "_begin"):
-        sa = service.store.sa
         for attempt in range(5):
             try:
                 with write_lock(service.store), service.store._begin() as conn:
-                    return _check(service, caller, tool, tool_input, session, False, conn)
-            except sa.exc.IntegrityError:  # another writer took the session's next seq: all of it again
+                    out, row = _check(service, caller, tool, tool_input, session, False, conn)
+                service.log.committed(row)  # its session's tail, now durable
+                return out
+            except SeqTaken:  # another writer took the session's next seq: all of it again
                 if attempt == 4:
-                    raise
-    return _check(service, caller, tool, tool_input, session, dry_run, None)
+                    raise StoreError(f"session {session!r}'s next number kept being taken by another writer "
+                                     "(5 tries); nothing of this check was kept") from None
+    return _check(service, caller, tool, tool_input, session, dry_run, None)[0]
 
 
 class _Joined:
@@ -132,7 +135,8 @@ def gate_run_id(caller, session: str) -> str:
     return f"gate:{caller.name}:{session}"
 
 
-def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
+def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
+    """``(the answer, the service-log row written or None)``."""
     decision, contract = refusal(service, tool, tool_input)
     digest = input_digest(tool_input)
     if decision is None:
@@ -144,14 +148,14 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
     secrets.learn(tool_input)
     reason = secrets.text(decision.reason) if secrets.values else decision.reason
     ref = contract.ref if contract is not None else tool
-    seq = None
+    seq = row = None
     if not dry_run:
         record = {"at": time.time(), "caller": caller.name, "kind": "gate_check", "tool": ref, "digest": digest,
                   "outcome": decision.outcome, "policy": decision.policy, "rule": decision.rule, "reason": reason}
         row = service.log.append(session, record) if conn is None else service.log.append_in(conn, session, record)
         seq = row["seq"]
     return {"decision": decision.outcome, "tool": ref, "policy": decision.policy, "rule": decision.rule,
-            "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}
+            "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}, row
 
 
 __all__ = ["Lane", "check", "refusal"]
