@@ -32,7 +32,9 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
   is into ``/body/data``; nothing is recorded (not even the token issued without one).
 
 Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoints are plain
-``def``). Shapes: :mod:`flowctl.server.models`.
+``def``), except the gate check's: its route is ``async`` and hands the key check and the check to
+:class:`flowctl.server.gatecheck.Lane` (on SQLite one thread of its own). Shapes:
+:mod:`flowctl.server.models`.
 """
 from __future__ import annotations
 

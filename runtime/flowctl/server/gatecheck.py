@@ -19,7 +19,8 @@ order (:func:`flowctl.engine.calls.call_tool`, then :func:`flowctl.engine.gateca
 A real check (not ``dry_run``) that is allowed is counted by the policies' ``rate`` and ``dedupe``
 (the gate log, as a run's call is), and every real check is appended to the service log with the
 caller and the session's next sequence number (:mod:`flowctl.store.servicelog`); on a SQL store
-both in one transaction. A dry run is
+both in one transaction, committed before the answer (on SQLite queued on the process's
+:func:`~flowctl.store.servicelog.write_lock`). A dry run is
 neither recorded nor counted. What is kept never holds the input: its digest, and the reason with
 the contract's ``sensitive`` fields' values redacted.
 """
