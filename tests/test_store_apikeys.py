@@ -58,3 +58,54 @@ def test_the_service_log_numbers_each_session_and_detects_a_changed_row(store):
         with store.engine.begin() as conn:
             conn.exec_driver_sql("UPDATE flowctl_service_log SET outcome = 'deny' WHERE session = 's1' AND seq = 2")
     assert log.verify("s1") == ["seq 2: hash does not match (the record was changed)"]
+
+
+def test_on_sqlite_a_key_is_verified_while_another_connection_holds_the_write_lock(tmp_path):
+    """Every request looks its key up: on SQLite that read must not wait for a writer (a gate
+    check's transaction), and a revocation committed by another process is seen at once."""
+    import sqlite3
+
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    try:
+        keys = keys_of(store)
+        _, printed = keys.create("agent", ["gate"])
+        other = sqlite3.connect(f"{tmp_path}/s.db", isolation_level=None, timeout=0)
+        other.execute("BEGIN IMMEDIATE")  # a writer in the middle of its transaction
+        try:
+            assert keys.verify(printed)["name"] == "agent"  # read in autocommit: no BEGIN IMMEDIATE to queue
+            other.execute("UPDATE flowctl_api_keys SET revoked_at = 1.0 WHERE name = 'agent'")
+            assert keys.verify(printed)["name"] == "agent"  # not committed yet: not seen
+            other.execute("COMMIT")
+            assert keys.verify(printed) is None  # committed elsewhere: refused by the next request
+        finally:
+            other.close()
+    finally:
+        store.close()
+
+
+def test_the_service_log_numbers_in_order_when_another_process_appended_to_the_session(store):
+    """Each process remembers a session's tail to skip a read per append; another process's rows
+    make that tail stale, and the next append still takes the next number (its insert collides
+    on the primary key and is retried) with an intact chain."""
+    if getattr(store, "engine", None) is None:
+        pytest.skip("the memory store's log is one process's")
+    from flowctl.store.servicelog import SqlLog
+
+    here, there = SqlLog(store), SqlLog(store)  # two processes' logs on one database
+    rec = {"at": 1.0, "caller": "agent", "kind": "gate_check"}
+    assert [here.append("s", rec)["seq"], there.append("s", rec)["seq"], here.append("s", rec)["seq"],
+            here.append("s", rec)["seq"]] == [1, 2, 3, 4]
+    assert here.verify("s") == [] and [r["seq"] for r in there.session("s")] == [1, 2, 3, 4]
+
+
+def test_a_service_log_row_rolled_back_with_its_transaction_leaves_no_gap(store):
+    if getattr(store, "engine", None) is None:
+        pytest.skip("the memory store has no transactions")
+    log = log_of(store)
+    rec = {"at": 1.0, "caller": "agent", "kind": "gate_check"}
+    log.append("s", rec)
+    with pytest.raises(RuntimeError):
+        with store._begin() as conn:
+            assert log.append_in(conn, "s", rec)["seq"] == 2
+            raise RuntimeError("the check failed after its row was written")  # rolled back
+    assert log.append("s", rec)["seq"] == 2 and log.verify("s") == []

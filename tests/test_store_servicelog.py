@@ -3,6 +3,7 @@ address and reason per window, so that requests without a key cannot grow the st
 from __future__ import annotations
 
 from flowctl.store.servicelog import MemoryLog, Refusals
+from support.interleave import WatchedLock
 
 
 class Clock:
@@ -131,3 +132,49 @@ def test_the_timer_rearms_for_a_later_window_and_flush_at_stop_cancels_it():
     assert [row["data"]["remote"] for row in log.session("access") if "count" in row["data"]] == ["a"]
     assert [t[0] for t in timers.armed] == [30.0]
     assert [row["data"]["remote"] for row in r.flush()] == ["b"] and timers.armed[0][2] is True  # cancelled
+
+
+def test_write_lock_is_one_lock_per_sqlite_store_and_none_on_postgresql(tmp_path):
+    import threading
+
+    from flowctl.store.servicelog import write_lock
+    from flowctl.store.sql import open_store
+
+    a, b = open_store(f"sqlite:///{tmp_path}/a.db"), open_store(f"sqlite:///{tmp_path}/b.db")
+    try:
+        assert write_lock(a) is write_lock(a) and isinstance(write_lock(a), type(threading.Lock()))
+        assert write_lock(a) is not write_lock(b)  # two databases do not wait for each other
+    finally:
+        a.close()
+        b.close()
+
+    class Pg:
+        pg = True
+
+    with write_lock(Pg()):  # PostgreSQL serialises by its own locks: nothing to queue on
+        pass
+
+
+def test_sql_appends_queue_on_the_write_lock_and_number_in_order(tmp_path):
+    """An append waits for the process's write lock (not SQLite's polling) before its transaction
+    and, once it has it, takes the session's next number."""
+    import threading
+
+    from flowctl.store.servicelog import log_of, write_lock
+    from flowctl.store.sql import open_store
+
+    store = open_store(f"sqlite:///{tmp_path}/a.db")
+    try:
+        log, done = log_of(store), []
+        log.append("s", record())
+        watched = store.__dict__["_service_write_lock"] = WatchedLock()
+        assert write_lock(store) is watched
+        with watched.lock:  # another writer of this process is in its transaction
+            t = threading.Thread(target=lambda: done.append(log.append("s", record())["seq"]))
+            t.start()
+            assert watched.waiting.wait(10)
+            assert [r["seq"] for r in log.session("s")] == [1]  # queued before writing anything
+        t.join(10)
+        assert done == [2] and log.verify("s") == []
+    finally:
+        store.close()

@@ -108,3 +108,66 @@ def test_a_session_named_like_a_run_or_another_keys_session_spends_only_its_own_
         "allow", "allow", "deny"]  # refunds: 2 per run (here: per key and session)
     assert api.store.gate_count("run_id", "run-1", "refund", 0) == 0  # the run "run-1" was not charged
     assert check(api, b, "refund", {"amount": 1}, session="run-1")["decision"] == "allow"  # b's own budget
+
+
+def test_without_a_key_a_check_is_401_whatever_its_body_and_the_refusal_is_recorded(api):
+    """The gate route authenticates before it validates the body: a caller without a key learns
+    nothing about what the endpoint accepts, and is counted as refused."""
+    api.key("agent", "gate")
+    for body in ({"tool": 7}, {"input": {}}, {}):
+        r = api.client.post("/v1/gate/check", json=body)
+        assert r.status_code == 401 and r.json()["code"] == "UNAUTHORIZED", r.text
+    rows = api.service.log.session("access")
+    assert [(r["outcome"], r["data"]["route"]) for r in rows] == [("unauthorized", "/v1/gate/check")]
+    assert [r["data"]["count"] for r in api.service.refusals.flush()] == [2]
+
+
+def test_a_recorded_check_waits_for_the_process_s_write_lock_before_its_transaction(api):
+    """Concurrent checks on SQLite queue on one lock (not on SQLite's polling busy handler): a check
+    arriving while another writer holds it records nothing until that writer is done, then
+    takes the session's next number."""
+    import threading
+
+    from flowctl.server.auth import Caller
+    from flowctl.server.gatecheck import check as gate_check
+    from support.interleave import WatchedLock
+
+    caller, done = Caller("agent", ("gate",), "k"), []
+    watched = api.store.__dict__["_service_write_lock"] = WatchedLock()
+    with watched.lock:
+        t = threading.Thread(target=lambda: done.append(
+            gate_check(api.service, caller, "refund", {"amount": 10}, "s1", False)["seq"]))
+        t.start()
+        assert watched.waiting.wait(10)
+        assert api.service.log.session("s1") == [] and done == []
+    t.join(10)
+    assert done == [1] and [r["outcome"] for r in api.service.log.session("s1")] == ["allow"]
+
+
+def test_the_gate_lane_runs_the_work_on_its_one_thread_and_passes_errors_back():
+    import asyncio
+    import threading
+
+    from flowctl.server.gatecheck import Lane
+
+    lane = Lane(object())  # a SQLite or memory store: one thread of its own
+    try:
+        names = asyncio.run(_twice(lane, lambda: threading.current_thread().name))
+        assert len(set(names)) == 1 and names[0].startswith("flowctl-gate")
+        assert names[0] != threading.current_thread().name
+
+        def fail():
+            raise ValueError("bad")
+
+        try:
+            asyncio.run(lane.run(fail))
+        except ValueError as exc:
+            assert str(exc) == "bad"
+        else:
+            raise AssertionError("the error did not reach the caller")
+    finally:
+        lane.close()
+
+
+async def _twice(lane, fn):
+    return [await lane.run(fn), await lane.run(fn)]

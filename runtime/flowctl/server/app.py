@@ -32,7 +32,9 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
   is into ``/body/data``; nothing is recorded (not even the token issued without one).
 
 Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoints are plain
-``def``). Shapes: :mod:`flowctl.server.models`.
+``def``), except the gate check's: its route is ``async`` and hands the key check and the check to
+:class:`flowctl.server.gatecheck.Lane` (on SQLite one thread of its own). Shapes:
+:mod:`flowctl.server.models`.
 """
 from __future__ import annotations
 
@@ -44,14 +46,15 @@ import time
 import anyio
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
 
 from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
 from flowctl.server import gatecheck, models, problems, stream, views
 from flowctl.server.sessions import Sessions, respond
-from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, need
+from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, bearer, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.store.apikeys import keys_of
 from flowctl.store.pages import runs_page
@@ -79,6 +82,7 @@ class Service:
         self.buckets = Buckets(rate, burst)
         self.aliases: dict = {}
         self.sessions = Sessions(self)
+        self.lane = gatecheck.Lane(store)
 
 
 def _bad_query(name: str, message: str):
@@ -110,6 +114,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
+        service.lane.close()
         service.refusals.flush()  # the counts of the last window of refusals without a key
 
     app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
@@ -124,9 +129,19 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     def healthz():
         return {"status": "ok", "version": __version__, "store": getattr(store, "safe_url", store.url)}
 
+    authorize_gate = need("gate")
+
+    async def gate_caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """``need("gate")`` on the gate's thread (:class:`gatecheck.Lane`), before the body is validated:
+        a request without a live key is a 401 whatever its body."""
+        return await service.lane.run(lambda: authorize_gate(request, credentials))
+
     @app.post("/v1/gate/check", response_model=models.GateDecision, responses=errs, tags=["gate"])
-    def gate_check(body: models.GateCheck, caller: Caller = Depends(need("gate"))):
-        return gatecheck.check(service, caller, body.tool, body.input, body.session, body.dry_run)
+    async def gate_check(body: models.GateCheck, caller: Caller = Depends(gate_caller)):
+        def work():
+            return gatecheck.check(service, caller, body.tool, body.input, body.session, body.dry_run)
+
+        return JSONResponse(await service.lane.run(work))  # built from the model's fields: not validated again
 
     @app.post("/v1/sessions", response_model=models.SessionOpened, status_code=201, responses=errs, tags=["sessions"])
     def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):

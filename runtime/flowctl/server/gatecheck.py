@@ -19,17 +19,22 @@ order (:func:`flowctl.engine.calls.call_tool`, then :func:`flowctl.engine.gateca
 A real check (not ``dry_run``) that is allowed is counted by the policies' ``rate`` and ``dedupe``
 (the gate log, as a run's call is), and every real check is appended to the service log with the
 caller and the session's next sequence number (:mod:`flowctl.store.servicelog`); on a SQL store
-both in one transaction. A dry run is
+both in one transaction, committed before the answer (on SQLite queued on the process's
+:func:`~flowctl.store.servicelog.write_lock`). A dry run is
 neither recorded nor counted. What is kept never holds the input: its digest, and the reason with
 the contract's ``sensitive`` fields' values redacted.
 """
 from __future__ import annotations
 
+import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine.sensitive import Secrets
+from flowctl.errors import StoreError
 from flowctl.gate.policy import Decision, Gate, function_aliases, input_digest
+from flowctl.store.servicelog import SeqTaken, write_lock
 
 
 def _aliases(service, contract) -> tuple:
@@ -61,6 +66,29 @@ def refusal(service, tool: str, tool_input) -> tuple:
     return None, contract
 
 
+class Lane:
+    """Where the gate route's blocking work runs: ``await lane.run(fn)`` is ``fn()`` called on
+    another thread. On a SQLite store that is **one** thread kept for the gate: its writes are
+    serialised anyway (one writer at a time), and a hop to it costs less than one through
+    FastAPI's shared thread pool (capacity limiter, cancel scope), which the other endpoints keep
+    to themselves. On PostgreSQL, where checks of different functions commit in parallel, it is
+    that thread pool. ``close()`` stops the thread (the server's shutdown)."""
+
+    def __init__(self, store):
+        self._pool = None if getattr(store, "pg", False) else ThreadPoolExecutor(1, thread_name_prefix="flowctl-gate")
+
+    async def run(self, fn):
+        if self._pool is None:
+            from starlette.concurrency import run_in_threadpool
+
+            return await run_in_threadpool(fn)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
 def check(service, caller, tool: str, tool_input, session: str | None, dry_run: bool) -> dict:
     """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`).
 
@@ -69,15 +97,17 @@ def check(service, caller, tool: str, tool_input, session: str | None, dry_run: 
     check costs one commit, and a check that fails to be logged is not counted either."""
     session = session or caller.name
     if not dry_run and hasattr(service.log, "append_in") and hasattr(service.store, "_begin"):
-        sa = service.store.sa
         for attempt in range(5):
             try:
-                with service.store._begin() as conn:
-                    return _check(service, caller, tool, tool_input, session, False, conn)
-            except sa.exc.IntegrityError:  # another writer took the session's next seq: all of it again
+                with write_lock(service.store), service.store._begin() as conn:
+                    out, row = _check(service, caller, tool, tool_input, session, False, conn)
+                service.log.committed(row)  # its session's tail, now durable
+                return out
+            except SeqTaken:  # another writer took the session's next seq: all of it again
                 if attempt == 4:
-                    raise
-    return _check(service, caller, tool, tool_input, session, dry_run, None)
+                    raise StoreError(f"session {session!r}'s next number kept being taken by another writer "
+                                     "(5 tries); nothing of this check was kept") from None
+    return _check(service, caller, tool, tool_input, session, dry_run, None)[0]
 
 
 class _Joined:
@@ -106,7 +136,8 @@ def gate_run_id(caller, session: str) -> str:
     return f"gate:{caller.name}:{session}"
 
 
-def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
+def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
+    """``(the answer, the service-log row written or None)``."""
     decision, contract = refusal(service, tool, tool_input)
     digest = input_digest(tool_input)
     if decision is None:
@@ -118,14 +149,14 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> dict:
     secrets.learn(tool_input)
     reason = secrets.text(decision.reason) if secrets.values else decision.reason
     ref = contract.ref if contract is not None else tool
-    seq = None
+    seq = row = None
     if not dry_run:
         record = {"at": time.time(), "caller": caller.name, "kind": "gate_check", "tool": ref, "digest": digest,
                   "outcome": decision.outcome, "policy": decision.policy, "rule": decision.rule, "reason": reason}
         row = service.log.append(session, record) if conn is None else service.log.append_in(conn, session, record)
         seq = row["seq"]
     return {"decision": decision.outcome, "tool": ref, "policy": decision.policy, "rule": decision.rule,
-            "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}
+            "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}, row
 
 
-__all__ = ["check", "refusal"]
+__all__ = ["Lane", "check", "refusal"]

@@ -136,6 +136,10 @@ class MemoryKeys(_Keys):
         raise UsageError(f"no key named {name!r}", hint="flowctl keys list")
 
 
+_COLUMNS = ("key_id", "name", "secret_hash", "scopes", "created_at", "created_by", "revoked_at")
+_BY_ID_SQL = f"SELECT {', '.join(_COLUMNS)} FROM flowctl_api_keys WHERE key_id = ?"
+
+
 def _table(sa):
     meta = sa.MetaData()
     return sa.Table("flowctl_api_keys", meta,
@@ -178,9 +182,28 @@ class SqlKeys(_Keys):
             raise UsageError(f"a key named {row['name']!r} exists") from None
 
     def _by_id(self, key_id):
+        if not self.store.pg:  # every request reads it: see _by_id_sqlite
+            return self._by_id_sqlite(key_id)
         with self.store.engine.connect() as conn:
             r = conn.execute(self._by_id_sql, {"k": key_id}).mappings().first()
         return None if r is None else self._row(r)
+
+    def _by_id_sqlite(self, key_id):
+        """The row read on a pooled DBAPI connection in autocommit: a SQLAlchemy connection on the
+        SQLite store begins with ``BEGIN IMMEDIATE`` (its write lock), so every request's key
+        lookup used to queue behind the gate checks' writes. A plain SELECT reads the last
+        committed state (WAL), so a revocation is seen by the next request."""
+        raw = self.store.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            try:
+                cur.execute(_BY_ID_SQL, (key_id,))
+                r = cur.fetchone()
+            finally:
+                cur.close()
+        finally:
+            raw.close()  # back to the pool
+        return None if r is None else self._row(dict(zip(_COLUMNS, r)))
 
     def list(self) -> list:
         t = self.t
