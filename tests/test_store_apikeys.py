@@ -10,6 +10,7 @@ from flowctl.store.memory import MemoryStore
 from flowctl.store.servicelog import log_of
 from flowctl.store.sql import open_store
 from support.pg import pg_url  # noqa: F401 - the fixture
+from support.stores import sql_store  # noqa: F401 - the SQL stores (a log of many processes, transactions)
 
 
 @pytest.fixture(params=["sqlite", "memory", "postgresql"])
@@ -83,13 +84,13 @@ def test_on_sqlite_a_key_is_verified_while_another_connection_holds_the_write_lo
         store.close()
 
 
-def test_the_service_log_numbers_in_order_when_another_process_appended_to_the_session(store):
+def test_the_service_log_numbers_in_order_when_another_process_appended_to_the_session(sql_store):
     """Each process remembers a session's tail to skip a read per append; another process's rows
     make that tail stale, and the next append still takes the next number (its insert collides
     on the primary key and is retried) with an intact chain."""
-    if getattr(store, "engine", None) is None:
-        pytest.skip("the memory store's log is one process's")
     from flowctl.store.servicelog import SqlLog
+
+    store = sql_store
 
     here, there = SqlLog(store), SqlLog(store)  # two processes' logs on one database
     rec = {"at": 1.0, "caller": "agent", "kind": "gate_check"}
@@ -98,9 +99,8 @@ def test_the_service_log_numbers_in_order_when_another_process_appended_to_the_s
     assert here.verify("s") == [] and [r["seq"] for r in there.session("s")] == [1, 2, 3, 4]
 
 
-def test_a_service_log_row_rolled_back_with_its_transaction_leaves_no_gap(store):
-    if getattr(store, "engine", None) is None:
-        pytest.skip("the memory store has no transactions")
+def test_a_service_log_row_rolled_back_with_its_transaction_leaves_no_gap(sql_store):
+    store = sql_store
     log = log_of(store)
     rec = {"at": 1.0, "caller": "agent", "kind": "gate_check"}
     log.append("s", rec)
