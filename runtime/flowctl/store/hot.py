@@ -59,10 +59,10 @@ _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "
 class _Request:
     """One caller's commit in a group (:meth:`HotPath._grouped`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger")
 
-    def __init__(self, plan, params, rows):
-        self.plan, self.params, self.rows = plan, params, rows
+    def __init__(self, plan, params, rows, ledger=None):
+        self.plan, self.params, self.rows, self.ledger = plan, params, rows, ledger
         self.done, self.result, self.error = False, None, None
 
 
@@ -168,13 +168,16 @@ class HotPath:
             found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list):
+    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
-        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written; else
+        ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
+        row (:mod:`flowctl.store.ledger`) is appended in the same transaction (SQLite only: on
+        PostgreSQL a run's end does not come here). False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
         if self.pg:
+            assert ledger is None, "a run's end on PostgreSQL takes the SQLAlchemy path"
             conn = None
             try:
                 conn = self._checkout()
@@ -185,7 +188,7 @@ class HotPath:
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows))
+        return self._grouped(_Request(plan, params, event_rows, ledger))
 
     def _failed(self, exc) -> StoreError:
         return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
@@ -275,6 +278,10 @@ class HotPath:
             cur.execute(self._sqlite_insert(), rows[0])
         elif rows:
             cur.executemany(self._sqlite_insert(), rows)
+        if req.ledger is not None:
+            from flowctl.store.ledger import append
+
+            append(cur.execute, False, req.ledger, "end")
         return pause
 
     def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
