@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from flowctl.cli.invoke import call as _call
-from flowctl.cli.main import _root_db
+from flowctl.cli.options import root_db as _root_db
 
 
 def _seq_hash(value):

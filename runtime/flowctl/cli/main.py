@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import click
 
+from flowctl.cli.options import root_db
+
 from flowctl.cli.invoke import call as _call
 from flowctl.cli.observe import LIMIT_MAX
 
@@ -110,10 +112,7 @@ def init(folder, template):
 
 
 # ------------------------------------------------------------------------------------ running
-def _root_db(f):
-    f = click.option("--db", envvar="FLOWCTL_DB", metavar="URL",
-                     help="Run store: sqlite:///path.db (default .flowctl/flowctl.db), postgresql://…, or memory. Env: FLOWCTL_DB.")(f)
-    return click.option("--root", type=click.Path(), help="Project folder (holding orchestration/).")(f)
+_root_db = root_db  # --db, --root (cli/options.py)
 
 
 def _wait_opt(f):
