@@ -643,7 +643,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "10"
+    assert version == "11"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
