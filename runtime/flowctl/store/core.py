@@ -362,8 +362,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         # store knows to be top-level has none, and ends through the one-statement commit
         final = run.get("status") in FINAL  # its ledger row is written in the same transaction
         ended = final and self._parents.pop(run_id, "?") is not None
-        if (not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events
-                and not (final and self.pg)):  # the common step (store_hot.py); a PG end takes the path below
+        if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
             done = self.hot.commit(stmt, params, event_rows(run_id, events, fence), ledger=run_id if final else None)
             if not done:
                 with self.engine.connect() as conn:

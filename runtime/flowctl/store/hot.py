@@ -171,17 +171,16 @@ class HotPath:
     def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
-        row (:mod:`flowctl.store.ledger`) is appended in the same transaction (SQLite only: on
-        PostgreSQL a run's end does not come here). False: the UPDATE matched no row, nothing was written; else
+        row (:mod:`flowctl.store.ledger`) is appended in the same transaction (on PostgreSQL the
+        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements). False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
         if self.pg:
-            assert ledger is None, "a run's end on PostgreSQL takes the SQLAlchemy path"
             conn = None
             try:
                 conn = self._checkout()
-                done = self._commit_pg(conn, stmt, plan, params, event_rows)
+                done = self._commit_pg(conn, stmt, plan, params, event_rows, ledger)
                 self._checkin(conn)
                 return done
             except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
@@ -284,15 +283,24 @@ class HotPath:
             append(cur.execute, False, req.ledger, "end")
         return pause
 
-    def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
+    def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None) -> bool:
         sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
         values = dict(plan[4])
         values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))
         cur = conn.cursor()
-        cur.execute(sql, values)
-        returned = cur.fetchall()
+        if ledger is None:
+            cur.execute(sql, values)
+            returned = cur.fetchall()
+        else:  # a run's end: its ledger row in the same transaction
+            from flowctl.store.ledger import append
+
+            with conn.transaction():
+                cur.execute(sql, values)
+                returned = cur.fetchall()
+                if len(returned) == 1:
+                    append(cur.execute, True, ledger, "end")
         return len(returned) == 1 and (returned[0][0] or True)
 
     def _names(self, i: int) -> tuple:
