@@ -219,3 +219,12 @@ def test_concurrent_run_starts_in_two_processes_take_turns_on_the_chain(tmp_path
     assert seen["waited"] == 1
     report = ledger.verify(store)
     assert report.problems == [] and report.rows == 6 and report.runs == 3
+
+
+def test_a_dropped_ledger_table_is_a_finding_not_a_traceback(tmp_path):
+    url = f"sqlite:///{tmp_path}/flowctl.db"
+    root, store, _done, _wid = _runs(tmp_path, url)
+    _sql(store, "DROP TABLE flowctl_ledger")
+    store.close()
+    out = _cli("audit", "verify", "--root", root, "--db", url)
+    assert out.exit_code == 1 and "[RECORD_TAMPERED] the ledger of runs cannot be read" in out.output

@@ -179,7 +179,9 @@ def _finish(report: LedgerReport, expected: dict, seen: set, head_row, expect_he
 
 def verify(store, expect_head: tuple | None = None) -> LedgerReport:
     """Check the ledger of ``store`` (SqlStore or MemoryStore) against its runs; see the module
-    docstring. ``expect_head``: ``(n, hash)`` kept outside the store, which the chain must hold."""
+    docstring. ``expect_head``: ``(n, hash)`` kept outside the store, which the chain must hold.
+    Memory: one ``(kind, seq, hash)`` per run the ledger names. Raises
+    :class:`~flowctl.errors.RecordTampered` when the ledger's tables cannot be read."""
     from flowctl.store.records import FINAL
 
     report = LedgerReport()
@@ -201,6 +203,20 @@ def verify(store, expect_head: tuple | None = None) -> LedgerReport:
             _check_run(report, *run, expected.get(run[0]))  # (id, seq, hash, ended)
         return _finish(report, expected, seen, None, expect_head)
     store._open_sa()
+    try:
+        return _verify_sql(store, report, expected, feed, expect_head)
+    except store.sa.exc.DBAPIError as exc:
+        from flowctl.errors import RecordTampered, first_line
+
+        raise RecordTampered(f"the ledger of runs cannot be read in {store.safe_url}: {first_line(exc.orig or exc)} "
+                             "(its tables were dropped, or the store was written by flowctl before schema 11 and "
+                             "its version row set forward)",
+                             hint="restore the store from a backup; flowctl audit verify RUN still checks each run") from None
+
+
+def _verify_sql(store, report: LedgerReport, expected: dict, feed, expect_head) -> LedgerReport:
+    from flowctl.store.records import FINAL
+
     with store.engine.connect() as conn:
         execute = conn.exec_driver_sql
         head_row = execute(_HEAD, ()).fetchone()

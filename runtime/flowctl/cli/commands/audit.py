@@ -89,7 +89,13 @@ def ledger_report(root, db, expect_head=None):
 
 def verify_ledger(root, db, expect_head=None) -> int:
     """``audit verify`` without RUN: the store-wide ledger of runs; prints its head ``N:HASH``."""
-    report = ledger_report(root, db, expect_head)
+    from flowctl.errors import RecordTampered
+
+    try:
+        report = ledger_report(root, db, expect_head)
+    except RecordTampered as exc:  # a finding (exit 1), not a usage error
+        click.echo(f"error: [{exc.code}] {exc}", err=True)
+        return EXIT_FAILED
     for p in report.problems:
         click.echo(f"ledger: {p}", err=True)
     status = "PROBLEMS" if report.problems else "intact"
