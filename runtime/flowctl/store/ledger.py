@@ -115,12 +115,14 @@ class MemoryLedger:
 
 class LedgerReport:
     """What :func:`verify` found: ``problems`` (strings, each naming the run or row), ``head``
-    (``(n, hash)`` of the last row, ``(0, "")`` for none), ``rows`` and ``runs`` (counts read)."""
+    (``(n, hash)`` of the last row, ``(0, "")`` for none), ``rows`` and ``runs`` (counts read),
+    ``anchors`` (the hashes found at an anchored row's ``n``)."""
 
     def __init__(self):
         self.problems: list = []
         self.head = (0, "")
         self.rows = self.runs = 0
+        self.anchors: set = set()
 
     @property
     def head_text(self) -> str:
@@ -182,10 +184,7 @@ def verify(store, expect_head: tuple | None = None) -> LedgerReport:
     docstring. ``expect_head``: ``(n, hash)`` kept outside the store, which the chain must hold.
     Memory: one ``(kind, seq, hash)`` per run the ledger names. Raises
     :class:`~flowctl.errors.RecordTampered` when the ledger's tables cannot be read."""
-    from flowctl.store.records import FINAL
-
     report = LedgerReport()
-    report.anchors = set()
     expected: dict = {}
     want = expect_head[0] if expect_head else None
 
