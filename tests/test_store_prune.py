@@ -253,9 +253,9 @@ def test_an_archive_folder_that_cannot_be_written_prunes_nothing(tmp_path):
     assert len(sqlite_store(tmp_path).events(rid)) == n
 
 
-def test_audit_verify_needs_run_or_archive(tmp_path):
-    out = _cli("audit", "verify")
-    assert out.exit_code == 2 and "needs RUN, or --archive" in out.output
+def test_audit_verify_all_takes_no_archive_and_a_missing_archive_is_a_usage_error(tmp_path):
+    out = _cli("audit", "verify", "--all", "--archive", tmp_path)  # (without RUN: the ledger, test_store_ledger)
+    assert out.exit_code == 2 and "takes no RUN and no --archive" in out.output
     missing = _cli("audit", "verify", "--archive", tmp_path / "nope")
     assert missing.exit_code == 2 and "no such file or folder" in missing.output
 

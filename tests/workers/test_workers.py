@@ -631,7 +631,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 10  # store schema 8: events indexed by time, the pruned ranges; 9: run summaries; 10: pause requests
+    assert SCHEMA_VERSION == 11  # store schema 8: events indexed by time, the pruned ranges; 9: run summaries; 10: pause requests; 11: the ledger of runs
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
@@ -645,7 +645,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "10"
+    assert version == "11"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
@@ -684,7 +684,7 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
     store = open_store(db_url)
     assert store.get_run(run_id)["cancel_requested"] is None and store.get_run(run_id)["status"] == "queued"
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "10"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "11"
     store.close()
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import click
 
+from flowctl.cli.options import root_db
+
 from flowctl.cli.invoke import call as _call
 from flowctl.cli.observe import LIMIT_MAX
 
@@ -110,10 +112,7 @@ def init(folder, template):
 
 
 # ------------------------------------------------------------------------------------ running
-def _root_db(f):
-    f = click.option("--db", envvar="FLOWCTL_DB", metavar="URL",
-                     help="Run store: sqlite:///path.db (default .flowctl/flowctl.db), postgresql://…, or memory. Env: FLOWCTL_DB.")(f)
-    return click.option("--root", type=click.Path(), help="Project folder (holding orchestration/).")(f)
+_root_db = root_db  # --db, --root (cli/options.py)
 
 
 def _wait_opt(f):
@@ -276,45 +275,6 @@ def audit_log(run_id, root, db, fmt):
     In text, an event's data longer than 160 characters is cut short (marked …, and counted at the
     end); --format json prints every event whole."""
     _call("audit_log", run_id=run_id, root=root, db=db, fmt=fmt)
-
-
-def _seq_hash(value):
-    """``SEQ:HASH`` as ``flowctl audit head`` prints it (an event number, 64 hex digits),
-    lower-cased; None stays None. Anything else is a usage error (exit 2)."""
-    import re
-
-    if value is None:
-        return None
-    if not re.fullmatch(r"[0-9]{1,19}:[0-9a-fA-F]{64}", value.strip()):
-        raise click.BadParameter(f"{value!r} is not SEQ:HASH (an event number, a colon, 64 hex digits) as "
-                                 "`flowctl audit head RUN` prints it")
-    return value.strip().lower()
-
-
-@audit.command(name="verify")
-@click.argument("run_id", metavar="[RUN]", required=False)
-@_root_db
-@click.option("--expect-head", metavar="SEQ:HASH", callback=lambda ctx, param, value: _seq_hash(value),
-              help="Also require the chain to hold this head, as `flowctl audit head` printed it earlier (kept "
-                   "outside the store).")
-@click.option("--archive", type=click.Path(), metavar="FILE|DIR", help="Prune archives: alone, check every run in them; "
-              "with RUN, check RUN's whole log with its archived events put back.")
-def audit_verify(run_id, root, db, expect_head, archive):
-    """Check RUN's record: exit 0 when intact, 1 when any event was edited, removed or added, or the
-    run row (status, checkpoint, error), a step record or the definition snapshot differs from it
-    (of a pruned run, each pruned range against its archive, from --archive or else the project's
-    .flowctl/archive/; a range whose archive is not found is printed as not checked, and then
-    --expect-head at or past it exits 1: the archive is needed)."""
-    _call("audit", run_id=run_id, root=root, db=db, expect_head=expect_head, archive=archive)
-
-
-@audit.command(name="head")
-@click.argument("run_id", metavar="RUN")
-@_root_db
-def audit_head(run_id, root, db):
-    """Print SEQ:HASH of RUN's last event. Keep it outside the store; `audit verify RUN
-    --expect-head SEQ:HASH` then detects a rewrite of the log up to it, even a re-hashed one."""
-    _call("audit_head", run_id=run_id, root=root, db=db)
 
 
 @main.group()
@@ -578,9 +538,12 @@ def mcp_command(root, db, transport, host, port):
 from flowctl.cli.access import register as _access  # noqa: E402 - the keys commands (cli/access.py)
 from flowctl.cli.observe import register as _observe  # noqa: E402 - issue 21: events, policy report
 from flowctl.cli.retention import prune  # noqa: E402 - its click command (cli/retention.py)
+from flowctl.cli.auditing import audit_head, audit_verify  # noqa: E402 - (cli/auditing.py)
 _access(main, _root_db, _login)
 _observe(main, policy, _root_db)
 main.add_command(prune)
+audit.add_command(audit_verify)
+audit.add_command(audit_head)
 
 from flowctl.cli.takeover import register as _takeover  # noqa: E402 - after main's options exist
 

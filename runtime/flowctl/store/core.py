@@ -47,6 +47,7 @@ import threading
 from flowctl.errors import RunConflict, RunNotFound, StoreError
 from flowctl.store.direct import RunUpdate
 from flowctl.store.history import HistoryMethods
+from flowctl.store.ledger import sa_append
 from flowctl.store.pauses import PauseMethods
 from flowctl.store.queue import QueueMethods
 from flowctl.errors import first_line
@@ -55,7 +56,7 @@ from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED
 from flowctl.store.url import safe_url
 
 #: The schema this flowctl writes (``flowctl_meta.schema_version``); see :mod:`flowctl.store.tables`.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 _OPENING = threading.Lock()
@@ -196,6 +197,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             row = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
             if row is None:
                 conn.execute(t.meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+                t.schema_11(conn)  # the ledger's head row (flowctl.store.ledger)
             elif int(row[0]) > SCHEMA_VERSION:
                 raise StoreError(f"the store was written by a newer flowctl (schema {row[0]}, this one knows {SCHEMA_VERSION})",
                                  hint="upgrade flowctl")
@@ -318,6 +320,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             # plain values as parameters: the compiled INSERT is reused (``.values()`` compiles each time)
             conn.execute(t.runs.insert(), row) if plain else conn.execute(t.runs.insert().values(**row))
             self._insert(conn, run["id"], events, steps, fence or None)
+            sa_append(conn, self.pg, run["id"], "start")  # the ledger of runs, same transaction
             if row.get("status") == "queued":
                 self._notify(conn, row.get("queue") or "default")
         return fence
@@ -357,9 +360,10 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
         # a run that ends wakes a waiting parent in the same transaction (_wake_parent); one this
         # store knows to be top-level has none, and ends through the one-statement commit
-        ended = run.get("status") in FINAL and self._parents.pop(run_id, "?") is not None
+        final = run.get("status") in FINAL  # its ledger row is written in the same transaction
+        ended = final and self._parents.pop(run_id, "?") is not None
         if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
-            done = self.hot.commit(stmt, params, event_rows(run_id, events, fence))
+            done = self.hot.commit(stmt, params, event_rows(run_id, events, fence), ledger=run_id if final else None)
             if not done:
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
@@ -377,6 +381,8 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             if len(found) != 1:
                 raise self._conflict(conn, run_id, fence)
             self._insert(conn, run_id, events, steps, fence)
+            if final:
+                sa_append(conn, self.pg, run_id, "end")
             if ended:
                 self._wake_parent(conn, run_id)
         if run.get("status") in FINAL:

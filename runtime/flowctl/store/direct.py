@@ -26,6 +26,7 @@ import sqlite3
 import threading
 
 from flowctl.errors import StoreError, first_line
+from flowctl.store.ledger import append
 from flowctl.store.reader import SqlReader
 from flowctl.store.records import EVENT_ROW, event_rows
 
@@ -221,6 +222,7 @@ class DirectWrites:
             if rows:
                 cur.executemany(f"INSERT INTO flowctl_events ({', '.join(EVENT_ROW)}) "
                                 f"VALUES ({', '.join('?' * len(EVENT_ROW))})", rows)
+            append(cur.execute, False, run_id, "start")  # the ledger of runs (flowctl.store.ledger)
         self._write(write)
 
 

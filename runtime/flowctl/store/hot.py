@@ -59,10 +59,10 @@ _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "
 class _Request:
     """One caller's commit in a group (:meth:`HotPath._grouped`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger")
 
-    def __init__(self, plan, params, rows):
-        self.plan, self.params, self.rows = plan, params, rows
+    def __init__(self, plan, params, rows, ledger=None):
+        self.plan, self.params, self.rows, self.ledger = plan, params, rows, ledger
         self.done, self.result, self.error = False, None, None
 
 
@@ -168,9 +168,11 @@ class HotPath:
             found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list):
+    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
-        ``_EVENT_COLUMNS``) atomically. False: the UPDATE matched no row, nothing was written; else
+        ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
+        row (:mod:`flowctl.store.ledger`) is appended in the same transaction (on PostgreSQL the
+        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements). False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
@@ -178,14 +180,14 @@ class HotPath:
             conn = None
             try:
                 conn = self._checkout()
-                done = self._commit_pg(conn, stmt, plan, params, event_rows)
+                done = self._commit_pg(conn, stmt, plan, params, event_rows, ledger)
                 self._checkin(conn)
                 return done
             except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows))
+        return self._grouped(_Request(plan, params, event_rows, ledger))
 
     def _failed(self, exc) -> StoreError:
         return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
@@ -275,17 +277,30 @@ class HotPath:
             cur.execute(self._sqlite_insert(), rows[0])
         elif rows:
             cur.executemany(self._sqlite_insert(), rows)
+        if req.ledger is not None:
+            from flowctl.store.ledger import append
+
+            append(cur.execute, False, req.ledger, "end")
         return pause
 
-    def _commit_pg(self, conn, stmt, plan, params, event_rows) -> bool:
+    def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None) -> bool:
         sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
         values = dict(plan[4])
         values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))
         cur = conn.cursor()
-        cur.execute(sql, values)
-        returned = cur.fetchall()
+        if ledger is None:
+            cur.execute(sql, values)
+            returned = cur.fetchall()
+        else:  # a run's end: its ledger row in the same transaction
+            from flowctl.store.ledger import append
+
+            with conn.transaction():
+                cur.execute(sql, values)
+                returned = cur.fetchall()
+                if len(returned) == 1:
+                    append(cur.execute, True, ledger, "end")
         return len(returned) == 1 and (returned[0][0] or True)
 
     def _names(self, i: int) -> tuple:

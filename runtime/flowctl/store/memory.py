@@ -94,6 +94,9 @@ class MemoryStore:
         self._hashes: dict = {}  # run id -> the hashes of its events sealed so far (event i: hashes[i])
         self._steps: dict = {}
         self._gate: list = []
+        from flowctl.store.ledger import MemoryLedger
+
+        self.ledger = MemoryLedger()  # the store-wide ledger of runs (flowctl.store.ledger)
 
     def close(self) -> None:
         pass
@@ -133,6 +136,21 @@ class MemoryStore:
             self._hashes[run["id"]] = []
             self._steps[run["id"]] = {}
             self._put_steps(run["id"], steps)
+            self._ledger(run["id"], "start")
+
+    def _ledger(self, run_id, kind) -> None:
+        """Append the run's ledger row with its head as it stands (under the lock)."""
+        self._seal(run_id)
+        row = self._runs[run_id]
+        self.ledger.append(run_id, kind, row.get("last_seq") or 0, row.get("last_hash") or "")
+
+    def ledger_runs(self) -> list:
+        """``(id, last_seq, last_hash, ended)`` of every run, for :func:`flowctl.store.ledger.verify`."""
+        with self._lock:
+            for run_id in self._runs:
+                self._seal(run_id)
+            return [(i, r.get("last_seq") or 0, r.get("last_hash") or "", r["status"] in FINAL)
+                    for i, r in self._runs.items()]
 
     def commit(self, run_id, expect_seq, run, events=(), steps=(), *, fence=None, lease=None, unleased=False):
         if "cursor_json" in run:  # a runner's encoded checkpoint: this store keeps the dict
@@ -146,6 +164,8 @@ class MemoryStore:
                 self._events[run_id].extend(_kept(events))
             if steps:
                 self._put_steps(run_id, steps)
+            if run.get("status") in FINAL:
+                self._ledger(run_id, "end")
             pause = current.get("pause_requested")
             return None if pause is None else dict(pause)
 

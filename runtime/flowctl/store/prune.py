@@ -204,7 +204,10 @@ def prune(store, cutoff: float, folder, *, keep: tuple | None = None, dry_run: b
 
 
 def _delete(store, plans: list, archive: str, digest: str, now: float) -> list:
-    """Delete the planned ranges and record them, in one transaction; returns the ids skipped."""
+    """Delete the planned ranges and record them (and a ``prune`` row of the ledger per run,
+    :mod:`flowctl.store.ledger`), in one transaction; returns the ids skipped."""
+    from flowctl.store.ledger import sa_append
+
     sa, t = store.sa, store.t
     r, e, p = t.runs, t.events, t.pruned
     skipped = []
@@ -226,6 +229,7 @@ def _delete(store, plans: list, archive: str, digest: str, now: float) -> list:
                                                hash=head, n_rows=len(rows),
                                                n_events=sum(x[8] if x[8] is not None else 1 for x in rows),
                                                archive=archive, archive_sha256=digest, pruned_at=now))
+            sa_append(conn, store.pg, plan.id, "prune")  # the ledger of runs: what was pruned, when
     return skipped
 
 

@@ -54,7 +54,12 @@ reason, at}``, NULL when none): ``flowctl pause`` records the request there, eve
 returns it (``RETURNING``: no read of its own), and the run pauses at that checkpoint
 (:mod:`flowctl.engine.pause`). Not part of the run's seal, as ``cancel_requested`` is not.
 
-:func:`upgrade` adds what is missing to a version-1 to 9 store in place.
+Version 11 (the store-wide ledger, :mod:`flowctl.store.ledger`): new tables ``flowctl_ledger`` (one
+chained row per run start, run end, prune and, once, per run the upgrade found) and
+``flowctl_ledger_head`` (its last ``(n, hash)``, one row). :func:`schema_11` adopts every existing
+run with its head as it stands.
+
+:func:`upgrade` adds what is missing to a version-1 to 10 store in place.
 """
 from __future__ import annotations
 
@@ -218,6 +223,25 @@ run_summaries = sa.Table(
     sa.Column("facts", sa.Text, nullable=False),
 )
 
+#: Version 11: the ledger of runs (flowctl.store.ledger): which runs exist, hash-chained.
+ledger = sa.Table(
+    "flowctl_ledger", metadata,
+    sa.Column("n", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", sa.String(40), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),            # start | end | prune | adopt
+    sa.Column("run_head_seq", sa.Integer, nullable=False),
+    sa.Column("run_head_hash", sa.String(64), nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("at", sa.Float, nullable=False),
+)
+ledger_head = sa.Table(
+    "flowctl_ledger_head", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),  # always 1
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+)
+
 workers = sa.Table(
     "flowctl_workers", metadata,
     sa.Column("id", sa.String(200), primary_key=True),          # host:pid, as runs.owner
@@ -302,6 +326,8 @@ def upgrade(conn, from_version: int) -> None:
     _upgrade_run_summaries(conn, from_version)
     if from_version < PAUSE_VERSION:
         schema_10(conn, present)
+    if from_version < LEDGER_VERSION:
+        schema_11(conn)
 
 
 def upgrade_events_by_time(conn) -> None:
@@ -334,6 +360,20 @@ def schema_10(conn, present: set) -> None:
     already; a repeated upgrade adds nothing)."""
     if ("flowctl_runs", "pause_requested") not in present:
         conn.exec_driver_sql("ALTER TABLE flowctl_runs ADD COLUMN pause_requested TEXT")
+
+
+#: The version that keeps the store-wide ledger of runs.
+LEDGER_VERSION = 11
+
+
+def schema_11(conn) -> None:
+    """Version 11: the ledger tables, its head row, and an ``adopt`` row for every run already in
+    the store (:func:`flowctl.store.ledger.adopt`; a new store: the head row only). Safe to repeat."""
+    from flowctl.store.ledger import adopt
+
+    ledger.create(conn, checkfirst=True)
+    ledger_head.create(conn, checkfirst=True)
+    adopt(conn, conn.dialect.name == "postgresql")
 
 
 def _seal_live_runs(conn) -> None:

@@ -37,11 +37,13 @@ def read_run(root, db, run_id):
         return row, list(events), steps, snapshot_problem(store, row)
 
 
-def run(run_id, root, db, expect_head=None, archive=None) -> int:
+def run(run_id, root, db, expect_head=None, archive=None, all_runs=False) -> int:
+    if all_runs and (run_id is not None or archive is not None):
+        raise UsageError("audit verify --all checks the ledger of every run: it takes no RUN and no --archive",
+                         hint="flowctl audit verify --all, or flowctl audit verify RUN")
     if run_id is None:
         if archive is None:
-            raise UsageError("audit verify needs RUN, or --archive FILE|DIR to check archives alone",
-                             hint="flowctl audit verify RUN, or flowctl audit verify --archive .flowctl/archive")
+            return verify_ledger(root, db, expect_head)
         return _verify_archive(archive)
     from flowctl.cli.commands._common import project_root
     from flowctl.store.archive import default_folder
@@ -67,6 +69,39 @@ def run(run_id, root, db, expect_head=None, archive=None) -> int:
     for note in result.notes:
         click.echo(f"run {row['id']}: {note}")
     return EXIT_OK
+
+
+def ledger_report(root, db, expect_head=None):
+    """:func:`flowctl.store.ledger.verify` of the command's store (``expect_head``: ``N:HASH`` text)."""
+    from flowctl.cli.commands._common import open_store, project_root
+    from flowctl.store.ledger import verify
+
+    anchor = None
+    if expect_head is not None:
+        n, value = expect_head.split(":")
+        anchor = (int(n), value)
+    store = open_store(db, project_root(root))
+    try:
+        return verify(store, anchor)
+    finally:
+        store.close()
+
+
+def verify_ledger(root, db, expect_head=None) -> int:
+    """``audit verify`` without RUN: the store-wide ledger of runs; prints its head ``N:HASH``."""
+    from flowctl.errors import RecordTampered
+
+    try:
+        report = ledger_report(root, db, expect_head)
+    except RecordTampered as exc:  # a finding (exit 1), not a usage error
+        click.echo(f"error: [{exc.code}] {exc}", err=True)
+        return EXIT_FAILED
+    for p in report.problems:
+        click.echo(f"ledger: {p}", err=True)
+    status = "PROBLEMS" if report.problems else "intact"
+    click.echo(f"ledger: {report.rows} rows, {report.runs} runs in the store, {status}; head {report.head_text}"
+               + (" as anchored" if expect_head and not report.problems else ""))
+    return EXIT_FAILED if report.problems else EXIT_OK
 
 
 def _verify_archive(target) -> int:
