@@ -14,7 +14,7 @@ path (``card.number``) is compared by its last part.
 """
 from __future__ import annotations
 
-from flowctl.check.edges import _refs
+from flowctl.check.gate import tool_refs
 from flowctl.definition.model import Project
 
 
@@ -26,8 +26,8 @@ def check_masked_show(project: Project):
         states = [project.states[s] for s in sorted(x for x in sids if isinstance(x, str)) if s in project.states]
         marked: dict = {}  # sensitive name -> the contract that marks it
         for state in states:
-            for ref in _refs(state):
-                contract = project.resolve_tool(ref) if isinstance(ref, str) else None
+            for ref, _path in tool_refs(state):
+                contract = project.resolve_tool(ref)
                 for field in getattr(contract, "sensitive", None) or ():
                     marked.setdefault(str(field).rsplit(".", 1)[-1], contract.ref)
         if not marked:
