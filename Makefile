@@ -54,10 +54,10 @@ fuzz: install
 
 # The benchmarks of issues 8, 9 and 17 (19 minutes on this shared 2-core machine; the biggest sizes
 # are time-boxed): installs the peers (transitions, python-statemachine, DBOS) as the `bench`
-# extra, then writes benchmarks/results/latest.json and BENCHMARKS.md with every issue-17 target.
+# extra (and the serve extra: httptools, uvloop), then writes benchmarks/results/latest.json and BENCHMARKS.md with every issue-17 target.
 # BENCH_ARGS=--quick for a smoke test (about 2 minutes; writes results/quick.json and quick.md).
 bench: install
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench,serve]'
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 lint: install

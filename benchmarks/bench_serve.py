@@ -2,8 +2,15 @@
 clients, and the overhead of a session invoke over calling the same tool directly.
 
 The server is ``flowctl serve`` in a subprocess (uvicorn, SQLite store, the per-key rate limit
-raised out of the way); each client is a thread with its own keep-alive ``httpx.Client``. A
-recorded (not dry-run) check of a side-effecting tool that a policy allows is what is timed, so
+raised out of the way). Each client is a thread holding one keep-alive HTTP/1.1 connection and
+sending prepared requests over a plain socket (:class:`RawClient`): a load generator must not be
+what is measured, and ``httpx`` clients in 8 threads of one process were (against a bare Starlette
+route that does nothing they reached 620 requests/s and p99 33 ms; this client reaches about
+5,800/s and 2.8 ms on the same route). Beside flowctl, the same clients are timed against that
+bare route (**the floor**: uvicorn with the same settings, a Starlette route reading the body and
+answering a fixed decision) in the same run.
+
+A recorded (not dry-run) check of a side-effecting tool that a policy allows is what is timed, so
 each one writes the gate log (rate and dedupe) and the service log. Targets (issue 19): p99 < 5 ms
 with 8 clients; a session invoke of a 300 ms tool at most 5% slower than calling that tool
 directly (median of interleaved trials: the invoke then adds the schema checks, the gate, the
@@ -11,6 +18,7 @@ directly (median of interleaved trials: the invoke then adds the schema checks, 
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import statistics
@@ -67,27 +75,75 @@ def _quantiles(samples: list) -> dict:
             "mean_ms": statistics.fmean(samples) * 1e3}
 
 
-def _checks(base: str, headers: dict, clients: int, per_client: int) -> dict:
-    import httpx
+class RawClient:
+    """One keep-alive HTTP/1.1 connection: :meth:`post` sends a prepared request and reads the
+    response (status line, ``content-length`` body). The socket calls release the GIL."""
 
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    @staticmethod
+    def request(path: str, body: dict, headers: dict) -> bytes:
+        data = json.dumps(body).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{head}"
+                f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+    def post(self, request: bytes) -> tuple:
+        """``(status, body bytes)``."""
+        self.sock.sendall(request)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self._recv()
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
+        while len(rest) < length:
+            rest += self._recv()
+        self.buf = rest[length:]
+        return int(lines[0].split()[1]), rest[:length]
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _checks(port: int, headers: dict, clients: int, per_client: int, expect: bool = True) -> dict:
     samples: list = []
     lock = threading.Lock()
     start = threading.Barrier(clients)
+    failed: list = []
 
     def client(k: int):
         mine = []
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as c:
+        c = RawClient(port)
+        try:
+            warm = RawClient.request("/v1/gate/check", {"tool": "send_email", "dry_run": True, "input": {
+                "to_domain": "corp.example", "kind": "report"}}, headers)
             for i in range(20):  # warm the connection
-                c.post("/v1/gate/check", json={"tool": "send_email", "input": {"to_domain": "corp.example",
-                                                                               "kind": "report"}, "dry_run": True})
+                c.post(warm)
+            requests = [RawClient.request("/v1/gate/check", {"tool": "send_email", "session": f"bench-{clients}-{k}",
+                                                             "input": {"to_domain": "corp.example", "kind": "report",
+                                                                       "n": i}}, headers)
+                        for i in range(per_client)]
             start.wait()
-            for i in range(per_client):
-                body = {"tool": "send_email", "session": f"bench-{clients}-{k}",
-                        "input": {"to_domain": "corp.example", "kind": "report", "n": i}}
+            for request in requests:
                 t = time.perf_counter()
-                r = c.post("/v1/gate/check", json=body)
+                status, body = c.post(request)
                 mine.append(time.perf_counter() - t)
-                assert r.status_code == 200 and r.json()["decision"] == "allow", r.text
+                if expect and (status != 200 or json.loads(body)["decision"] != "allow"):
+                    raise AssertionError(body)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller
+            failed.append(exc)
+            start.abort()
+        finally:
+            c.close()
         with lock:
             samples.extend(mine)
 
@@ -98,9 +154,69 @@ def _checks(base: str, headers: dict, clients: int, per_client: int) -> dict:
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    if failed:
+        raise failed[0]
     out = _quantiles(samples)
     out["clients"] = clients
     out["per_second"] = len(samples) / wall
+    return out
+
+
+FLOOR_APP = """
+import sys
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+
+ANSWER = (b'{"decision":"allow","tool":"send_email@1.0.0","policy":"outbound","rule":"allow",'
+          b'"reason":"every check of outbound holds","session":"s","seq":1,"dry_run":false,"caller":"bench"}')
+
+
+async def check(request):
+    await request.body()
+    return Response(ANSWER, media_type="application/json")
+
+
+app = Starlette(routes=[Route("/v1/gate/check", check, methods=["POST"])])
+"""
+
+
+def _server(args: list, port: int):
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{args[0]} exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"{args[0]} did not listen") from None
+            time.sleep(0.1)
+
+
+def _floor_server(tmp: str):
+    """``(process, port)`` of the bare route (the floor) on uvicorn as ``flowctl serve`` runs it
+    (httptools, uvloop when installed, no access log)."""
+    from flowctl.cli.commands.serve import _fast
+
+    Path(tmp, "floorapp.py").write_text(FLOOR_APP)
+    port = _port()
+    fast = _fast()
+    return _server([sys.executable, "-m", "uvicorn", "--app-dir", tmp, "floorapp:app", "--port", str(port),
+                    "--http", fast["http"], "--loop", fast["loop"], "--no-access-log", "--log-level", "warning"],
+                   port), port
+
+
+def _rounds(runs: list) -> dict:
+    """The median round's figures (by p99), with every round's p99 and p50 beside them."""
+    ranked = sorted(runs, key=lambda r: r["p99_ms"])
+    out = dict(ranked[len(ranked) // 2])
+    out["rounds"] = len(runs)
+    out["p99_ms_each"] = [round(r["p99_ms"], 2) for r in runs]
+    out["p50_ms_each"] = [round(r["p50_ms"], 2) for r in runs]
     return out
 
 
@@ -140,7 +256,7 @@ def _invoke_overhead(base: str, headers: dict, root: Path, trials: int) -> dict:
             "overhead_ms": (v - d) * 1e3, "overhead_ratio": (v - d) / d}
 
 
-def run(single: int = 1000, per_client: int = 250, trials: int = 10) -> dict:
+def run(single: int = 1000, per_client: int = 250, trials: int = 10, rounds: int = 5) -> dict:
     from flowctl.store.apikeys import keys_of
     from flowctl.store.sql import open_store
 
@@ -155,40 +271,36 @@ def run(single: int = 1000, per_client: int = 250, trials: int = 10) -> dict:
         _, key = keys_of(store).create("bench", ("gate", "invoke:slow_write"))
         store.close()
         port = _port()
-        proc = subprocess.Popen([FLOWCTL, "serve", "--root", tmp, "--db", db, "--port", str(port),
-                                 "--rate", "1000000", "--burst", "1000000"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = _server([FLOWCTL, "serve", "--root", tmp, "--db", db, "--port", str(port),
+                        "--rate", "1000000", "--burst", "1000000"], port)
+        floor, floor_port = _floor_server(tmp)
         base = f"http://127.0.0.1:{port}"
         headers = {"Authorization": f"Bearer {key}"}
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError("flowctl serve exited")
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("flowctl serve did not listen") from None
-                    time.sleep(0.1)
-            out["check_1_client"] = _checks(base, headers, 1, single)
-            out["check_8_clients"] = _checks(base, headers, 8, per_client)
+            ours, bare = [], []
+            for _ in range(rounds):  # interleaved: flowctl, then the floor, each round
+                ours.append(_checks(port, headers, 8, per_client))
+                bare.append(_checks(floor_port, {}, 8, per_client, expect=False))
+            out["check_8_clients"], out["floor_8_clients"] = _rounds(ours), _rounds(bare)
+            out["check_1_client"] = _checks(port, headers, 1, single)
+            out["floor_1_client"] = _checks(floor_port, {}, 1, single, expect=False)
             out["invoke"] = _invoke_overhead(base, headers, root, trials)
         finally:
-            proc.terminate()
-            proc.wait(20)
+            for p in (proc, floor):
+                p.terminate()
+                p.wait(20)
     out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    p99 = out["check_8_clients"]["p99_ms"]
+    eight, floor = out["check_8_clients"], out["floor_8_clients"]
+    p99 = eight["p99_ms"]
     ratio = out["invoke"]["overhead_ratio"]
-    out["targets"] = {"gate check p99 < 5 ms with 8 clients (loopback, SQLite)": {"value": p99, "limit": 5.0,
-                                                                                  "met": p99 < 5.0},
-                      "invoke overhead over a direct call of a 300 ms tool <= 5%": {"value": ratio * 100, "limit": 5.0,
-                                                                                     "met": ratio <= 0.05}}
+    out["targets"] = {"gate check p99 < 5 ms with 8 clients (loopback, SQLite)": {
+        "value": p99, "limit": 5.0, "met": p99 < 5.0,
+        "ratios": {"p50 ms": eight["p50_ms"], "checks/s": eight["per_second"], "floor p99 ms": floor["p99_ms"],
+                   "floor requests/s": floor["per_second"], "1 client p99 ms": out["check_1_client"]["p99_ms"]}},
+        "invoke overhead over a direct call of a 300 ms tool <= 5%": {"value": ratio * 100, "limit": 5.0,
+                                                                       "met": ratio <= 0.05}}
     return out
 
 
 if __name__ == "__main__":
-    import json
-
-    print(json.dumps(run(300, 100, 4), indent=2))
+    print(json.dumps(run(300, 100, 4, 3), indent=2))

@@ -53,7 +53,7 @@ FULL = {"memory": {"transitions": 60_000, "trials": 5}, "durable": {"transitions
                     "trials": 5, "box_s": 60.0},
         "regression": {"transitions": 6000, "sqlite_transitions": 900, "trials": 5},
         "console": {"store_sizes": (1000, 100000), "trials": 5},
-        "serve": {"single": 1000, "per_client": 250, "trials": 10}, "otel": {"transitions": 12000, "trials": 7},
+        "serve": {"single": 1000, "per_client": 250, "trials": 10, "rounds": 5}, "otel": {"transitions": 12000, "trials": 7},
         "events": {"events": 1_000_000, "days": 7.0, "trials": 5},
         "model": {"delay": 0.3, "trials": 15, "zero_trials": 60}}
 QUICK = {"memory": {"transitions": 3_000, "trials": 5}, "durable": {"transitions": 150, "trials": 5},
@@ -61,7 +61,7 @@ QUICK = {"memory": {"transitions": 3_000, "trials": 5}, "durable": {"transitions
          "validate": {"repeat": 1, "flows": 100}, "cold": {"trials": 5}, "policy": {"n": 300}, "diff": {"states": 200, "repeat": 1},
          "workers": {"runs": 60, "trials": 1}, "pgcapacity": {"transitions": 300, "trials": 1}, "scaling": bench_scaling.QUICK,
          "regression": {"transitions": 1500, "sqlite_transitions": 150, "trials": 3}, "console": bench_console.QUICK,
-         "serve": {"single": 200, "per_client": 50, "trials": 3}, "otel": {"transitions": 1500, "trials": 3},
+         "serve": {"single": 200, "per_client": 50, "trials": 3, "rounds": 2}, "otel": {"transitions": 1500, "trials": 3},
          "events": bench_events.QUICK,
          "model": {"delay": 0.3, "trials": 3, "zero_trials": 10}}
 PARTS = {"memory": bench_memory.run, "durable": bench_durable.run, "map": bench_map.run, "validate": bench_validate.run,
@@ -79,7 +79,7 @@ TITLES = {"memory": "in-memory step: flowctl vs transitions vs python-statemachi
           "workers": "1, 2 and 4 worker processes on PostgreSQL: flowctl worker vs DBOS queues",
           "regression": "the step before and after the engine redesign (issue 16), side by side",
           "console": "the operator console's pages with 100,000 stored runs (issue 20)",
-          "serve": "flowctl serve on loopback: gate check p50/p99 (1 and 8 clients), session invoke overhead",
+          "serve": "flowctl serve on loopback: gate check p50/p99 (1 and 8 clients), session invoke overhead, against a bare Starlette route (the floor)",
           "otel": "OpenTelemetry: the in-memory step with tracing off, on (spans dropped) and without the hooks",
           "events": "flowctl events with 1,000,000 stored events: by tool over the last hour, by run (SQLite, PostgreSQL)",
           "model": "model step (issue 18): one llm state vs the direct SDK call to the same local server"}

@@ -85,10 +85,11 @@ def test_a_recorded_check_is_one_write_transaction_on_a_sql_store(api):
 
     h = api.key("agent", "gate")
     api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": 1}}, headers=h)  # warm
-    commits = []
+    statements, pooled = [], []
+    api.service.__dict__["_gate_conn"].set_trace_callback(statements.append)  # the gate's own connection
 
     def count(conn):
-        commits.append(1)
+        pooled.append(1)
 
     sa.event.listen(api.store.engine, "commit", count)
     try:
@@ -97,8 +98,47 @@ def test_a_recorded_check_is_one_write_transaction_on_a_sql_store(api):
     finally:
         sa.event.remove(api.store.engine, "commit", count)
     assert r.status_code == 200 and r.json()["decision"] == "allow" and r.json()["seq"] == 1
-    assert len(commits) == 1  # the gate log's count-and-record and the service log row, together
+    writes = [q.split()[0] for q in statements]
+    # the gate log's count-and-record and the service log row, together: one BEGIN ... COMMIT
+    assert writes.count("BEGIN") == 1 and writes.count("COMMIT") == 1 and pooled == []
+    inside = statements[writes.index("BEGIN"):writes.index("COMMIT")]
+    assert sum("INSERT INTO flowctl_gate_log" in q for q in inside) == 1
+    assert sum("INSERT INTO flowctl_service_log" in q for q in inside) == 1
     assert len(api.service.log.session("s1")) == 1
+
+
+def test_checks_arriving_together_are_written_in_one_transaction_each_undone_alone(api):
+    """Concurrent requests are answered in one turn of the event loop and one transaction; a check
+    that fails inside it (here: a bug injected into the second one) is rolled back to its savepoint,
+    and the others are kept."""
+    from flowctl.server import gatecheck
+
+    h = api.key("agent", "gate")
+    api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": 1}}, headers=h)  # warm
+    statements = []
+    api.service.__dict__["_gate_conn"].set_trace_callback(statements.append)
+    real = gatecheck._check
+    calls = []
+
+    def second_fails(service, caller, tool, tool_input, session, dry_run, conn):
+        calls.append(session)
+        answer = real(service, caller, tool, tool_input, session, dry_run, conn)  # written, then a bug
+        if session == "b":
+            raise RuntimeError("a bug after the writes")
+        return answer
+
+    gatecheck._check = second_fails
+    try:
+        rs = api.client.gather([("POST", "/v1/gate/check", {"json": {"tool": "refund", "input": {"amount": 2},
+                                                                       "session": s}, "headers": h})
+                                for s in ("a", "b", "c")])
+    finally:
+        gatecheck._check = real
+    assert calls == ["a", "b", "c"]
+    assert [r.status_code for r in rs] == [200, 500, 200]
+    assert [q.split()[0] for q in statements].count("COMMIT") == 1
+    assert [len(api.service.log.session(s)) for s in ("a", "b", "c")] == [1, 0, 1]
+    assert api.store.gate_count("run_id", "gate:agent:b", "refund", 0) == 0  # nothing of b counted
 
 
 def test_a_session_named_like_a_run_or_another_keys_session_spends_only_its_own_budget(api):
@@ -144,11 +184,57 @@ def test_a_recorded_check_waits_for_the_process_s_write_lock_before_its_transact
     assert done == [1] and [r["outcome"] for r in api.service.log.session("s1")] == ["allow"]
 
 
+def test_a_check_meeting_a_held_write_lock_is_answered_by_the_lane_once_it_is_free(api):
+    """The event loop never waits: a check arriving while another thread holds the write lock is
+    handed to the gate's lane, which waits for the lock and answers with the session's next number."""
+    import threading
+
+    from support.interleave import WatchedLock
+
+    h = api.key("agent", "gate")
+    watched = api.store.__dict__["_service_write_lock"] = WatchedLock()
+    answers = []
+    with watched.lock:
+        t = threading.Thread(target=lambda: answers.append(api.client.post(
+            "/v1/gate/check", json={"tool": "refund", "input": {"amount": 3}, "session": "s1"}, headers=h)))
+        t.start()
+        assert watched.waiting.wait(10)  # the lane's wait: the inline try gave up without waiting
+        assert api.service.log.session("s1") == [] and answers == []
+    t.join(10)
+    assert answers[0].status_code == 200 and answers[0].json()["seq"] == 1
+    assert [r["outcome"] for r in api.service.log.session("s1")] == ["allow"]
+
+
+def test_a_check_meeting_another_process_s_write_lock_is_answered_by_the_lane(api):
+    """Another process holding SQLite's write lock (a worker's commit) sends the check to the lane,
+    whose connection waits on SQLite's busy timeout; the answer comes once that writer commits."""
+    import sqlite3
+    import threading
+
+    h = api.key("agent", "gate")
+    api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": 1}}, headers=h)  # warm
+    other = sqlite3.connect(api.store.url.split("///", 1)[1], isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    waited = threading.Event()
+    api.service.__dict__["_gate_conn"].set_trace_callback(
+        lambda q: waited.set() if q.startswith("PRAGMA busy_timeout=3") else None)  # the lane may wait
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(api.client.post(
+        "/v1/gate/check", json={"tool": "refund", "input": {"amount": 4}, "session": "s2"}, headers=h)))
+    t.start()
+    assert waited.wait(10)
+    assert answers == []
+    other.execute("COMMIT")
+    other.close()
+    t.join(30)
+    assert answers[0].status_code == 200 and answers[0].json()["seq"] == 1
+
+
 def test_the_gate_lane_runs_the_work_on_its_one_thread_and_passes_errors_back():
     import asyncio
     import threading
 
-    from flowctl.server.gatecheck import Lane
+    from flowctl.server.lane import Lane
 
     lane = Lane(object())  # a SQLite or memory store: one thread of its own
     try:

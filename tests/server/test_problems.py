@@ -68,7 +68,7 @@ def test_a_bug_is_a_500_internal_problem_without_a_traceback(api, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(gatecheck, "check", broken)
+    monkeypatch.setattr(gatecheck, "_check", broken)  # a bug inside one check
     body = is_problem(api.client.post("/v1/gate/check", json={"tool": "refund"}, headers=api.key("agent", "gate")),
                       500, "INTERNAL")
     assert "secret internals" not in json.dumps(body) and "Traceback" not in json.dumps(body)

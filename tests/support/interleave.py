@@ -10,9 +10,17 @@ class WatchedLock:
     def __init__(self):
         self.lock, self.waiting = threading.Lock(), threading.Event()
 
-    def __enter__(self):
+    def acquire(self, blocking: bool = True) -> bool:
+        if not blocking:  # a try, not a wait: nothing to tell
+            return self.lock.acquire(blocking=False)
         self.waiting.set()
-        self.lock.acquire()
+        return self.lock.acquire()
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self):
+        self.acquire()
 
     def __exit__(self, *exc):
-        self.lock.release()
+        self.release()

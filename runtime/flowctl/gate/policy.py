@@ -311,12 +311,27 @@ def _json(value) -> str:
 
 
 def _operand(value, scope, check):
-    """``(value, how it reads)`` of a check's operand: a literal, or ``{expr: JMESPath}`` evaluated on
-    the same scope (the run's input, params, context) — shown as ``expr = value`` in the reason."""
+    """``(value, computed)`` of a check's operand: a literal, or ``{expr: JMESPath}`` evaluated on
+    the same scope (the run's input, params, context); :func:`_label` says how it reads."""
     if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("expr"), str):
-        found = compile_expr(value["expr"], check.where("field")).evaluate(scope)
-        return found, f"{value['expr']} = {_json(found)}", True
-    return value, _json(value), False
+        return compile_expr(value["expr"], check.where("field")).evaluate(scope), True
+    return value, False
+
+
+def _label(raw, value, computed) -> str:
+    """How an operand reads in a reason: ``expr = value`` when computed, else the literal as JSON."""
+    return f"{raw['expr']} = {_json(value)}" if computed else _json(value)
+
+
+#: id(check) -> (check, its compiled field expression): compiled once, not looked up per call
+_FIELDS: dict = {}
+
+
+def _field(check):
+    found = _FIELDS.get(id(check))
+    if found is None or found[0] is not check:
+        found = _FIELDS[id(check)] = (check, compile_expr(check.field_expr, check.where("field")))
+    return found[1]
 
 
 def policy_regex(pattern: str):
@@ -333,38 +348,48 @@ def _number(v) -> bool:
 
 
 def _check(check, scope):
-    value = compile_expr(check.field_expr, check.where("field")).evaluate(scope)
-    op, want = check.op, check.value
-    shown = _json(value)
+    """``(holds, why not)`` of one ``allow`` check on ``scope``; the reason is written only when the
+    check fails (``""`` when it holds)."""
+    value = _field(check).evaluate(scope)
+    op, raw = check.op, check.value
     if op == "equals":
-        want, label, computed = _operand(want, scope, check)
+        want, computed = _operand(raw, scope, check)
         if computed and want is None:  # null is not "anything": a missing field would equal it
-            return False, f"{label}, so {check.field_expr} cannot be checked against it (denied)"
-        return _same(value, want), f"{check.field_expr} is {shown}, not {label}"
+            return False, f"{_label(raw, want, computed)}, so {check.field_expr} cannot be checked against it (denied)"
+        if _same(value, want):
+            return True, ""
+        return False, f"{check.field_expr} is {_json(value)}, not {_label(raw, want, computed)}"
     if op in ("in", "all_in"):
-        want, label, _ = _operand(want, scope, check)
+        want, computed = _operand(raw, scope, check)
         if not isinstance(want, list):
-            return False, f"{label} is not a list, so nothing is in it (denied)"
+            return False, f"{_label(raw, want, computed)} is not a list, so nothing is in it (denied)"
         if op == "in":
-            return any(_same(value, w) for w in want), f"{check.field_expr} is {shown}, not one of {label}"
+            if any(_same(value, w) for w in want):
+                return True, ""
+            return False, f"{check.field_expr} is {_json(value)}, not one of {_label(raw, want, computed)}"
         if not isinstance(value, list):
-            return False, f"{check.field_expr} is {shown}, not a list"
+            return False, f"{check.field_expr} is {_json(value)}, not a list"
         outside = [v for v in value if not any(_same(v, w) for w in want)]
-        return not outside, f"{check.field_expr} has {_json(outside)}, not in {label}"
+        return not outside, f"{check.field_expr} has {_json(outside)}, not in {_label(raw, want, computed)}" if outside else ""
     if op == "range":
-        (lo, lo_label, lo_expr), (hi, hi_label, hi_expr) = (_operand(b, scope, check) for b in want)
-        for bound, label, computed in ((lo, lo_label, lo_expr), (hi, hi_label, hi_expr)):
+        (lo, lo_expr), (hi, hi_expr) = (_operand(b, scope, check) for b in raw)
+        for b, bound, computed in ((raw[0], lo, lo_expr), (raw[1], hi, hi_expr)):
             if computed and not _number(bound):  # an expression bound must be a number: null is not "open"
-                return False, f"{label} is not a number, so {check.field_expr} cannot be checked against it (denied)"
-        ok = _number(value) and (lo is None or value >= lo) and (hi is None or value <= hi)
-        return ok, f"{check.field_expr} is {shown}, outside [{lo_label}, {hi_label}]"
+                return False, (f"{_label(b, bound, computed)} is not a number, so {check.field_expr} cannot be "
+                               "checked against it (denied)")
+        if _number(value) and (lo is None or value >= lo) and (hi is None or value <= hi):
+            return True, ""
+        return False, (f"{check.field_expr} is {_json(value)}, outside [{_label(raw[0], lo, lo_expr)}, "
+                       f"{_label(raw[1], hi, hi_expr)}]")
     if op == "regex":
         try:
-            pattern = policy_regex(want)
+            pattern = policy_regex(raw)
         except Exception as exc:  # noqa: BLE001 - re2.error: it does not compile, or needs backtracking
             from flowctl.definition.runtime_schemas import re2_reason
 
-            return False, f"regex /{want}/ cannot be run ({re2_reason(exc)}), so nothing matches it (denied)"
-        ok = isinstance(value, str) and pattern.fullmatch(value) is not None
-        return ok, f"{check.field_expr} is {shown}, which does not match /{want}/ as a whole (regex matches the whole value)"
+            return False, f"regex /{raw}/ cannot be run ({re2_reason(exc)}), so nothing matches it (denied)"
+        if isinstance(value, str) and pattern.fullmatch(value) is not None:
+            return True, ""
+        return False, (f"{check.field_expr} is {_json(value)}, which does not match /{raw}/ as a whole "
+                       "(regex matches the whole value)")
     return False, f"unknown check {op}"

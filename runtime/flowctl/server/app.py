@@ -32,9 +32,9 @@ Endpoints (scopes in brackets; every ``/v1`` endpoint needs an API key, see
   is into ``/body/data``; nothing is recorded (not even the token issued without one).
 
 Blocking work (the store, the engine) runs in FastAPI's thread pool (the endpoints are plain
-``def``), except the gate check's: its route is ``async`` and hands the key check and the check to
-:class:`flowctl.server.gatecheck.Lane` (on SQLite one thread of its own). Shapes:
-:mod:`flowctl.server.models`.
+``def``), except the gate check's: :class:`flowctl.server.gatefront.GateFront` answers it in front of
+FastAPI, the key check, the body and the check on :class:`flowctl.server.lane.Lane` (on SQLite
+one thread of its own, concurrent checks written in one transaction). Shapes: :mod:`flowctl.server.models`.
 """
 from __future__ import annotations
 
@@ -46,16 +46,16 @@ import time
 import anyio
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
-from flowctl.server import gatecheck, models, problems, stream, views
+from flowctl.server import gatefront, models, problems, stream, views
 from flowctl.server.sessions import Sessions, respond
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, bearer, need
 from flowctl.server.guard import MAX_BODY, Guard
+from flowctl.server.lane import Lane
 from flowctl.store.apikeys import keys_of
 from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES, check_run_id
@@ -82,7 +82,7 @@ class Service:
         self.buckets = Buckets(rate, burst)
         self.aliases: dict = {}
         self.sessions = Sessions(self)
-        self.lane = gatecheck.Lane(store)
+        self.lane = Lane(store)
 
 
 def _bad_query(name: str, message: str):
@@ -113,7 +113,12 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        from flowctl.store.checkpoint import Checkpointer
+
+        checkpoints = Checkpointer(store)  # SQLite: WAL checkpoints off the requests' commits
+        checkpoints.start()
         yield
+        checkpoints.close()
         service.lane.close()
         service.refusals.flush()  # the counts of the last window of refusals without a key
 
@@ -129,19 +134,16 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     def healthz():
         return {"status": "ok", "version": __version__, "store": getattr(store, "safe_url", store.url)}
 
-    authorize_gate = need("gate")
+    gate_body = {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": models.GateCheck.model_json_schema()}}}}
 
-    async def gate_caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)):
-        """``need("gate")`` on the gate's thread (:class:`gatecheck.Lane`), before the body is validated:
-        a request without a live key is a 401 whatever its body."""
-        return await service.lane.run(lambda: authorize_gate(request, credentials))
-
-    @app.post("/v1/gate/check", response_model=models.GateDecision, responses=errs, tags=["gate"])
-    async def gate_check(body: models.GateCheck, caller: Caller = Depends(gate_caller)):
-        def work():
-            return gatecheck.check(service, caller, body.tool, body.input, body.session, body.dry_run)
-
-        return JSONResponse(await service.lane.run(work))  # built from the model's fields: not validated again
+    @app.post(gatefront.PATH, response_model=models.GateDecision, responses=errs, tags=["gate"],
+              openapi_extra=gate_body, dependencies=[Depends(bearer)])
+    async def gate_check(request: Request):
+        """Answered by :class:`gatefront.GateFront` in front of this app; this route documents it
+        (and answers the same when the app is used without the front)."""
+        status, headers, payload = await gatefront.respond(service, request.scope, await request.body())
+        return Response(payload, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
 
     @app.post("/v1/sessions", response_model=models.SessionOpened, status_code=201, responses=errs, tags=["sessions"])
     def open_session(body: models.OpenSession | None = None, caller: Caller = Depends(need("gate"))):
@@ -282,7 +284,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
     from flowctl.server.console import mount  # the operator console under /console (issue 20)
 
     mount(app, service)
-    return Guard(app, max_body=max_body)
+    return Guard(gatefront.GateFront(app, service), max_body=max_body)
 
 
 def _conflict(fn):

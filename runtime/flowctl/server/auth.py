@@ -79,38 +79,51 @@ def refused(service, exc, caller_name: str, remote: str, data: dict) -> None:
         service.refusals.note(remote, record)
 
 
-def _refuse(service, request: Request, exc, caller_name: str = ""):
-    remote = request.client.host if request.client else ""
-    route = getattr(request.scope.get("route"), "path", None)  # the template: /v1/runs/{run_id}/cancel
-    refused(service, exc, caller_name, remote, {"method": request.method, "path": request.url.path, "route": route})
-    raise exc
+def authorize(service, token: str | None, scope: str, where: dict, remote: str, record: bool = True) -> Caller:
+    """The :class:`Caller` whose key ``token`` is (the bearer credentials, None when absent), when
+    it is live, has ``scope`` and rate left; else the refusal is recorded (with ``where``:
+    ``{method, path, route}``, and ``remote``, the client's address) and raised: ``AccessError``
+    (401), ``ScopeError`` (403) or ``RateLimited`` (429). Framework-free: :func:`need` and the gate
+    route's front (:mod:`flowctl.server.gatefront`) both call it. ``record=False``: a refusal is
+    raised without being recorded (the front's attempt on the event loop, which must not write:
+    it hands the request to the gate's lane, which asks again and records). A refusal takes no
+    token from the key's bucket."""
+
+    def refuse(exc, caller_name: str = ""):
+        if record:
+            refused(service, exc, caller_name, remote, where)
+        raise exc
+
+    if not token:
+        refuse(AccessError("this endpoint needs an API key (Authorization: Bearer fck_…)",
+                           hint="create one with: flowctl keys create NAME --scope " + scope))
+    row = service.keys.verify(token)
+    if row is None:
+        refuse(AccessError("the API key is not known, or it was revoked", hint="flowctl keys list shows the live keys"))
+    caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
+    if not allows(caller.scopes, scope):
+        refuse(ScopeError(f"key '{caller.name}' lacks the scope '{scope}'", hint=f"create a key with --scope {scope}"),
+               caller.name)
+    wait = service.buckets.take(caller.name)
+    if wait > 0:
+        refuse(RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} requests per second",
+                           retry_after=wait), caller.name)
+    return caller
 
 
 def need(scope: str):
-    """A FastAPI dependency: the :class:`Caller` when its key is live, has ``scope`` and rate left.
-    ``scope`` may name ``{tool}``: the request's path parameter ``tool`` fills it in."""
+    """A FastAPI dependency: the :class:`Caller` when its key is live, has ``scope`` and rate left
+    (:func:`authorize`). ``scope`` may name ``{tool}``: the request's path parameter ``tool`` fills it in."""
 
     def dependency(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
-        service = request.app.state.service
-        if credentials is None or not credentials.credentials:
-            _refuse(service, request, AccessError("this endpoint needs an API key (Authorization: Bearer fck_…)",
-                                                  hint="create one with: flowctl keys create NAME --scope " + scope))
-        row = service.keys.verify(credentials.credentials)
-        if row is None:
-            _refuse(service, request, AccessError("the API key is not known, or it was revoked",
-                                                  hint="flowctl keys list shows the live keys"))
+        route = getattr(request.scope.get("route"), "path", None)  # the template: /v1/runs/{run_id}/cancel
+        where = {"method": request.method, "path": request.url.path, "route": route}
         needed = scope.format(**request.path_params) if "{" in scope else scope
-        caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
-        if not allows(caller.scopes, needed):
-            _refuse(service, request, ScopeError(f"key '{caller.name}' lacks the scope '{needed}'",
-                                                 hint=f"create a key with --scope {needed}"), caller.name)
-        wait = service.buckets.take(caller.name)
-        if wait > 0:
-            _refuse(service, request, RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} "
-                                                  f"requests per second", retry_after=wait), caller.name)
-        return caller
+        token = credentials.credentials if credentials is not None else None
+        return authorize(request.app.state.service, token, needed, where,
+                         request.client.host if request.client else "")
 
     return dependency
 
 
-__all__ = ["Buckets", "Caller", "DEFAULT_BURST", "DEFAULT_RATE", "need", "refused"]
+__all__ = ["Buckets", "Caller", "DEFAULT_BURST", "DEFAULT_RATE", "authorize", "need", "refused"]

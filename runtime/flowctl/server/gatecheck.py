@@ -26,14 +26,15 @@ the contract's ``sensitive`` fields' values redacted.
 """
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.definition.runtime_schemas import check_instance
 from flowctl.engine.sensitive import Secrets
-from flowctl.errors import StoreError
+from flowctl.errors import StoreError, first_line
 from flowctl.gate.policy import Decision, Gate, function_aliases, input_digest
+from flowctl.store.compiled import cursor_of
+from flowctl.store.counters import admit_sql, record_sql
 from flowctl.store.servicelog import SeqTaken, write_lock
 
 
@@ -66,48 +67,155 @@ def refusal(service, tool: str, tool_input) -> tuple:
     return None, contract
 
 
-class Lane:
-    """Where the gate route's blocking work runs: ``await lane.run(fn)`` is ``fn()`` called on
-    another thread. On a SQLite store that is **one** thread kept for the gate: its writes are
-    serialised anyway (one writer at a time), and a hop to it costs less than one through
-    FastAPI's shared thread pool (capacity limiter, cancel scope), which the other endpoints keep
-    to themselves. On PostgreSQL, where checks of different functions commit in parallel, it is
-    that thread pool. ``close()`` stops the thread (the server's shutdown)."""
-
-    def __init__(self, store):
-        self._pool = None if getattr(store, "pg", False) else ThreadPoolExecutor(1, thread_name_prefix="flowctl-gate")
-
-    async def run(self, fn):
-        if self._pool is None:
-            from starlette.concurrency import run_in_threadpool
-
-            return await run_in_threadpool(fn)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-
-
 def check(service, caller, tool: str, tool_input, session: str | None, dry_run: bool) -> dict:
-    """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`).
+    """The gate's answer as the API returns it (:class:`flowctl.server.models.GateDecision`):
+    :func:`check_many` of one check; its error raised."""
+    out = check_many(service, [(caller, tool, tool_input, session, dry_run)])[0]
+    if isinstance(out, BaseException):
+        raise out
+    return out
 
-    On a SQL store a real check is **one write transaction**: the gate's count-and-record of an
-    allowed call (``gate_log``) and the service-log row commit together (:class:`_Joined`), so a
-    check costs one commit, and a check that fails to be logged is not counted either."""
-    session = session or caller.name
-    if not dry_run and hasattr(service.log, "append_in") and hasattr(service.store, "_begin"):
-        for attempt in range(5):
-            try:
-                with write_lock(service.store), service.store._begin() as conn:
-                    out, row = _check(service, caller, tool, tool_input, session, False, conn)
-                service.log.committed(row)  # its session's tail, now durable
-                return out
-            except SeqTaken:  # another writer took the session's next seq: all of it again
-                if attempt == 4:
-                    raise StoreError(f"session {session!r}'s next number kept being taken by another writer "
-                                     "(5 tries); nothing of this check was kept") from None
-    return _check(service, caller, tool, tool_input, session, dry_run, None)[0]
+
+class Busy(Exception):
+    """The store's write lock was not free at once (:func:`check_many` with ``nowait``): nothing
+    was decided or written; ask again where waiting is allowed (the gate's lane)."""
+
+
+def check_many(service, checks, nowait: bool = False) -> list:
+    """The answers to ``checks`` (``[(caller, tool, input, session or None, dry_run)]``), in order:
+    each a :class:`~flowctl.server.models.GateDecision` dict, or the exception that check raised.
+
+    On a SQL store the real checks (not ``dry_run``) are **one write transaction**: each one's
+    gate-log count-and-record of an allowed call (``gate_log``) and its service-log row commit
+    together (:class:`_Joined`), each in a savepoint of its own, so a check that fails is undone
+    alone (nothing of it counted or logged) and the others are kept; the answers are returned only
+    once that transaction has committed. The checks are decided in order, so a ``rate`` or
+    ``dedupe`` sees the calls allowed before it in the same transaction. On SQLite the transaction
+    is queued on the process's :func:`~flowctl.store.servicelog.write_lock` and runs on the gate's
+    own connection (:func:`_sqlite_transaction`); on PostgreSQL each check is a transaction of its
+    own (they commit in parallel).
+
+    ``nowait`` (SQLite; the event loop's attempt, :mod:`flowctl.server.gatefront`): raise
+    :class:`Busy` instead of waiting when the write lock is held, by a thread of this process or by
+    another process; dry runs are then decided in the same transaction (their counts need it too)."""
+    out: list = [None] * len(checks)
+    joined = []
+    sql = hasattr(service.log, "append_in") and hasattr(service.store, "_begin")
+    for k, (caller, tool, tool_input, session, dry_run) in enumerate(checks):
+        session = session or caller.name
+        if not sql or (dry_run and not nowait):
+            out[k] = _alone(service, caller, tool, tool_input, session, dry_run)
+        else:
+            joined.append((k, (caller, tool, tool_input, session, dry_run)))
+    groups = [joined] if joined and not service.store.pg else [[one] for one in joined]
+    for group in groups:
+        for k, answer in _together(service, group, nowait):
+            out[k] = answer
+    return out
+
+
+def _alone(service, caller, tool, tool_input, session, dry_run):
+    try:
+        return _check(service, caller, tool, tool_input, session, dry_run, None)[0]
+    except Exception as exc:  # noqa: BLE001 - handed to its own caller
+        return exc
+
+
+def _together(service, group, nowait: bool) -> list:
+    """``[(index, answer or exception)]`` of ``group``'s checks, written in one transaction (a
+    savepoint each when there are several). Raises :class:`Busy` (``nowait``) before anything."""
+    store, log = service.store, service.log
+    for attempt in range(5):
+        answers, rows = [], []
+        try:
+            with _transaction(service, nowait) as conn:
+                if len(group) == 1:
+                    (k, (caller, tool, tool_input, session, dry_run)), = group
+                    answer, row = _check(service, caller, tool, tool_input, session, dry_run, conn)
+                    answers.append((k, answer))
+                    rows.append(row)
+                else:
+                    cur = cursor_of(conn)  # savepoints as plain SQL
+                    for k, (caller, tool, tool_input, session, dry_run) in group:
+                        cur.execute("SAVEPOINT flowctl_check")
+                        try:
+                            answer, row = _check(service, caller, tool, tool_input, session, dry_run, conn)
+                            rows.append(row)
+                        except SeqTaken:
+                            raise
+                        except Exception as exc:  # noqa: BLE001 - this check's own failure: undone alone
+                            cur.execute("ROLLBACK TO flowctl_check")
+                            answer = exc
+                        cur.execute("RELEASE flowctl_check")
+                        answers.append((k, answer))
+        except Busy:
+            raise
+        except SeqTaken:  # another writer took a session's next seq: all of it again (tails re-read)
+            continue
+        except Exception as exc:  # noqa: BLE001 - the transaction failed: nothing of any of them was kept
+            if isinstance(exc, store.engine.dialect.dbapi.Error):  # a statement of the driver's own
+                exc = StoreError(f"cannot write to {store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                                 hint="nothing of this check was kept")
+            return [(k, exc) for k, _ in group]
+        for row in rows:
+            if row is not None:
+                log.committed(row)  # its session's tail, now durable
+        return answers
+    sessions = ", ".join(sorted({repr(one[1][3]) for one in group}))
+    return [(k, StoreError(f"session {sessions}'s next number kept being taken by another writer (5 tries); "
+                           "nothing of this check was kept")) for k, _ in group]
+
+
+def _transaction(service, nowait: bool):
+    store = service.store
+    if store.pg:
+        return store._begin()
+    return _sqlite_transaction(service, nowait)
+
+
+@contextlib.contextmanager
+def _sqlite_transaction(service, nowait: bool):
+    """A write transaction on the gate's own SQLite connection (opened once, detached from the
+    pool; the store's pragmas applied), under the process's write lock: ``BEGIN IMMEDIATE`` …
+    ``COMMIT``, rolled back when the block raises. ``nowait``: :class:`Busy` at once when the lock
+    or SQLite's write lock is taken (SQLite's busy timeout 0 for this attempt)."""
+    lock = write_lock(service.store)
+    if not lock.acquire(blocking=not nowait):
+        raise Busy("the write lock is held by another thread of this process")
+    try:
+        conn = service.__dict__.get("_gate_conn")
+        if conn is None:
+            proxied = service.store.engine.raw_connection()  # the connect hooks ran: WAL, busy timeout
+            proxied.detach()  # the gate's own from now on
+            conn = service.__dict__["_gate_conn"] = proxied.dbapi_connection
+        timeout = 0 if nowait else BUSY_TIMEOUT_MS
+        if service.__dict__.get("_gate_timeout") != timeout:
+            conn.execute(f"PRAGMA busy_timeout={timeout}")
+            service.__dict__["_gate_timeout"] = timeout
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except service.store.engine.dialect.dbapi.OperationalError as exc:
+            if nowait and "locked" in str(exc):
+                raise Busy("another process holds the store's write lock") from None
+            raise
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):  # no transaction left to roll back
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):  # a failed COMMIT leaves the transaction open
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        lock.release()
+
+
+#: SQLite's busy timeout for the gate's connection when it may wait (the store's own: 30 s)
+BUSY_TIMEOUT_MS = 30000
 
 
 class _Joined:
@@ -121,12 +229,10 @@ class _Joined:
         return getattr(self._store, name)
 
     def gate_admit(self, tools, limits, entry=None):
-        from flowctl.store.counters import admit_sql
-
         return admit_sql(self._store, self._conn, tools, limits, entry)
 
     def gate_record(self, entry: dict) -> None:
-        self._conn.execute(self._store.t.gate_log.insert(), entry)  # one compiled INSERT for every entry
+        record_sql(self._store, cursor_of(self._conn), entry)
 
 
 def gate_run_id(caller, session: str) -> str:
@@ -145,9 +251,11 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
         decision = gate.decide(contract, tool_input, run_id=gate_run_id(caller, session), flow="", record=not dry_run,
                                digest=digest, run_input=None, params={}, context={},
                                also=_aliases(service, contract))
-    secrets = Secrets(contract.sensitive if contract is not None else ())
-    secrets.learn(tool_input)
-    reason = secrets.text(decision.reason) if secrets.values else decision.reason
+    reason = decision.reason
+    if contract is not None and contract.sensitive:  # the sensitive fields' values redacted from the reason
+        secrets = Secrets(contract.sensitive)
+        secrets.learn(tool_input)
+        reason = secrets.text(reason) if secrets.values else reason
     ref = contract.ref if contract is not None else tool
     seq = row = None
     if not dry_run:
@@ -159,4 +267,4 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
             "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}, row
 
 
-__all__ = ["Lane", "check", "refusal"]
+__all__ = ["Busy", "check", "check_many", "refusal"]

@@ -39,13 +39,63 @@ TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not F
           429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
-def problem(status: int, code: str, detail: str, *, hint: str = "", headers=None, **extra) -> JSONResponse:
+def body_of(status: int, code: str, detail: str, *, hint: str = "", **extra) -> dict:
+    """The problem document (a dict) for ``status`` and flowctl's stable ``code``."""
     body = {"type": f"urn:flowctl:problem:{code.lower()}", "title": TITLES.get(status, "Error"), "status": status,
             "detail": detail, "code": code}
     if hint:
         body["hint"] = hint
     body.update(extra)
-    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+    return body
+
+
+def problem(status: int, code: str, detail: str, *, hint: str = "", headers=None, **extra) -> JSONResponse:
+    return JSONResponse(body_of(status, code, detail, hint=hint, **extra), status_code=status, media_type=MEDIA_TYPE,
+                        headers=headers)
+
+
+def invalid(errors) -> tuple:
+    """``(status, problem document)`` of a request's validation errors (pydantic's ``errors()``
+    shape: ``[{loc, msg, type}]``, ``loc`` from the request part: ``("body", "input", 0)``): 400
+    ``MALFORMED_JSON`` when the body is not JSON, else 422 ``INVALID_REQUEST`` located at the first."""
+    found, malformed = [], False
+    for e in errors:
+        loc = tuple(e.get("loc") or ())
+        if e.get("type") == "json_invalid":
+            malformed = True
+        found.append({"pointer": pointer(loc), "detail": str(e.get("msg", "invalid"))})
+    found = found or [{"pointer": "/body", "detail": "invalid request"}]
+    if malformed:
+        return 400, body_of(400, MALFORMED_JSON, f"the request body is not JSON: {found[0]['detail']}",
+                            pointer="/body", errors=found[:20])
+    first = found[0]
+    return 422, body_of(422, INVALID_REQUEST, f"{first['pointer']}: {first['detail']}", pointer=first["pointer"],
+                        errors=found[:20])
+
+
+def of_error(exc: Exception):
+    """``(status, headers dict, problem document)`` of an error the server answers as a problem (a
+    :class:`~flowctl.errors.FlowctlError`, or bad input that broke the JSON reader: nested too
+    deeply, a lone surrogate), or None for any other exception (a bug: answered 500 by the caller)."""
+    if isinstance(exc, RecursionError):  # json.loads of a body nested 100,000 deep
+        return 400, {}, body_of(400, INVALID_REQUEST, "the request nests too deeply to be read",
+                                hint="send JSON nested at most a few hundred levels")
+    if isinstance(exc, UnicodeError):  # valid JSON holding a lone surrogate ("\\ud800")
+        return 400, {}, body_of(400, INVALID_REQUEST, "the request holds text that is not valid Unicode "
+                                "(a lone surrogate such as \\ud800)", hint="send UTF-8 text: surrogates only in pairs")
+    if not isinstance(exc, errors.FlowctlError):
+        return None
+    status = status_of(exc)
+    headers = {}
+    if isinstance(exc, errors.RateLimited):
+        headers = {"Retry-After": str(max(1, int(exc.retry_after + 0.999)))}
+    elif status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    extra = {}
+    if isinstance(exc, errors.ReviewDataInvalid):  # located in the request: /body/data/amount
+        at = "/body/data" + ("" if exc.pointer == "/" else exc.pointer)
+        extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
+    return status, headers, body_of(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, **extra)
 
 
 def pointer(loc) -> str:
@@ -80,20 +130,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        found = []
-        malformed = False
-        for e in exc.errors():
-            loc = tuple(e.get("loc") or ())
-            if e.get("type") == "json_invalid":
-                malformed = True
-            found.append({"pointer": pointer(loc), "detail": str(e.get("msg", "invalid"))})
-        found = found or [{"pointer": "/body", "detail": "invalid request"}]
-        if malformed:
-            return problem(400, MALFORMED_JSON, f"the request body is not JSON: {found[0]['detail']}",
-                           pointer="/body", errors=found[:20])
-        first = found[0]
-        return problem(422, INVALID_REQUEST, f"{first['pointer']}: {first['detail']}", pointer=first["pointer"],
-                       errors=found[:20])
+        status, body = invalid(exc.errors())
+        return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
@@ -104,31 +142,13 @@ def install(app: FastAPI) -> None:
         return problem(exc.status_code, code, detail, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(errors.FlowctlError)
-    async def _flowctl(request: Request, exc: errors.FlowctlError):
-        status = status_of(exc)
+    @app.exception_handler(RecursionError)
+    @app.exception_handler(UnicodeError)
+    async def _known(request: Request, exc: Exception):
+        status, headers, body = of_error(exc)
         if status >= 500:
             log.error("flowctl error on %s %s: %s", request.method, request.url.path, exc, exc_info=exc)
-        headers = None
-        if isinstance(exc, errors.RateLimited):
-            headers = {"Retry-After": str(max(1, int(exc.retry_after + 0.999)))}
-        elif status == 401:
-            headers = {"WWW-Authenticate": "Bearer"}
-        extra = {}
-        if isinstance(exc, errors.ReviewDataInvalid):  # located in the request: /body/data/amount
-            at = "/body/data" + ("" if exc.pointer == "/" else exc.pointer)
-            extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
-        return problem(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, headers=headers, **extra)
-
-    @app.exception_handler(RecursionError)
-    async def _too_deep(request: Request, exc: RecursionError):  # json.loads of a body nested 100,000 deep
-        return problem(400, INVALID_REQUEST, "the request nests too deeply to be read",
-                       hint="send JSON nested at most a few hundred levels")
-
-    @app.exception_handler(UnicodeError)
-    async def _not_text(request: Request, exc: UnicodeError):  # valid JSON holding a lone surrogate ("\ud800")
-        return problem(400, INVALID_REQUEST, "the request holds text that is not valid Unicode "
-                       "(a lone surrogate such as \\ud800)",
-                       hint="send UTF-8 text: surrogates only in pairs")
+        return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):  # Starlette re-raises it: Guard logs it
@@ -136,4 +156,5 @@ def install(app: FastAPI) -> None:
                        hint="report it with the time of the request")
 
 
-__all__ = ["INTERNAL", "INVALID_REQUEST", "MALFORMED_JSON", "MEDIA_TYPE", "install", "pointer", "problem"]
+__all__ = ["INTERNAL", "INVALID_REQUEST", "MALFORMED_JSON", "MEDIA_TYPE", "body_of", "install", "invalid", "of_error",
+           "pointer", "problem"]

@@ -37,26 +37,40 @@ import json
 REDACTED = "***redacted***"
 
 
-def canonical(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _c_encoder():
-    """The C encoder behind ``_ENCODER``, built once (``JSONEncoder.encode`` builds it on every
-    call). Used only if it is there and gives exactly ``_ENCODER``'s text on a sample."""
+def _c_encoder(sort_keys: bool = False):
+    """The C encoder behind ``_ENCODER`` (``_CANONICAL`` when ``sort_keys``), built once
+    (``JSONEncoder.encode`` builds it on every call). Used only if it is there and gives exactly
+    that encoder's text on a sample."""
+    plain = _CANONICAL if sort_keys else _ENCODER
     try:
         from json.encoder import c_make_encoder, encode_basestring
 
-        enc = c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
-        sample = {"a": [1, 2.5, None, True, "é\n"], "b": {"c": float("nan")}, "d": object}
-        if "".join(enc(sample, 0)) == _ENCODER.encode(sample):
+        enc = c_make_encoder(None, str, encode_basestring, None, ":", ",", sort_keys, False, True)
+        sample = {"b": [1, 2.5, None, True, "é\n", 1e300], "a": {"c": float("nan")}, "d": object}
+        if "".join(enc(sample, 0)) == plain.encode(sample) and "".join(enc("x", 0)) == plain.encode("x"):
             return enc
     except Exception:  # noqa: BLE001 - no C accelerator, or another signature: the plain encoder
         pass
     return None
+
+
+_C_CANONICAL = _c_encoder(sort_keys=True)
+
+
+def canonical(obj) -> str:
+    """The text every hash is taken over: compact JSON, keys sorted, UTF-8 as is, non-JSON values as
+    text (``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``,
+    through a C encoder built once)."""
+    if _C_CANONICAL is not None:
+        try:
+            return "".join(_C_CANONICAL(obj, 0))
+        except RecursionError:
+            pass  # circular or too deep: the plain encoder says which, as json.dumps would
+    return _CANONICAL.encode(obj)
 
 
 _C_ENCODER = _c_encoder()

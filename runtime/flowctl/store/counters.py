@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import hashlib
 
+from flowctl.store.compiled import cached, cursor_of
+
 
 def lock_key(tools) -> int:
     """A signed 64-bit advisory-lock key for a function (its sorted contract ids)."""
@@ -31,35 +33,36 @@ def lock_key(tools) -> int:
 
 
 def _admit_statement(store, tools: tuple, limits):
-    """The one SELECT of every limit's count for ``tools`` and the limits' shape, built once per
-    shape (kept on the store) with the changing values as bound parameters (``since<i>``,
-    ``value<i>``, ``run<i>``, ``digest<i>``): building and compiling it each call cost most of a
-    gate check."""
-    shape = (tools, tuple((lim["kind"], lim.get("column")) for lim in limits))
-    cache = store.__dict__.setdefault("_admit_statements", {})
-    found = cache.get(shape)
-    if found is None:
-        sa, log = store.sa, store.t.gate_log
-        counts = []
-        for i, limit in enumerate(limits):
-            where = [log.c.tool.in_(tools), log.c.at >= sa.bindparam(f"since{i}")]
-            if limit["kind"] == "rate":
-                if limit.get("column"):
-                    where.append(log.c[limit["column"]] == sa.bindparam(f"value{i}"))
-                counts.append(sa.select(sa.func.count()).select_from(log).where(*where).scalar_subquery())
-            else:
-                where += [log.c.run_id == sa.bindparam(f"run{i}"), log.c.digest == sa.bindparam(f"digest{i}")]
-                counts.append(sa.select(sa.func.count()).select_from(
-                    sa.select(log.c.id).where(*where).limit(1).subquery()).scalar_subquery())
-        found = cache[shape] = sa.select(*counts)
-    return found
+    """The one SELECT of every limit's count for ``tools`` and the limits' shape, with the changing
+    values as bound parameters (``since<i>``, ``value<i>``, ``run<i>``, ``digest<i>``); compiled
+    once per shape by :func:`admit_sql` (building and compiling it each call cost most of a check)."""
+    sa, log = store.sa, store.t.gate_log
+
+    def bind(name):  # no value until the call: None when compiled
+        return sa.bindparam(name, required=False)
+
+    counts = []
+    for i, limit in enumerate(limits):
+        where = [log.c.tool.in_(tools), log.c.at >= bind(f"since{i}")]
+        if limit["kind"] == "rate":
+            if limit.get("column"):
+                where.append(log.c[limit["column"]] == bind(f"value{i}"))
+            counts.append(sa.select(sa.func.count()).select_from(log).where(*where).scalar_subquery())
+        else:
+            where += [log.c.run_id == bind(f"run{i}"), log.c.digest == bind(f"digest{i}")]
+            counts.append(sa.select(sa.func.count()).select_from(
+                sa.select(log.c.id).where(*where).limit(1).subquery()).scalar_subquery())
+    return sa.select(*counts)
 
 
 def admit_sql(store, conn, tools, limits, entry):
-    sa, log = store.sa, store.t.gate_log
+    """Decide ``limits`` and record ``entry`` in the open transaction of the SQLAlchemy connection
+    ``conn`` (see the module's docstring for the shapes): the count and the INSERT run on its DBAPI
+    cursor, compiled once per shape (:mod:`flowctl.store.compiled`)."""
     tools = tuple(sorted(set(tools)))
+    cur = cursor_of(conn)
     if store.pg:  # its own statement: a statement's snapshot is taken before its locks are
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key(tools)})
+        cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": lock_key(tools)})
     used = ()
     if limits:  # every limit in one round trip: a count per rate, a 0/1 per dedupe
         params = {}
@@ -70,15 +73,22 @@ def admit_sql(store, conn, tools, limits, entry):
                     params[f"value{i}"] = limit["value"]
             else:
                 params[f"run{i}"], params[f"digest{i}"] = limit["run_id"], limit["digest"]
-        used = conn.execute(_admit_statement(store, tools, limits), params).one()
+        shape = (tools, tuple((lim["kind"], lim.get("column")) for lim in limits))
+        used = cached(store, ("admit", shape), lambda: _admit_statement(store, tools, limits)).execute(
+            cur, params).fetchone()
     for i, (limit, n) in enumerate(zip(limits, used)):
         if n >= (limit["max"] if limit["kind"] == "rate" else 1):
             return i, n
     if store.gate_hook is not None:
         store.gate_hook()
     if entry is not None:
-        conn.execute(log.insert(), entry)  # one compiled INSERT for every entry
+        record_sql(store, cur, entry)
     return None
+
+
+def record_sql(store, cur, entry: dict) -> None:
+    """Insert the ``gate_log`` row ``entry`` (``{at, tool, flow, run_id, digest}``) on the DBAPI cursor ``cur``."""
+    cached(store, ("gate_log", tuple(entry)), lambda: (store.t.gate_log.insert(), list(entry))).execute(cur, entry)
 
 
 def admit_memory(store, tools, limits, entry):

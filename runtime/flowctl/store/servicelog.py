@@ -31,6 +31,7 @@ import time
 
 from flowctl.errors import StoreError
 from flowctl.store.audit import canonical
+from flowctl.store.compiled import cached, cursor_of
 
 log = logging.getLogger("flowctl.store")
 
@@ -136,6 +137,7 @@ class SqlLog:
         self._last = (sa.select(t.c.seq, t.c.hash).where(t.c.session == sa.bindparam("s"))
                       .order_by(t.c.seq.desc()).limit(1))
         self._insert = t.insert()
+        self._integrity = store.engine.dialect.dbapi.IntegrityError  # the driver's: the INSERT runs on its cursor
         #: session -> (seq, hash) of its last row as this process committed it: an append then
         #: needs no SELECT of the session's tail. Safe when stale (another process appended since):
         #: seqs are dense, so the number after a stale tail is taken and the insert fails on the
@@ -160,16 +162,18 @@ class SqlLog:
         then :meth:`committed` once it has committed. Raises :class:`SeqTaken` when another writer
         took the same ``seq``: roll back and retry the transaction."""
         tail = self._tails.pop(session, None)  # taken: only committed() puts a tail back
+        cur = cursor_of(conn)  # the two statements on the driver's cursor, compiled once
         if tail is None:
-            last = conn.execute(self._last, {"s": session}).first()
+            last = cached(self.store, ("service_log", "last"), lambda: self._last).execute(cur, {"s": session}).fetchone()
             tail = (last[0], last[1]) if last else (0, "")
         seq, prev = tail[0] + 1, tail[1]
         row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
                    hash=record_hash(prev, session, seq, record))
+        values = dict(row, data=None if row["data"] is None else json.dumps(row["data"], sort_keys=True))
+        insert = cached(self.store, ("service_log", "insert"), lambda: (self._insert, list(values)))
         try:
-            conn.execute(self._insert, dict(row, data=None if row["data"] is None
-                                            else json.dumps(row["data"], sort_keys=True)))
-        except self.sa.exc.IntegrityError:
+            insert.execute(cur, values)
+        except self._integrity:
             raise SeqTaken(f"{session} #{seq}") from None  # not a DBAPIError: the store's _begin lets it through
         return row
 
