@@ -113,9 +113,9 @@ LANE = object()
 def _job(service, scope, body: bytes) -> tuple:
     token = content_type = None
     for name, value in scope.get("headers") or ():
-        if name == b"authorization":
+        if name == b"authorization" and token is None:  # the first, as Starlette's headers.get reads it
             token = value.decode("latin-1")
-        elif name == b"content-type":
+        elif name == b"content-type" and content_type is None:
             content_type = value
     client = scope.get("client")
     return service, token, content_type, body, client[0] if client else ""
