@@ -114,7 +114,10 @@ class RawClient:
         self.sock.close()
 
 
-def _checks(port: int, headers: dict, clients: int, per_client: int, expect: bool = True) -> dict:
+def _checks(port: int, headers: dict, clients: int, per_client: int, expect: bool = True, tag: str = "") -> dict:
+    """``clients`` clients each sending ``per_client`` checks in a session of its own (named by
+    ``tag``: each round its own sessions, so every session holds ``per_client`` calls in the rate
+    window, as in a single round)."""
     samples: list = []
     lock = threading.Lock()
     start = threading.Barrier(clients)
@@ -128,10 +131,9 @@ def _checks(port: int, headers: dict, clients: int, per_client: int, expect: boo
                 "to_domain": "corp.example", "kind": "report"}}, headers)
             for i in range(20):  # warm the connection
                 c.post(warm)
-            requests = [RawClient.request("/v1/gate/check", {"tool": "send_email", "session": f"bench-{clients}-{k}",
-                                                             "input": {"to_domain": "corp.example", "kind": "report",
-                                                                       "n": i}}, headers)
-                        for i in range(per_client)]
+            session = f"bench-{clients}-{tag}{k}"
+            requests = [RawClient.request("/v1/gate/check", {"tool": "send_email", "session": session, "input": {
+                "to_domain": "corp.example", "kind": "report", "n": i}}, headers) for i in range(per_client)]
             start.wait()
             for request in requests:
                 t = time.perf_counter()
@@ -278,8 +280,8 @@ def run(single: int = 1000, per_client: int = 250, trials: int = 10, rounds: int
         headers = {"Authorization": f"Bearer {key}"}
         try:
             ours, bare = [], []
-            for _ in range(rounds):  # interleaved: flowctl, then the floor, each round
-                ours.append(_checks(port, headers, 8, per_client))
+            for r in range(rounds):  # interleaved: flowctl, then the floor, each round
+                ours.append(_checks(port, headers, 8, per_client, tag=f"r{r}-"))
                 bare.append(_checks(floor_port, {}, 8, per_client, expect=False))
             out["check_8_clients"], out["floor_8_clients"] = _rounds(ours), _rounds(bare)
             out["check_1_client"] = _checks(port, headers, 1, single)

@@ -165,7 +165,8 @@ class SqlKeys(_Keys):
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"cannot create the key table in {store.safe_url}: {exc.orig}") from None
         self._by_id_sql = sa.select(self.t).where(self.t.c.key_id == sa.bindparam("k"))  # once: every request reads it
-        self._local = threading.local()  # SQLite: each thread's connection for key lookups
+        self._idle: list = []  # SQLite: connections for key lookups, not in use
+        self._lock = threading.Lock()
 
     def _row(self, r) -> dict:
         out = dict(r)
@@ -190,22 +191,28 @@ class SqlKeys(_Keys):
         return None if r is None else self._row(r)
 
     def _by_id_sqlite(self, key_id):
-        """The row read on a DBAPI connection of this thread's own, in autocommit: a SQLAlchemy
-        connection on the SQLite store begins with ``BEGIN IMMEDIATE`` (its write lock), so every
-        request's key lookup used to queue behind the gate checks' writes, and a checkout from
-        SQLAlchemy's pool (its events, the rollback on return) cost ten times the SELECT. A plain
-        SELECT reads the last committed state (WAL), so a revocation is seen by the next request."""
-        conn = getattr(self._local, "conn", None)
+        """The row read on a DBAPI connection of the keys' own (a few kept idle), in autocommit: a
+        SQLAlchemy connection on the SQLite store begins with ``BEGIN IMMEDIATE`` (its write lock),
+        so every request's key lookup used to queue behind the gate checks' writes, and a checkout
+        from SQLAlchemy's pool (its events, the rollback on return) cost ten times the SELECT. A
+        plain SELECT reads the last committed state (WAL), so a revocation is seen by the next request."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
             proxied = self.store.engine.raw_connection()  # the pool's connect hooks (pragmas) ran
-            proxied.detach()  # this thread's from now on
-            conn = self._local.conn = proxied.dbapi_connection
-        cur = conn.cursor()
+            proxied.detach()  # ours from now on
+            conn = proxied.dbapi_connection
         try:
-            cur.execute(_BY_ID_SQL, (key_id,))
-            r = cur.fetchone()
-        finally:
-            cur.close()
+            r = conn.execute(_BY_ID_SQL, (key_id,)).fetchone()
+        except BaseException:
+            conn.close()  # it may be broken: the next lookup opens another
+            raise
+        with self._lock:
+            keep = len(self._idle) < _IDLE
+            if keep:
+                self._idle.append(conn)
+        if not keep:
+            conn.close()
         return None if r is None else self._row(dict(zip(_COLUMNS, r)))
 
     def list(self) -> list:
@@ -222,6 +229,10 @@ class SqlKeys(_Keys):
         if r is None:
             raise UsageError(f"no key named {name!r}", hint="flowctl keys list")
         return {k: v for k, v in self._row(r).items() if k != "secret_hash"}
+
+
+#: idle connections the SQLite key lookups keep
+_IDLE = 4
 
 
 def keys_of(store):
