@@ -51,18 +51,23 @@ _RETURNING = " RETURNING pause_requested"
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
 _EVENT_COLUMNS = EVENT_ROW
+#: SQLite: the ended run's parent, waiting or running, due now (the statement
+#: :meth:`flowctl.store.queue.QueueMethods._wake_parent` runs on SQLite)
+WAKE_PARENT = ("UPDATE flowctl_runs SET available_at = (julianday('now') - 2440587.5) * 86400.0 "
+               "WHERE id = (SELECT parent_id FROM flowctl_runs WHERE id = ?) AND status IN ('waiting', 'running')")
 # PostgreSQL types of the event columns: VALUES rows carry no column types of their own
 _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer",
              "integer")
 
 
 class _Request:
-    """One caller's commit in a group (:meth:`HotPath._grouped`)."""
+    """One caller's commit in a group (:meth:`HotPath._grouped`): a run-row UPDATE with its event
+    rows (``plan``), or any other write (``write(cursor)``, :meth:`HotPath.write`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "wake", "write")
 
-    def __init__(self, plan, params, rows, ledger=None):
-        self.plan, self.params, self.rows, self.ledger = plan, params, rows, ledger
+    def __init__(self, plan, params, rows, ledger=None, wake=False, write=None):
+        self.plan, self.params, self.rows, self.ledger, self.wake, self.write = plan, params, rows, ledger, wake, write
         self.done, self.result, self.error = False, None, None
 
 
@@ -168,11 +173,14 @@ class HotPath:
             found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None):
+    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None, wake: bool = False):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
         row (:mod:`flowctl.store.ledger`) is appended in the same transaction (on PostgreSQL the
-        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements). False: the UPDATE matched no row, nothing was written; else
+        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements); on
+        SQLite its stats summary (:func:`flowctl.store.summary.write_sqlite`) is written in it too,
+        and with ``wake`` (SQLite only) its parent is made due (:data:`WAKE_PARENT`).
+        False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
@@ -187,9 +195,19 @@ class HotPath:
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows, ledger))
+        return self._grouped(_Request(plan, params, event_rows, ledger, wake))
 
-    def _failed(self, exc) -> StoreError:
+    def write(self, fn):
+        """``fn(cursor)`` (a ``sqlite3`` cursor) inside the next group commit (SQLite only), in a
+        savepoint of its own when the group holds others; returns what ``fn`` returns (not False).
+        Raises :class:`~flowctl.errors.StoreError` when the database fails (nothing of ``fn``
+        kept), or what ``fn`` raised."""
+        return self._grouped(_Request(None, None, None, write=fn))
+
+    def _failed(self, exc, write: bool = False) -> StoreError:
+        if write:  # (HotPath.write: not a step)
+            return StoreError(f"cannot write to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                              hint="nothing of this write was kept; resume the run when the store is back")
         return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
                           hint="nothing of this step was written; resume the run when the store is back")
 
@@ -221,7 +239,7 @@ class HotPath:
                             r.done = True
                     group.notify_all()
         if req.error is not None:
-            raise req.error if isinstance(req.error, StoreError) else self._failed(req.error)
+            raise req.error if isinstance(req.error, StoreError) else self._failed(req.error, req.write is not None)
         return req.result
 
     def _commit_sqlite(self, batch: list) -> None:
@@ -265,6 +283,8 @@ class HotPath:
     def _write_one(self, cur, req):
         """One commit's UPDATE and INSERT inside the open transaction. False: the UPDATE matched no
         row; else the pause request it returned (text), or True."""
+        if req.write is not None:
+            return req.write(cur)
         sql, _compiled, _columns, names, constants = req.plan
         params = req.params
         cur.execute(sql, [params[name] if name in params else constants[name] for name in names])
@@ -277,10 +297,14 @@ class HotPath:
             cur.execute(self._sqlite_insert(), rows[0])
         elif rows:
             cur.executemany(self._sqlite_insert(), rows)
-        if req.ledger is not None:
+        if req.ledger is not None:  # the run ends: its ledger row, its parent's wake-up, its summary
             from flowctl.store.ledger import append
+            from flowctl.store.summary import write_sqlite
 
             append(cur.execute, False, req.ledger, "end")
+            if req.wake:
+                cur.execute(WAKE_PARENT, (req.ledger,))
+            write_sqlite(cur, req.ledger)
         return pause
 
     def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None) -> bool:
