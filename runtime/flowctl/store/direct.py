@@ -7,8 +7,9 @@ is the one this flowctl writes needs none of it: :class:`~flowctl.store.core.Sql
 
 * the reads of a run (``get_run``, ``list_runs`` — e.g. the due reviews ``flowctl run`` fires
   first) by a :class:`~flowctl.store.reader.SqlReader` on its own autocommit connection;
-* ``save_definition`` and ``create_run`` (:class:`DirectWrites`: ``BEGIN IMMEDIATE``, the same
-  rows, the events as :mod:`flowctl.store.hot` inserts them);
+* ``save_definition`` (:class:`DirectWrites`: ``BEGIN IMMEDIATE``, the same rows) and
+  ``create_run`` (:func:`run_insert`, written by :meth:`flowctl.store.hot.HotPath.write` in the
+  per-step commit's group commit; so it is on every SQLite file store, direct or not);
 * the per-step commit, by :class:`~flowctl.store.hot.HotPath` unchanged: the run-row UPDATE
   variants are :class:`RunUpdate` statements, whose :meth:`RunUpdate.compile` gives the SQL text
   and parameter order SQLAlchemy's compiler gives for the SQLite dialect, and :class:`LiteEngine`
