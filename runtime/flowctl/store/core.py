@@ -45,7 +45,7 @@ import json
 import threading
 
 from flowctl.errors import RunConflict, RunNotFound, StoreError
-from flowctl.store.direct import RunUpdate
+from flowctl.store.direct import RunUpdate, run_insert
 from flowctl.store.history import HistoryMethods
 from flowctl.store.ledger import sa_append
 from flowctl.store.pauses import PauseMethods
@@ -307,8 +307,9 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         if lease is not None:
             fence = row["fence"] = 1
         self._note_parent(run)
-        if self._direct is not None and not steps and "sa" not in self.__dict__:  # (a value may be SQL: now_expr + delay)
-            self._direct.create_run(row, run["id"], events, lease)
+        if not steps and not self.pg and self.hot is not None and _plain(row):  # (a value may be SQL: now_expr + delay)
+            # the same rows on the per-step commit's connections: grouped with the commits in flight
+            self.hot.write(run_insert(row, run["id"], events, lease))
             return fence
         sa, t = self.sa, self.t
         if lease is not None:
@@ -359,15 +360,18 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             stmt = self._update_fenced
             params = dict(row, b_id=run_id, b_expect=expect_seq, b_fence=fence, b_lease=float(lease))
         # a run that ends wakes a waiting parent in the same transaction (_wake_parent); one this
-        # store knows to be top-level has none, and ends through the one-statement commit
+        # store knows to be top-level has none, and ends through the one-statement commit (on
+        # SQLite the per-step commit wakes the parent itself, one more statement in its transaction)
         final = run.get("status") in FINAL  # its ledger row is written in the same transaction
         ended = final and self._parents.pop(run_id, "?") is not None
-        if not steps and not ended and self.hot is not None and len(events) <= self.hot.max_events:  # the common step (store_hot.py)
-            done = self.hot.commit(stmt, params, event_rows(run_id, events, fence), ledger=run_id if final else None)
+        if (not steps and not (ended and self.pg) and self.hot is not None
+                and len(events) <= self.hot.max_events):  # the common step (store_hot.py)
+            done = self.hot.commit(stmt, params, event_rows(run_id, events, fence), ledger=run_id if final else None,
+                                   wake=ended)
             if not done:
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
-            if run.get("status") in FINAL:
+            if final and self.pg:  # (SQLite: the summary was written in the commit's transaction)
                 self._summarise(run_id)
             return None if done is True else loads(done)
         if stmt.__class__ is RunUpdate:  # chosen in direct mode: this write needs SQLAlchemy's form of it
@@ -539,6 +543,11 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
 
         with self._begin() as conn:
             return admit_sql(self, conn, tools, limits, entry)
+
+
+def _plain(row: dict) -> bool:
+    """Whether every value of ``row`` is a plain parameter (no SQL expression such as the database clock)."""
+    return all(v is None or v.__class__ in (str, int, float, bool) for v in row.values())
 
 
 def _sqlite_pragmas(engine, sa) -> None:

@@ -7,8 +7,9 @@ is the one this flowctl writes needs none of it: :class:`~flowctl.store.core.Sql
 
 * the reads of a run (``get_run``, ``list_runs`` — e.g. the due reviews ``flowctl run`` fires
   first) by a :class:`~flowctl.store.reader.SqlReader` on its own autocommit connection;
-* ``save_definition`` and ``create_run`` (:class:`DirectWrites`: ``BEGIN IMMEDIATE``, the same
-  rows, the events as :mod:`flowctl.store.hot` inserts them);
+* ``save_definition`` (:class:`DirectWrites`: ``BEGIN IMMEDIATE``, the same rows) and
+  ``create_run`` (:func:`run_insert`, written by :meth:`flowctl.store.hot.HotPath.write` in the
+  per-step commit's group commit; so it is on every SQLite file store, direct or not);
 * the per-step commit, by :class:`~flowctl.store.hot.HotPath` unchanged: the run-row UPDATE
   variants are :class:`RunUpdate` statements, whose :meth:`RunUpdate.compile` gives the SQL text
   and parameter order SQLAlchemy's compiler gives for the SQLite dialect, and :class:`LiteEngine`
@@ -191,39 +192,48 @@ class DirectWrites:
         self._write(write)
 
     def create_run(self, row: dict, run_id: str, events: list, lease: float | None) -> None:
-        """Insert the run ``row`` (JSON columns already text) and its ``events``. ``lease``: the run
-        starts leased (``lease_until`` = database clock + lease); a ``queued`` row without
-        ``available_at`` is due now (database clock)."""
-        queued_now = row.get("status") == "queued" and row.get("available_at") is None
-        cols, marks, params = [], [], []
-        for col, value in row.items():
-            cols.append(col)
-            if col == "lease_until" and lease is not None:
-                marks.append(f"{NOW} + ?")
-                params.append(float(lease))
-            elif col == "available_at" and queued_now:
-                marks.append(NOW)
-            else:
-                marks.append("?")
-                params.append(value)
-        if lease is not None and "lease_until" not in row:
-            cols.append("lease_until")
+        """Insert the run ``row`` (JSON columns already text) and its ``events``: :func:`run_insert`."""
+        self._write(run_insert(row, run_id, events, lease))
+
+
+def run_insert(row: dict, run_id: str, events: list, lease: float | None):
+    """``write(cursor)``: inserts the run ``row`` (JSON columns already text, no value SQL), its
+    ``events`` (one packed row when sealed as one commit, schema 7) and its ledger ``start`` row,
+    inside the caller's open SQLite transaction. ``lease``: the run starts leased
+    (``lease_until`` = database clock + lease); a ``queued`` row without ``available_at`` is due
+    now (database clock)."""
+    queued_now = row.get("status") == "queued" and row.get("available_at") is None
+    cols, marks, params = [], [], []
+    for col, value in row.items():
+        cols.append(col)
+        if col == "lease_until" and lease is not None:
             marks.append(f"{NOW} + ?")
             params.append(float(lease))
-        if queued_now and "available_at" not in row:
-            cols.append("available_at")
+        elif col == "available_at" and queued_now:
             marks.append(NOW)
-        sql = f"INSERT INTO flowctl_runs ({', '.join(cols)}) VALUES ({', '.join(marks)})"
-        fence = row.get("fence")
-        rows = event_rows(run_id, events, fence)  # one packed row when sealed as one commit (schema 7)
+        else:
+            marks.append("?")
+            params.append(value)
+    if lease is not None and "lease_until" not in row:
+        cols.append("lease_until")
+        marks.append(f"{NOW} + ?")
+        params.append(float(lease))
+    if queued_now and "available_at" not in row:
+        cols.append("available_at")
+        marks.append(NOW)
+    sql = f"INSERT INTO flowctl_runs ({', '.join(cols)}) VALUES ({', '.join(marks)})"
+    rows = event_rows(run_id, events, row.get("fence"))
 
-        def write(cur):
-            cur.execute(sql, params)
-            if rows:
-                cur.executemany(f"INSERT INTO flowctl_events ({', '.join(EVENT_ROW)}) "
-                                f"VALUES ({', '.join('?' * len(EVENT_ROW))})", rows)
-            append(cur.execute, False, run_id, "start")  # the ledger of runs (flowctl.store.ledger)
-        self._write(write)
+    def write(cur):
+        cur.execute(sql, params)
+        if rows:
+            cur.executemany(_INSERT_EVENTS, rows)
+        append(cur.execute, False, run_id, "start")  # the ledger of runs (flowctl.store.ledger)
+        return True
+    return write
+
+
+_INSERT_EVENTS = f"INSERT INTO flowctl_events ({', '.join(EVENT_ROW)}) VALUES ({', '.join('?' * len(EVENT_ROW))})"
 
 
 def open_direct(store, url: str, schema: int):
@@ -258,4 +268,4 @@ class LockedReader(SqlReader):
             yield cur
 
 
-__all__ = ["RunUpdate", "LiteEngine", "DirectWrites", "LockedReader", "open_direct", "schema_version", "connect"]
+__all__ = ["RunUpdate", "LiteEngine", "DirectWrites", "run_insert", "LockedReader", "open_direct", "schema_version", "connect"]

@@ -29,6 +29,17 @@ savepoint. SQLite has one writer at a time anyway: several runs' steps then cost
 IMMEDIATE`` … ``COMMIT`` (one WAL append) instead of one each, and no thread sleeps in SQLite's
 busy handler waiting for another's lock.
 
+**Checkpoints off the commit path** (SQLite, issue 17 target 3a): SQLite checkpoints the WAL into
+the database file (and syncs both, the only syncs ``synchronous=NORMAL`` makes) inside the
+``COMMIT`` that takes the WAL past 1,000 pages: that commit, and every commit grouped with it,
+waited for the syncs (about 17 ms on the benchmark machine, once per 60-odd steps). HotPath's
+connections turn that off (``wal_autocheckpoint=0``) and a thread of its own runs the same PASSIVE
+checkpoint every :data:`CHECKPOINT_EVERY` commits on its own connection, while the runs go on. As
+often as before, so the WAL is synced as often as before: nothing a commit promised changes. If
+the thread falls :data:`CHECKPOINT_LAG` commits behind, the committing thread checkpoints itself,
+as SQLite would have (the WAL stays bounded). Other connections (SQLAlchemy's, other processes)
+keep SQLite's automatic checkpoint.
+
 :meth:`HotPath.commit` returns ``False`` when the conditioned UPDATE matched no row (nothing was
 written; the caller explains why), else the run's ``pause_requested`` as the UPDATE left it (its
 JSON text, or ``True`` when there is none): the UPDATE's own ``RETURNING``, so the step loop learns
@@ -45,24 +56,34 @@ from flowctl.errors import first_line
 from flowctl.store.records import EVENT_ROW
 
 MAX_IDLE = 4  # idle connections kept between commits
+#: SQLite: commits between two WAL checkpoints (a step's commit writes about 15 pages: about
+#: SQLite's own 1,000-page interval), and how many the checkpoint thread may fall behind before a
+#: committing thread checkpoints itself
+CHECKPOINT_EVERY = 64
+CHECKPOINT_LAG = 4 * CHECKPOINT_EVERY
 #: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
 _RETURNING = " RETURNING pause_requested"
 #: More events than this in one commit (a task retried inline thousands of times) take the
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
 _EVENT_COLUMNS = EVENT_ROW
+#: SQLite: the ended run's parent, waiting or running, due now (the statement
+#: :meth:`flowctl.store.queue.QueueMethods._wake_parent` runs on SQLite)
+WAKE_PARENT = ("UPDATE flowctl_runs SET available_at = (julianday('now') - 2440587.5) * 86400.0 "
+               "WHERE id = (SELECT parent_id FROM flowctl_runs WHERE id = ?) AND status IN ('waiting', 'running')")
 # PostgreSQL types of the event columns: VALUES rows carry no column types of their own
 _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "text", "text", "text", "integer",
              "integer")
 
 
 class _Request:
-    """One caller's commit in a group (:meth:`HotPath._grouped`)."""
+    """One caller's commit in a group (:meth:`HotPath._grouped`): a run-row UPDATE with its event
+    rows (``plan``), or any other write (``write(cursor)``, :meth:`HotPath.write`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "wake", "write")
 
-    def __init__(self, plan, params, rows, ledger=None):
-        self.plan, self.params, self.rows, self.ledger = plan, params, rows, ledger
+    def __init__(self, plan, params, rows, ledger=None, wake=False, write=None):
+        self.plan, self.params, self.rows, self.ledger, self.wake, self.write = plan, params, rows, ledger, wake, write
         self.done, self.result, self.error = False, None, None
 
 
@@ -78,6 +99,7 @@ class HotPath:
         self._group = threading.Condition(threading.Lock())  # group commit (SQLite): the queue and its leader
         self._queue: list = []
         self._leading = False
+        self._checkpoints = _Checkpoints(self) if not self.pg else None
 
     # ------------------------------------------------------------------ connections
     def _checkout(self):
@@ -85,13 +107,18 @@ class HotPath:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        proxied = self.store.engine.raw_connection()  # runs the pool's connect hooks (SQLite pragmas)
-        proxied.detach()  # ours: never handed to another pool user
-        conn = proxied.dbapi_connection
+        conn = self._connect()
         if self.pg:
             conn.rollback()
             conn.autocommit = True  # each commit is one atomic statement
+        else:
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpointed by _Checkpoints instead
         return conn
+
+    def _connect(self):
+        proxied = self.store.engine.raw_connection()  # runs the pool's connect hooks (SQLite pragmas)
+        proxied.detach()  # ours: never handed to another pool user
+        return proxied.dbapi_connection
 
     def _checkin(self, conn) -> None:
         """Keep at most :data:`MAX_IDLE` idle connections; close the others (a burst of fan-out
@@ -103,6 +130,8 @@ class HotPath:
         _close(conn)
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
@@ -168,11 +197,14 @@ class HotPath:
             found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None):
+    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None, wake: bool = False):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
         row (:mod:`flowctl.store.ledger`) is appended in the same transaction (on PostgreSQL the
-        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements). False: the UPDATE matched no row, nothing was written; else
+        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements); on
+        SQLite its stats summary (:func:`flowctl.store.summary.write_sqlite`) is written in it too,
+        and with ``wake`` (SQLite only) its parent is made due (:data:`WAKE_PARENT`).
+        False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
@@ -187,9 +219,19 @@ class HotPath:
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows, ledger))
+        return self._grouped(_Request(plan, params, event_rows, ledger, wake))
 
-    def _failed(self, exc) -> StoreError:
+    def write(self, fn):
+        """``fn(cursor)`` (a ``sqlite3`` cursor) inside the next group commit (SQLite only), in a
+        savepoint of its own when the group holds others; returns what ``fn`` returns (not False).
+        Raises :class:`~flowctl.errors.StoreError` when the database fails (nothing of ``fn``
+        kept), or what ``fn`` raised."""
+        return self._grouped(_Request(None, None, None, write=fn))
+
+    def _failed(self, exc, write: bool = False) -> StoreError:
+        if write:  # (HotPath.write: not a step)
+            return StoreError(f"cannot write to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                              hint="nothing of this write was kept; resume the run when the store is back")
         return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
                           hint="nothing of this step was written; resume the run when the store is back")
 
@@ -221,7 +263,7 @@ class HotPath:
                             r.done = True
                     group.notify_all()
         if req.error is not None:
-            raise req.error if isinstance(req.error, StoreError) else self._failed(req.error)
+            raise req.error if isinstance(req.error, StoreError) else self._failed(req.error, req.write is not None)
         return req.result
 
     def _commit_sqlite(self, batch: list) -> None:
@@ -247,6 +289,7 @@ class HotPath:
                     cur.execute("ROLLBACK")
                 else:
                     cur.execute("COMMIT")
+                    self._checkpoints.committed(len(batch), cur)
             except BaseException:
                 try:
                     cur.execute("ROLLBACK")
@@ -265,6 +308,8 @@ class HotPath:
     def _write_one(self, cur, req):
         """One commit's UPDATE and INSERT inside the open transaction. False: the UPDATE matched no
         row; else the pause request it returned (text), or True."""
+        if req.write is not None:
+            return req.write(cur)
         sql, _compiled, _columns, names, constants = req.plan
         params = req.params
         cur.execute(sql, [params[name] if name in params else constants[name] for name in names])
@@ -277,10 +322,14 @@ class HotPath:
             cur.execute(self._sqlite_insert(), rows[0])
         elif rows:
             cur.executemany(self._sqlite_insert(), rows)
-        if req.ledger is not None:
+        if req.ledger is not None:  # the run ends: its ledger row, its parent's wake-up, its summary
             from flowctl.store.ledger import append
+            from flowctl.store.summary import write_sqlite
 
             append(cur.execute, False, req.ledger, "end")
+            if req.wake:
+                cur.execute(WAKE_PARENT, (req.ledger,))
+            write_sqlite(cur, req.ledger)
         return pause
 
     def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None) -> bool:
@@ -310,6 +359,86 @@ class HotPath:
             found = self._sql[key] = tuple(f"e{i}_{c}" for c in _EVENT_COLUMNS)
         return found
 
+
+
+class _Checkpoints:
+    """The WAL checkpoints of a SQLite HotPath (see the module docstring): :meth:`committed` after
+    each group commit; every :data:`CHECKPOINT_EVERY` commits a thread (started when needed, gone
+    after a second without work) runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a connection of its
+    own. A checkpoint that fails is left to the next one (SQLite's own automatic checkpoint
+    ignores failures too)."""
+
+    def __init__(self, hot):
+        self.hot = hot
+        self._cv = threading.Condition(threading.Lock())
+        self._since = 0  # commits since the last checkpoint began
+        self._unreset = 0  # commits since the last checkpoint that caught up with the WAL
+        self._wanted = False
+        self._thread = None
+        self._closed = False
+
+    def committed(self, n: int, cur) -> None:
+        """``n`` commits were just written (by ``cur``, in the group commit's leader, before the
+        group's callers are told: no commit of this process runs meanwhile)."""
+        with self._cv:
+            self._since += n
+            self._unreset += n
+            if self._closed:
+                return
+            if self._unreset >= CHECKPOINT_LAG:  # the WAL restarts only after a checkpoint no write ran beside
+                reset = True
+            elif self._since >= CHECKPOINT_EVERY:
+                reset = False
+                self._since = 0
+                self._wanted = True
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="flowctl-wal-checkpoint", daemon=True)
+                    self._thread.start()
+                else:
+                    self._cv.notify()
+            else:
+                return
+        if reset and _checkpoint(cur):
+            with self._cv:
+                self._unreset = self._since = 0
+
+    def _run(self) -> None:
+        conn = None
+        try:
+            while True:
+                with self._cv:
+                    if not self._wanted and not self._closed:
+                        self._cv.wait(1.0)
+                    if not self._wanted or self._closed:
+                        self._thread = None
+                        return
+                    self._wanted = False
+                if conn is None:
+                    conn = self.hot._connect()
+                _checkpoint(conn)
+        except Exception:  # noqa: BLE001 - no connection: the next commits start the thread again
+            with self._cv:
+                self._thread = None
+        finally:
+            if conn is not None:
+                _close(conn)
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            thread = self._thread
+            self._cv.notify()
+        if thread is not None:
+            thread.join(5.0)
+
+
+def _checkpoint(conn) -> bool:
+    """A PASSIVE checkpoint on ``conn``; True if it copied the whole WAL (the next write restarts it)."""
+    try:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except Exception:  # noqa: BLE001 - the database went away: the next checkpoint copies these pages
+        return False
+    return not busy and frames == copied
 
 
 def _close(conn) -> None:

@@ -11,14 +11,11 @@ from __future__ import annotations
 import contextlib
 
 from flowctl.errors import StoreError, first_line
+from flowctl.store.hot import WAKE_PARENT as _SQLITE_WAKE_PARENT  # the ended run's parent due now (SQLite)
 from flowctl.store.records import FINAL, dumps, loads, run_dict
 
 #: ``release(available_at=...)`` not given: the run's due time stays as it is.
 _KEEP = object()
-
-#: :meth:`QueueMethods._wake_parent` on SQLite: the ended run's parent, waiting or running, due now
-_SQLITE_WAKE_PARENT = ("UPDATE flowctl_runs SET available_at = (julianday('now') - 2440587.5) * 86400.0 "
-                       "WHERE id = (SELECT parent_id FROM flowctl_runs WHERE id = ?) AND status IN ('waiting', 'running')")
 
 
 class QueueMethods:

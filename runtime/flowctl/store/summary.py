@@ -5,10 +5,11 @@ Prometheus metrics count, kept per run once it has ended (schema 9, ``flowctl_ru
 (issue 17 target 4: packed rows, schema 7, would have to be unpacked, in SQL or in Python). So the
 commit that ends a run (:meth:`flowctl.store.core.SqlStore.commit`) reads the run's events once
 and writes their facts beside it (:func:`summary_text`), keyed by the run's ``last_seq`` at that
-time. A summary is used only while it describes the run as it stands — the run has ended and its
-``last_seq`` is the summary's — so a run redriven after it ended, or one whose summary write was
-lost to a crash (it is written just after the final commit, as a cache), is read from its events
-(:func:`facts_of`), as are runs that have not ended and runs that ended before schema 9.
+time: on SQLite inside the final commit's own transaction (:func:`write_sqlite`), on PostgreSQL
+just after it, as a cache. A summary is used only while it describes the run as it stands — the
+run has ended and its ``last_seq`` is the summary's — so a run redriven after it ended, or one
+whose summary write failed or was lost to a crash, is read from its events (:func:`facts_of`), as
+are runs that have not ended and runs that ended before schema 9.
 
 A fact is a list ``[type, ts, state, name, *values]`` (``ts`` epoch seconds; absent trailing
 values are not written):
@@ -108,4 +109,28 @@ def upsert_sql(pg: bool) -> str:
             "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
 
 
-__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text", "upsert_sql"]
+_EVENT_ROWS = ("SELECT seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events FROM flowctl_events "
+               "WHERE run_id = ? ORDER BY seq")
+
+
+def write_sqlite(cur, run_id: str) -> None:
+    """Write the summary of ``run_id`` inside the caller's open SQLite transaction on ``cur`` (a
+    ``sqlite3`` cursor; the transaction that ends the run), from its events as that transaction
+    left them: no transaction of its own. In a savepoint: when reading or writing fails, only the
+    summary is undone (the run is then counted from its events) and the caller's commit goes on."""
+    import sqlite3
+
+    from flowctl.store.records import stored_events
+
+    cur.execute("SAVEPOINT flowctl_summary")
+    try:
+        rows = cur.execute(_EVENT_ROWS, (run_id,)).fetchall()
+        events = [ev for row in rows for ev in stored_events(run_id, row)]
+        if events:
+            cur.execute(upsert_sql(False), (run_id, events[-1]["seq"], summary_text(events)))
+    except sqlite3.Error:
+        cur.execute("ROLLBACK TO flowctl_summary")
+    cur.execute("RELEASE flowctl_summary")
+
+
+__all__ = ["write_sqlite", "BLOCKS", "FACT_TYPES", "TAKEOVER", "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text", "upsert_sql"]
