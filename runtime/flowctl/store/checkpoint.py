@@ -6,8 +6,10 @@ makes the log pass 1,000 pages, and with ``synchronous=NORMAL`` that checkpoint 
 this machine), and the request waiting on it is the service's p99. :class:`Checkpointer` turns the
 automatic checkpoint off on the connections this process opens from now on
 (``PRAGMA wal_autocheckpoint=0``) and runs a ``PASSIVE`` checkpoint every ``every`` seconds on a
-connection of its own: it never waits for a writer or a reader, the driver releases the GIL
-while it runs, and the log stays small. Other processes on the same file (``flowctl worker``,
+connection of its own: it never waits for a writer or a reader, and the driver releases the GIL
+while it runs. Beside writers that never stop, a checkpoint never reaches the log's end, and the
+log only starts over once one does: past :data:`CATCH_UP_FRAMES` the checkpoint holds this
+process's write lock while it catches up, so the log stays bounded. Other processes on the same file (``flowctl worker``,
 the CLI) keep SQLite's automatic checkpoints. Nothing changes for durability: a committed
 transaction is in the WAL either way.
 
@@ -20,6 +22,10 @@ import threading
 
 log = logging.getLogger("flowctl.store")
 
+#: past this many frames in the log (about 16 MB of 4 KiB pages) the next checkpoint holds this
+#: process's write lock until it has caught up (a pause of a few milliseconds, that often at most)
+CATCH_UP_FRAMES = 4000
+
 
 class Checkpointer:
     """``Checkpointer(store, every=0.2)``: :meth:`start` once, :meth:`close` when the process stops."""
@@ -29,6 +35,7 @@ class Checkpointer:
         self.every = every
         self._stop = threading.Event()
         self._thread = None
+        self._frames = 0  # the log's length at the last checkpoint, in frames (pages)
 
     def start(self) -> bool:
         """Begin; False when the store is not SQLite (nothing to do)."""
@@ -58,8 +65,19 @@ class Checkpointer:
             conn.close()
 
     def _checkpoint(self, conn) -> None:
+        """One ``PASSIVE`` checkpoint; when the log has grown past :data:`CATCH_UP_FRAMES`, taken
+        under this process's write lock (:func:`~flowctl.store.servicelog.write_lock`) so that no
+        commit of ours runs beside it: a checkpoint that writers keep appending to never reaches
+        the log's end, and only one that does lets the next write start the log over."""
+        from flowctl.store.servicelog import write_lock
+
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            if self._frames > CATCH_UP_FRAMES:
+                with write_lock(self.store):
+                    found = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            else:
+                found = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self._frames = found[1] if found and found[1] is not None else 0
         except Exception as exc:  # noqa: BLE001 - a failed checkpoint is tried again; commits are unaffected
             log.warning("WAL checkpoint of %s failed: %s", getattr(self.store, "safe_url", "?"), exc)
 
