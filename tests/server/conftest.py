@@ -49,10 +49,10 @@ class _Client:
 class Api:
     """``client`` (httpx over ASGI), ``key(name, *scopes)`` -> headers, the ``project``/``store``."""
 
-    def __init__(self, tmp_path, **app_kw):
+    def __init__(self, tmp_path, url=None, **app_kw):
         self.root = make_server_project(tmp_path)
         self.project = flowctl.load_project(self.root)
-        self.store = open_store(f"sqlite:///{tmp_path}/flowctl.db")
+        self.store = open_store(url or f"sqlite:///{tmp_path}/flowctl.db", create=True)
         self.asgi = create_app(self.project, self.store, **app_kw)
         self.service = self.asgi.app.state.service
         self.client = _Client(self.asgi)

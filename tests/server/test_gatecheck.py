@@ -2,6 +2,10 @@
 a dry run neither records nor counts (flowctl.server.gatecheck)."""
 from __future__ import annotations
 
+import pytest
+
+from support.pg import pg_url  # noqa: F401 - fixture
+
 from flowctl.store.audit import REDACTED
 
 
@@ -257,3 +261,24 @@ def test_the_gate_lane_runs_the_work_on_its_one_thread_and_passes_errors_back():
 
 async def _twice(lane, fn):
     return [await lane.run(fn), await lane.run(fn)]
+
+
+@pytest.mark.postgres
+def test_on_postgresql_checks_are_decided_recorded_and_counted_each_in_its_own_transaction(tmp_path, pg_url):
+    """PostgreSQL takes the lane for every check (its thread pool; a transaction each, committed in
+    parallel): the same answers, the same records, the same rate limit as on SQLite."""
+    from conftest import Api
+
+    api = Api(tmp_path, url=pg_url)
+    try:
+        h = api.key("agent", "gate")
+        rs = api.client.gather([("POST", "/v1/gate/check", {"json": {"tool": "refund", "input": {"amount": i},
+                                                                       "session": "s1"}, "headers": h})
+                                for i in (1, 2, 3)])
+        assert sorted(r.json()["decision"] for r in rs) == ["allow", "allow", "deny"]  # refunds: 2 per run
+        assert sorted(r.json()["seq"] for r in rs) == [1, 2, 3]
+        rows = api.service.log.session("s1")
+        assert [r["seq"] for r in rows] == [1, 2, 3] and api.service.log.verify("s1") == []
+        assert api.client.post("/v1/gate/check", json={"tool": "refund"}).status_code == 401
+    finally:
+        api.close()
