@@ -43,6 +43,7 @@ import threading
 from flowctl.errors import StoreError
 from flowctl.errors import first_line
 from flowctl.store.records import EVENT_ROW
+from flowctl.store.summary import write_summary
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
@@ -59,10 +60,10 @@ _PG_TYPES = ("text", "integer", "double precision", "text", "text", "integer", "
 class _Request:
     """One caller's commit in a group (:meth:`HotPath._grouped`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "summary")
 
-    def __init__(self, plan, params, rows, ledger=None):
-        self.plan, self.params, self.rows, self.ledger = plan, params, rows, ledger
+    def __init__(self, plan, params, rows, ledger=None, summary=None):
+        self.plan, self.params, self.rows, self.ledger, self.summary = plan, params, rows, ledger, summary
         self.done, self.result, self.error = False, None, None
 
 
@@ -168,11 +169,13 @@ class HotPath:
             found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None):
+    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None, summary: tuple | None = None):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
-        row (:mod:`flowctl.store.ledger`) is appended in the same transaction (on PostgreSQL the
-        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements). False: the UPDATE matched no row, nothing was written; else
+        row (:mod:`flowctl.store.ledger`) is appended in the same transaction, and its summary
+        (``summary``: ``(first_seq, facts, last_seq)``, :func:`flowctl.store.summary.write_summary`)
+        written (on PostgreSQL the one statement then runs inside ``BEGIN`` … ``COMMIT`` with
+        theirs). False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
@@ -180,14 +183,14 @@ class HotPath:
             conn = None
             try:
                 conn = self._checkout()
-                done = self._commit_pg(conn, stmt, plan, params, event_rows, ledger)
+                done = self._commit_pg(conn, stmt, plan, params, event_rows, ledger, summary)
                 self._checkin(conn)
                 return done
             except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows, ledger))
+        return self._grouped(_Request(plan, params, event_rows, ledger, summary))
 
     def _failed(self, exc) -> StoreError:
         return StoreError(f"cannot commit the step to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
@@ -281,9 +284,11 @@ class HotPath:
             from flowctl.store.ledger import append
 
             append(cur.execute, False, req.ledger, "end")
+            if req.summary is not None:
+                write_summary(cur.execute, False, req.ledger, *req.summary)
         return pause
 
-    def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None) -> bool:
+    def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None, summary=None) -> bool:
         sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
         values = dict(plan[4])
         values.update(params)
@@ -293,15 +298,39 @@ class HotPath:
         if ledger is None:
             cur.execute(sql, values)
             returned = cur.fetchall()
-        else:  # a run's end: its ledger row in the same transaction
-            from flowctl.store.ledger import append
-
-            with conn.transaction():
-                cur.execute(sql, values)
-                returned = cur.fetchall()
-                if len(returned) == 1:
-                    append(cur.execute, True, ledger, "end")
+        else:
+            returned = self._end_pg(conn, sql, values, ledger, summary)
         return len(returned) == 1 and (returned[0][0] or True)
+
+    @staticmethod
+    def _end_pg(conn, sql, values, run_id, summary) -> list:
+        """A run's end on PostgreSQL: its commit, ledger row and summary in one transaction, in two
+        round trips (psycopg's pipeline mode): ``BEGIN``, the commit's statement and the reads the
+        ledger row and the summary need (the run's head as this transaction left it, the ledger
+        head ``FOR UPDATE``, the run's events before this store's first commit of it); then the
+        writes and ``COMMIT`` (``ROLLBACK`` when the commit's UPDATE matched no row). Returns the
+        commit statement's rows."""
+        from flowctl.store import ledger as lg
+        from flowctl.store.summary import before_sql, summary_row, upsert_sql
+
+        with conn.pipeline() as pipe:
+            conn.execute("BEGIN")
+            step = conn.execute(sql, values)
+            found = conn.execute(lg.run_sql(True), (run_id,))
+            top = conn.execute(lg.head_sql(True))
+            first = summary[0] if summary is not None else 0
+            before = conn.execute(before_sql(True), (run_id, int(first))) if first > 1 else None
+            pipe.sync()
+            returned = step.fetchall()
+            if len(returned) != 1:
+                conn.execute("ROLLBACK")
+                return returned
+            lg.append_read(conn.execute, True, run_id, "end", found.fetchone(), top.fetchone())
+            if summary is not None:
+                conn.execute(upsert_sql(True), summary_row(run_id, summary[1], summary[2],
+                                                           before.fetchall() if before is not None else ()))
+            conn.execute("COMMIT")
+        return returned
 
     def _names(self, i: int) -> tuple:
         key = ("names", i)

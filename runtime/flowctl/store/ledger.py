@@ -66,8 +66,27 @@ def append(execute, pg: bool, run_id: str, kind: str, at: float | None = None) -
     from flowctl.errors import StoreError
 
     found = execute(_sql(_RUN, pg), (run_id,)).fetchone()
+    top = execute(head_sql(pg), ()).fetchone()
+    return append_read(execute, pg, run_id, kind, found, top, at)
+
+
+def run_sql(pg: bool) -> str:
+    """The read of a run's head (``last_seq, last_hash``) an append records (one parameter: the id)."""
+    return _sql(_RUN, pg)
+
+
+def head_sql(pg: bool) -> str:
+    """The read of the ledger's head row (``n, hash``; on PostgreSQL ``FOR UPDATE``)."""
+    return _HEAD + (" FOR UPDATE" if pg else "")
+
+
+def append_read(execute, pg: bool, run_id: str, kind: str, found, top, at: float | None = None) -> tuple:
+    """:func:`append` after its two reads, made by the caller in the same transaction (pipelined on
+    PostgreSQL: :mod:`flowctl.store.hot`): ``found`` the row of :func:`run_sql` (or None), ``top``
+    that of :func:`head_sql`. Writes the row and moves the head; returns ``(n, hash)``."""
+    from flowctl.errors import StoreError
+
     seq, head = (found[0], found[1] or "") if found is not None else (0, "")
-    top = execute(_HEAD + (" FOR UPDATE" if pg else ""), ()).fetchone()
     if top is None:
         raise StoreError("the store has no ledger head row (flowctl_ledger_head): it was deleted",
                          hint="nothing was written; flowctl audit verify reports the ledger's state")

@@ -115,8 +115,13 @@ class QueueMethods:
         first, within the store's concurrency limits. Each is marked running for ``owner`` with
         ``lease_until = now + lease`` and its fencing token incremented.
 
-        Returns ``[{id, fence, lease_until, prev_status, prev_owner, row}]``, ``row`` the claimed run
-        as :meth:`get_run` returns it after the claim (so the worker need not read it again). PostgreSQL: one statement,
+        The claim also clears ``available_at`` (a running run is not due by time): a parent's wake-up
+        (:meth:`_wake_parent`) that comes after the claim is then never undone by the claimer's
+        first commit, which may come only with its first step (``run_resumed`` is committed with it).
+
+        Returns ``[{id, fence, lease_until, prev_status, prev_owner, due_at, row}]``, ``row`` the
+        claimed run as :meth:`get_run` returns it after the claim (so the worker need not read it
+        again), ``due_at`` the ``available_at`` it had before (epoch seconds or None). PostgreSQL: one statement,
         ``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other), after locking the limit rows
         if any exist; SQLite: a conditional update inside ``BEGIN IMMEDIATE`` (one writer at a time).
         """
@@ -156,7 +161,8 @@ class QueueMethods:
         out = []
         for found in rows:
             prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
-            out.append(self._claimed(found, prev_status, prev_owner))
+            due_at = found.pop("prev_available_at")
+            out.append(self._claimed(found, prev_status, prev_owner, due_at))
         return out
 
     def _claim_pg(self, conn, owner, n, lease, queues) -> list:
@@ -171,15 +177,16 @@ class QueueMethods:
         for found in conn.execute(sa.text(sql), params).mappings().all():
             found = dict(found)
             prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
-            out.append(self._claimed(found, prev_status, prev_owner))
+            due_at = found.pop("prev_available_at")
+            out.append(self._claimed(found, prev_status, prev_owner, due_at))
         return out
 
-    def _claimed(self, row: dict, prev_status: str, prev_owner) -> dict:
+    def _claimed(self, row: dict, prev_status: str, prev_owner, due_at) -> dict:
         """One claim's entry (see :meth:`claim`) from the run row as the claim left it."""
         run = run_dict(row, self)
         self._note_parent(run)
         return {"id": run["id"], "fence": run["fence"], "lease_until": run["lease_until"], "prev_status": prev_status,
-                "prev_owner": prev_owner, "row": run}
+                "prev_owner": prev_owner, "due_at": due_at, "row": run}
 
     def _claim_sqlite(self, conn, owner, n, lease, queues) -> list:
         sa, t = self.sa, self.t
@@ -187,7 +194,8 @@ class QueueMethods:
         now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
         due = sa.and_(r.c.status.in_(("queued", "waiting", "paused")), r.c.available_at <= now)
         expired = sa.and_(r.c.status == "running", r.c.lease_until < now)
-        q = (sa.select(r.c.id, r.c.status, r.c.owner, r.c.fence, r.c.flow, r.c.queue).where(sa.or_(due, expired))
+        q = (sa.select(r.c.id, r.c.status, r.c.owner, r.c.fence, r.c.flow, r.c.queue, r.c.available_at)
+             .where(sa.or_(due, expired))
              .order_by(r.c.priority.desc(), sa.func.coalesce(r.c.available_at, r.c.lease_until), r.c.id))
         if queues:
             q = q.where(r.c.queue.in_(queues))
@@ -196,7 +204,7 @@ class QueueMethods:
         rows = conn.execute(q.limit(n * 4 if limits else n)).all()
         busy = self._busy(conn, now) if limits else {}
         out = []
-        for run_id, status, prev_owner, fence, flow, queue in rows:
+        for run_id, status, prev_owner, fence, flow, queue, due_at in rows:
             if len(out) >= n:
                 break
             keys = [("flow", flow), ("queue", queue)]
@@ -204,16 +212,16 @@ class QueueMethods:
                 continue
             res = conn.execute(r.update().where(r.c.id == run_id, r.c.fence == fence, r.c.status == status)
                                .values(status="running", owner=owner, lease_until=now + lease, fence=fence + 1,
-                                       updated_at=now))
+                                       updated_at=now, available_at=None))
             if res.rowcount == 1:
                 for k in keys:
                     busy[k] = busy.get(k, 0) + 1
-                out.append((run_id, status, prev_owner))
+                out.append((run_id, status, prev_owner, due_at))
         if not out:
             return []
         found = {row["id"]: dict(row) for row in conn.execute(sa.select(r).where(r.c.id.in_([o[0] for o in out])))
                  .mappings()}
-        return [self._claimed(found[run_id], status, prev_owner) for run_id, status, prev_owner in out]
+        return [self._claimed(found[run_id], status, prev_owner, due_at) for run_id, status, prev_owner, due_at in out]
 
     def _busy(self, conn, now) -> dict:
         """Runs held under a live lease, per ``("flow", name)`` and ``("queue", name)``."""
@@ -384,7 +392,7 @@ _PG_CLAIM = """
 WITH clock AS (SELECT CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION) AS now),
 due AS (
     SELECT r.id, r.status AS prev_status, r.owner AS prev_owner, r.flow, r.queue, r.priority,
-           r.available_at AS sort_at
+           r.available_at AS sort_at, r.available_at AS prev_available_at
     FROM flowctl_runs r
     WHERE r.status IN ('queued', 'waiting', 'paused') AND r.available_at <= (SELECT now FROM clock) {queues}
     ORDER BY r.priority DESC, r.available_at, r.id
@@ -393,7 +401,7 @@ due AS (
 ),
 expired AS (
     SELECT r.id, r.status AS prev_status, r.owner AS prev_owner, r.flow, r.queue, r.priority,
-           r.lease_until AS sort_at
+           r.lease_until AS sort_at, r.available_at AS prev_available_at
     FROM flowctl_runs r
     WHERE r.status = 'running' AND r.lease_until < (SELECT now FROM clock) {queues}
     ORDER BY r.priority DESC, r.lease_until, r.id
@@ -404,10 +412,10 @@ cand AS (SELECT * FROM due UNION ALL SELECT * FROM expired),
 {picked}
 UPDATE flowctl_runs AS r
 SET status = 'running', owner = :owner, lease_until = clock.now + :lease, fence = r.fence + 1,
-    updated_at = clock.now
+    updated_at = clock.now, available_at = NULL
 FROM picked, clock
 WHERE r.id = picked.id
-RETURNING r.*, picked.prev_status, picked.prev_owner
+RETURNING r.*, picked.prev_status, picked.prev_owner, picked.prev_available_at
 """
 
 _PG_PICK = "picked AS (SELECT * FROM cand ORDER BY priority DESC, sort_at, id LIMIT :n)"
