@@ -130,6 +130,10 @@ class QueueMethods:
         queues = list(queues) if queues else None
         if self.pg and self.hot is not None:
             return self._claim_pg_pipelined(owner, n, float(lease), queues)
+        if self.hot is not None:
+            found = self._claim_sqlite_direct(owner, n, float(lease), queues)
+            if found is not None:
+                return found
         with self._begin() as conn:
             if self.pg:
                 return self._claim_pg(conn, owner, n, float(lease), queues)
@@ -163,6 +167,57 @@ class QueueMethods:
             prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
             due_at = found.pop("prev_available_at")
             out.append(self._claimed(found, prev_status, prev_owner, due_at))
+        return out
+
+    def _claim_sqlite_direct(self, owner, n, lease, queues) -> list | None:
+        """:meth:`_claim_sqlite` without SQLAlchemy, on a connection of the per-step commit: the
+        same reads and conditional updates in one ``BEGIN IMMEDIATE`` … ``COMMIT`` (SQLite's one
+        write lock is held for less time: the step commits wait on it), each claimed row handed
+        back by its UPDATE's ``RETURNING``. None when the store has limits (then
+        :meth:`_claim_sqlite` counts them)."""
+        conn = self.hot._checkout()
+        cur = conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                if cur.execute("SELECT 1 FROM flowctl_limits LIMIT 1").fetchone() is not None:
+                    cur.execute("ROLLBACK")
+                    out = None
+                else:
+                    out = self._claim_sqlite_rows(cur, owner, n, lease, queues)
+                    cur.execute("COMMIT")
+            except BaseException:
+                try:
+                    cur.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001 - no transaction left to roll back
+                    pass
+                raise
+        except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
+            _close(conn)
+            if isinstance(exc, StoreError):  # a corrupt row (run_dict)
+                raise
+            raise StoreError(f"cannot claim runs in {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
+        self.hot._checkin(conn)
+        return out
+
+    def _claim_sqlite_rows(self, cur, owner, n, lease, queues) -> list:
+        now = float(cur.execute(_SQLITE_NOW).fetchone()[0])
+        where = ("((status IN ('queued', 'waiting', 'paused') AND available_at <= ?) "
+                 "OR (status = 'running' AND lease_until < ?))")
+        params = [now, now]
+        if queues:
+            where += f" AND queue IN ({', '.join('?' * len(queues))})"
+            params += queues
+        found = cur.execute(f"SELECT id, status, owner, fence, available_at FROM flowctl_runs WHERE {where} "
+                            "ORDER BY priority DESC, coalesce(available_at, lease_until), id LIMIT ?",
+                            [*params, n]).fetchall()
+        out = []
+        for run_id, status, prev_owner, fence, due_at in found:
+            cur.execute(_SQLITE_CLAIM, (owner, now + lease, fence + 1, now, run_id, fence, status))
+            got = cur.fetchall()
+            if got:
+                names = [d[0] for d in cur.description]
+                out.append(self._claimed(dict(zip(names, got[0])), status, prev_owner, due_at))
         return out
 
     def _claim_pg(self, conn, owner, n, lease, queues) -> list:
@@ -373,6 +428,11 @@ class QueueMethods:
             return None
         return "postgresql://" + self.url.split("://", 1)[1]
 
+
+_SQLITE_NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+#: one run claimed on SQLite (:meth:`QueueMethods._claim_sqlite_direct`), as it was when picked
+_SQLITE_CLAIM = ("UPDATE flowctl_runs SET status = 'running', owner = ?, lease_until = ?, fence = ?, updated_at = ?, "
+                 "available_at = NULL WHERE id = ? AND fence = ? AND status = ? RETURNING *")
 
 #: a claim on PostgreSQL with limits locks their rows first: limited claimers take turns
 _PG_LIMITS = "SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE"
