@@ -561,8 +561,10 @@ def notes(out: dict) -> list:
         "operation_outputs row, one transaction). Both include getting a connection, the round trips, the commit "
         "(WAL flush at synchronous_commit="
         f"{out.get('postgresql', {}).get('synchronous_commit', '?')}) and any wait for a CPU or the GIL.",
-        f"Besides the step commits, a flowctl run costs a share of a claim statement (up to {c} runs each) and 2 more "
-        "commits (run_resumed; done + run_succeeded), a DBOS workflow a share of a dequeue and its status writes; "
+        f"Besides the step commits, a flowctl run costs a share of a claim statement (up to {c} runs each) and no "
+        "other commit (run_resumed goes with the first step's; done + run_succeeded, the ledger row and the run's "
+        "summary with the last, which is why the slowest step commits are run ends), a DBOS workflow a share of a "
+        "dequeue and its status writes; "
         "flowctl's step commit carries more (4 hash-chained audit events and the run's cursor), while DBOS also "
         "reads before each step whether it already ran.",
     ]
