@@ -11,11 +11,13 @@ recorded, in order, in the run's hash chain, and the summary is what its events 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import flowctl
+from flowctl.store import ledger
 from flowctl.store.audit import seal_problem, verify_run
 from flowctl.store.sql import open_store
 from flowctl.store.summary import summary_text
@@ -70,8 +72,33 @@ def test_a_worker_commits_a_three_step_run_in_four_transactions(request, tmp_pat
             assert len({tuple(e["packed"]) for e in events if "packed" in e}) == 4
             _, summary = _summary(store, run_id)
             assert summary == (row["last_seq"], summary_text(events))  # what its events say
+        report = ledger.verify(store)  # each run's start and end, chained (the end hashed by the server on PostgreSQL)
+        assert report.problems == [] and report.rows == 2 * RUNS
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_refused_run_end_writes_no_ledger_row_and_no_summary(request, tmp_path, kind):
+    """The end's ledger row and summary ride the run's last commit: a commit the store refuses (a
+    stale fencing token) writes neither."""
+    from flowctl.errors import LeaseLost
+    from flowctl.workers.worker import enqueue
+
+    url = _url(request, tmp_path, kind)
+    project = flowctl.load_project(make_project(tmp_path / "p", 3))
+    store = open_store(url, create=True)
+    run_id = enqueue(flowctl.Engine(project, store, check=False), "loop", {})
+    claim = store.claim("w:1", 1, 30)[0]
+    ended = {"seq": 2, "ts": time.time(), "type": "run_succeeded", "state": "done", "attempt": None, "data": {},
+             "data_json": "{}", "prev_hash": claim["row"]["last_hash"], "hash": "h2"}
+    with pytest.raises(LeaseLost):
+        store.commit(run_id, 1, {"status": "succeeded", "last_seq": 2, "last_hash": "h2", "updated_at": time.time()},
+                     [ended], fence=claim["fence"] + 1, lease=30)
+    assert store.get_run(run_id)["status"] == "running" and _summary(store, run_id)[1] is None
+    report = ledger.verify(store)
+    assert report.problems == [] and report.rows == 1  # its start only
+    store.close()
 
 
 def _summary(store, run_id):

@@ -299,11 +299,38 @@ class HotPath:
             cur.execute(sql, values)
             returned = cur.fetchall()
         else:
-            returned = self._end_pg(conn, sql, values, ledger, summary)
+            returned = self._end_pg(conn, sql, values, ledger, summary, params)
         return len(returned) == 1 and (returned[0][0] or True)
 
+    def _end_pg(self, conn, sql, values, run_id, summary, params) -> list:
+        """A run's end on PostgreSQL: its commit, ledger row and summary in one transaction sent as
+        one pipeline (one round trip: ``BEGIN``, the commit's statement, the ledger's
+        :data:`~flowctl.store.ledger.END_SQL_PG`, the summary's upsert, ``COMMIT``), so that no
+        client code runs while the ledger's head row — which every run's end takes in turn — is
+        locked. The ledger row and the summary are written only if the commit's UPDATE matched (they
+        check the run's head in SQL); if it did not, the transaction writes nothing. The events of
+        the run this store did not write (a claimed run's ``run_started``) are read first, outside
+        the transaction (stored events never change). Returns the commit statement's rows."""
+        from flowctl.store import ledger as lg
+        from flowctl.store.summary import UPSERT_IF_PG, before_sql, summary_row
+
+        seq, head = params.get("last_seq"), params.get("last_hash")
+        if lg.hook is not None or summary is None or seq is None or head is None:
+            return self._end_pg_stepwise(conn, sql, values, run_id, summary)
+        before = ()
+        if summary[0] > 1:
+            before = conn.execute(before_sql(True), (run_id, int(summary[0]))).fetchall()
+        facts = summary_row(run_id, summary[1], summary[2], before)
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            step = conn.execute(sql, values)
+            conn.execute(lg.END_SQL_PG, lg.end_params(run_id, seq, head))
+            conn.execute(UPSERT_IF_PG, (*facts, run_id, int(seq), head))
+            conn.execute("COMMIT")
+        return step.fetchall()
+
     @staticmethod
-    def _end_pg(conn, sql, values, run_id, summary) -> list:
+    def _end_pg_stepwise(conn, sql, values, run_id, summary) -> list:
         """A run's end on PostgreSQL: its commit, ledger row and summary in one transaction, in two
         round trips (psycopg's pipeline mode): ``BEGIN``, the commit's statement and the reads the
         ledger row and the summary need (the run's head as this transaction left it, the ledger

@@ -175,6 +175,13 @@ def summary_row(run_id: str, facts: list, last_seq: int, before=()) -> tuple:
     return run_id, int(last_seq), json.dumps(facts, separators=(",", ":"), default=str)
 
 
+#: :func:`upsert_sql` on PostgreSQL written only if the run's row holds the head the caller's commit
+#: wrote (parameters: run id, last seq, facts, then run id, last seq, last hash)
+UPSERT_IF_PG = ("INSERT INTO flowctl_run_summaries (run_id, last_seq, facts) SELECT %s::text, %s::integer, %s::text "
+                "WHERE EXISTS (SELECT 1 FROM flowctl_runs WHERE id = %s AND last_seq = %s AND last_hash = %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
+
+
 def upsert_sql(pg: bool) -> str:
     """The statement that writes a run's summary ``(run_id, last_seq, facts)`` over any older one."""
     p = "%s" if pg else "?"
@@ -182,4 +189,4 @@ def upsert_sql(pg: bool) -> str:
             "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
 
 
-__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "before_sql", "summary_row", "write_summary", "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text", "upsert_sql"]
+__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_IF_PG", "before_sql", "summary_row", "write_summary", "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text", "upsert_sql"]
