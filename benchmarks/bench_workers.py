@@ -39,9 +39,11 @@ the call that makes one step durable:
 * flowctl: ``SqlStore.commit`` ending a task state — one atomic write of the fenced UPDATE of the
   run row (cursor, last_seq/hash, lease extension) and the state's four audit events
   (``state_entered``, ``tool_invoked``, ``tool_succeeded``, ``transition_taken``; a read-only tool
-  writes no step row), however the store currently issues it. A run's two other commits
-  (``run_resumed`` after the claim, the final ``run_succeeded``) are included only in "all
-  commits" (in the JSON);
+  writes no step row), however the store currently issues it. A worker commits a run in four
+  transactions (tests/workers/test_worker_commits.py): the claim, then one per task state — the
+  first also carries ``run_resumed``, the last also ends the run (``state_entered`` of ``done``,
+  ``run_succeeded``, the ledger row and the run's summary), so it is the one step commit that
+  costs more;
 * DBOS: ``SystemDatabase.record_operation_result`` (one transaction: the owner check and the
   ``operation_outputs`` INSERT) — the commit that ends each ``@DBOS.step``.
 
@@ -559,8 +561,10 @@ def notes(out: dict) -> list:
         "operation_outputs row, one transaction). Both include getting a connection, the round trips, the commit "
         "(WAL flush at synchronous_commit="
         f"{out.get('postgresql', {}).get('synchronous_commit', '?')}) and any wait for a CPU or the GIL.",
-        f"Besides the step commits, a flowctl run costs a share of a claim statement (up to {c} runs each) and 2 more "
-        "commits (run_resumed; done + run_succeeded), a DBOS workflow a share of a dequeue and its status writes; "
+        f"Besides the step commits, a flowctl run costs a share of a claim statement (up to {c} runs each) and no "
+        "other commit (run_resumed goes with the first step's; done + run_succeeded, the ledger row and the run's "
+        "summary with the last, which is why the slowest step commits are run ends), a DBOS workflow a share of a "
+        "dequeue and its status writes; "
         "flowctl's step commit carries more (4 hash-chained audit events and the run's cursor), while DBOS also "
         "reads before each step whether it already ran.",
     ]

@@ -47,6 +47,9 @@ class RunContext:
 
     span = None  # the run's OpenTelemetry span while tracing is on (flowctl.engine.spans)
     step_span = None
+    #: True while events and the checkpoint wait for the next commit to carry them (:meth:`defer`):
+    #: the step loop commits them before it stops driving the run anywhere else
+    deferred = False
 
     def __init__(self, engine, project, flow, row, stop=None, inherited=None):
         self.engine = engine
@@ -152,6 +155,7 @@ class RunContext:
         transaction); ``status`` and ``fields`` (output, error, available_at …) update the run row.
         Raises :class:`~flowctl.errors.RunConflict` (or ``LeaseLost``) when another writer won."""
         c = self.cursor
+        self.deferred = False
         run = {"cursor": c.to_json(), "updated_at": self.clock.time(), "steps": c.step}
         if status:
             run["status"] = status
@@ -201,6 +205,15 @@ class RunContext:
         if self.secrets is not None and status in FINAL:
             sensitive.drop_children(self)
 
+    def defer(self, **row) -> None:
+        """Leave the buffered events and the checkpoint for the next :meth:`commit` to write (one
+        transaction fewer), ``row``'s values being what the stored row already holds (a worker's
+        claim made the run ``running`` for it: ``status``, ``owner``). Nothing is lost to a crash
+        that the crash would not have cost a moment earlier: the next commit comes with the next
+        step, and the step loop commits before it stops driving the run (:meth:`Runner.drive`)."""
+        self.row.update(row)
+        self.deferred = True
+
     def identity(self, stored: dict) -> str:
         """:func:`flowctl.store.audit.row_identity` of the row as this commit leaves it (``stored`` over
         the row); computed again only when one of its values is another object than last time."""
@@ -238,7 +251,10 @@ class RunContext:
         c.entered = False
         c.attempt = 1
         c.pending = None
-        self.commit()
+        if getattr(self.engine, "fold_final", False) and self.project.states[target].type == "succeed":
+            self.deferred = True  # the succeed state's commit, next, carries this move (one commit fewer)
+        else:
+            self.commit()
         return DONE
 
     def park(self, status: str, pending: dict, available_at: float | None, *, keep_due: bool = False):

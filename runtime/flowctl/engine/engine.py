@@ -79,6 +79,10 @@ class Engine:
         self.launcher = ThreadLauncher()
         #: who continues a fan-out already queued for workers, whichever process resumes its parent
         self.queue_launcher = QueueLauncher()
+        #: fold a move into a ``succeed`` state into that state's (final) commit: one commit fewer per
+        #: run. A worker sets it (:class:`flowctl.workers.worker.Worker`); ``flowctl run`` keeps one
+        #: commit per move, so a run's stored record (its packed rows' hashes) is the one it always was
+        self.fold_final = False
         self._projects: dict = {}
         self._checked: set = set()
 

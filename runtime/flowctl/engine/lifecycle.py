@@ -114,10 +114,13 @@ def _check_start(flow, run_id, run_input, params) -> None:
 
 
 def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=None,
-           continue_parent: bool = True) -> RunResult:
+           continue_parent: bool = True, claimed: bool = False) -> RunResult:
     """Continue a run (see Engine.resume). A child run that ends here continues its parent, unless
-    the parent itself is driving it (``continue_parent=False``)."""
-    result = _resume(engine, row, token=token, decision=decision, data=data, by=by, stop=stop)
+    the parent itself is driving it (``continue_parent=False``). ``claimed``: a worker's claim
+    (:meth:`flowctl.store.sql.SqlStore.claim`) already made the row ``running`` for ``engine.owner``
+    under a lease and cleared its due time; the ``run_resumed`` of a due or orphaned run is then
+    committed with the run's first step instead of alone (one commit fewer)."""
+    result = _resume(engine, row, token=token, decision=decision, data=data, by=by, stop=stop, claimed=claimed)
     if continue_parent and row.get("parent_id") and result.status in FINAL:
         try:
             parent = engine.store.get_run(row["parent_id"])
@@ -131,7 +134,8 @@ def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=N
     return result
 
 
-def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=None) -> RunResult:
+def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=None,
+            claimed: bool = False) -> RunResult:
     if row["status"] in FINAL:
         if token is not None:
             raise UsageError(f"run {row['id']} has already ended ({row['status']}); the token cannot be used",
@@ -182,7 +186,9 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
         if delay > 0:
             engine.clock.sleep(delay)
         runner.emit("run_resumed", reason="due", owner=engine.owner)
-    if operator:  # an operator's pause ends: a request that came in meanwhile is dropped
+    if claimed and status in ("running", "waiting"):  # the claim wrote these: run_resumed goes with the first step
+        runner.defer(status="running", owner=engine.owner, available_at=None)
+    elif operator:  # an operator's pause ends: a request that came in meanwhile is dropped
         runner.commit(status="running", owner=engine.owner, available_at=None, pause_requested=None)
     else:
         runner.commit(status="running", owner=engine.owner, available_at=None)

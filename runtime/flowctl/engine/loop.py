@@ -50,6 +50,8 @@ class Runner(RunContext):
                     stopped_by_sibling(self)
                     break
                 if halt is not None and halt(self.id):
+                    if self.deferred:  # what the next step's commit would have carried
+                        self.commit()
                     break  # stays running, its last checkpoint committed: the worker cancels or releases it
                 if c.cancelling:  # a cancel owned the run and its process stopped
                     finish_cancel(self)

@@ -51,6 +51,7 @@ from flowctl.store.ledger import sa_append
 from flowctl.store.pauses import PauseMethods
 from flowctl.store.queue import QueueMethods
 from flowctl.errors import first_line
+from flowctl.store.summary import Tally, write_summary
 from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED_PREFIX, LeaseLost, check_run_id,
                                    dump_run_field, dumps, event_rows, loads, prefix_bounds, review_due, run_dict)
 from flowctl.store.url import safe_url
@@ -76,6 +77,9 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         #: ends through the one-statement commit (it has no parent to wake)
         self._parents: dict = {}
         self._returning: dict = {}  # run UPDATE -> the same with RETURNING pause_requested (SQLAlchemy path)
+        #: the facts of the events this store wrote per run: the commit ending a run writes its
+        #: summary from them, in its own transaction (flowctl.store.summary)
+        self._tally = Tally()
         self._reader = self._direct = None
         from flowctl.store.hot import HotPath
 
@@ -310,6 +314,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         if not steps and not self.pg and self.hot is not None and _plain(row):  # (a value may be SQL: now_expr + delay)
             # the same rows on the per-step commit's connections: grouped with the commits in flight
             self.hot.write(run_insert(row, run["id"], events, lease))
+            self._tally.started(run["id"], events)
             return fence
         sa, t = self.sa, self.t
         if lease is not None:
@@ -324,6 +329,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             sa_append(conn, self.pg, run["id"], "start")  # the ledger of runs, same transaction
             if row.get("status") == "queued":
                 self._notify(conn, row.get("queue") or "default")
+        self._tally.started(run["id"], events)
         return fence
 
     def commit(self, run_id: str, expect_seq: int, run: dict, events: list = (), steps: list = (), *,
@@ -362,17 +368,18 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         # a run that ends wakes a waiting parent in the same transaction (_wake_parent); one this
         # store knows to be top-level has none, and ends through the one-statement commit (on
         # SQLite the per-step commit wakes the parent itself, one more statement in its transaction)
-        final = run.get("status") in FINAL  # its ledger row is written in the same transaction
+        final = run.get("status") in FINAL  # its ledger row and summary are written in the same transaction
         ended = final and self._parents.pop(run_id, "?") is not None
+        summary = self._tally.ending(run_id, expect_seq, events) if final else None
         if (not steps and not (ended and self.pg) and self.hot is not None
                 and len(events) <= self.hot.max_events):  # the common step (store_hot.py)
             done = self.hot.commit(stmt, params, event_rows(run_id, events, fence), ledger=run_id if final else None,
-                                   wake=ended)
+                                   wake=ended, summary=summary)
             if not done:
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
-            if final and self.pg:  # (SQLite: the summary was written in the commit's transaction)
-                self._summarise(run_id)
+            if not final:
+                self._tally.written(run_id, expect_seq, events)
             return None if done is True else loads(done)
         if stmt.__class__ is RunUpdate:  # chosen in direct mode: this write needs SQLAlchemy's form of it
             self._open_sa()
@@ -387,32 +394,12 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             self._insert(conn, run_id, events, steps, fence)
             if final:
                 sa_append(conn, self.pg, run_id, "end")
+                write_summary(conn.exec_driver_sql, self.pg, run_id, *summary)
             if ended:
                 self._wake_parent(conn, run_id)
-        if run.get("status") in FINAL:
-            self._summarise(run_id)
+        if not final:
+            self._tally.written(run_id, expect_seq, events)
         return loads(found[0][0])
-
-    def _summarise(self, run_id: str) -> None:
-        """Write the facts of the run that just ended (:mod:`flowctl.store.summary`), read from its
-        events, keyed by its last ``seq``. A cache written after the run's own commit: if this
-        write fails the run is counted from its events, so a failure is not raised."""
-        from flowctl.store.events import iter_events
-        from flowctl.store.summary import summary_text, upsert_sql
-
-        try:
-            events = list(iter_events(self._reader or self, run_id))
-            if not events:
-                return
-            values = (run_id, events[-1]["seq"], summary_text(events))
-            sql = upsert_sql(self.pg)
-            if self._direct is not None and "sa" not in self.__dict__:
-                self._direct._write(lambda cur: cur.execute(sql, values))
-            else:
-                with self._begin() as conn:
-                    conn.exec_driver_sql(sql, values)
-        except StoreError:
-            pass
 
     def _conflict(self, conn, run_id: str, fence: int | None) -> RunConflict:
         """Why a conditioned update matched no row, as the error to raise."""

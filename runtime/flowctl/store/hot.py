@@ -54,6 +54,7 @@ import threading
 from flowctl.errors import StoreError
 from flowctl.errors import first_line
 from flowctl.store.records import EVENT_ROW
+from flowctl.store.summary import write_summary
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: SQLite: commits between two WAL checkpoints (a step's commit writes about 15 pages: about
@@ -80,10 +81,11 @@ class _Request:
     """One caller's commit in a group (:meth:`HotPath._grouped`): a run-row UPDATE with its event
     rows (``plan``), or any other write (``write(cursor)``, :meth:`HotPath.write`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "wake", "write")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "wake", "write", "summary")
 
-    def __init__(self, plan, params, rows, ledger=None, wake=False, write=None):
+    def __init__(self, plan, params, rows, ledger=None, wake=False, write=None, summary=None):
         self.plan, self.params, self.rows, self.ledger, self.wake, self.write = plan, params, rows, ledger, wake, write
+        self.summary = summary
         self.done, self.result, self.error = False, None, None
 
 
@@ -197,13 +199,14 @@ class HotPath:
             found = self._sql[key] = (sql + _RETURNING, compiled, columns, names, constants)
         return found
 
-    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None, wake: bool = False):
+    def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None, wake: bool = False,
+               summary: tuple | None = None):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
         ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
-        row (:mod:`flowctl.store.ledger`) is appended in the same transaction (on PostgreSQL the
-        one statement then runs inside ``BEGIN`` … ``COMMIT`` with the ledger's statements); on
-        SQLite its stats summary (:func:`flowctl.store.summary.write_sqlite`) is written in it too,
-        and with ``wake`` (SQLite only) its parent is made due (:data:`WAKE_PARENT`).
+        row (:mod:`flowctl.store.ledger`) is appended in the same transaction, and its summary
+        (``summary``: ``(first_seq, facts, last_seq)``, :func:`flowctl.store.summary.write_summary`)
+        written (on PostgreSQL the one statement then runs inside ``BEGIN`` … ``COMMIT`` with
+        theirs); with ``wake`` (SQLite only) its parent is made due (:data:`WAKE_PARENT`).
         False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
@@ -212,14 +215,14 @@ class HotPath:
             conn = None
             try:
                 conn = self._checkout()
-                done = self._commit_pg(conn, stmt, plan, params, event_rows, ledger)
+                done = self._commit_pg(conn, stmt, plan, params, event_rows, ledger, summary)
                 self._checkin(conn)
                 return done
             except Exception as exc:  # noqa: BLE001 - the driver's own errors (locked, disconnected, full disk)
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows, ledger, wake))
+        return self._grouped(_Request(plan, params, event_rows, ledger, wake, summary=summary))
 
     def write(self, fn):
         """``fn(cursor)`` (a ``sqlite3`` cursor) inside the next group commit (SQLite only), in a
@@ -324,15 +327,14 @@ class HotPath:
             cur.executemany(self._sqlite_insert(), rows)
         if req.ledger is not None:  # the run ends: its ledger row, its parent's wake-up, its summary
             from flowctl.store.ledger import append
-            from flowctl.store.summary import write_sqlite
 
             append(cur.execute, False, req.ledger, "end")
             if req.wake:
                 cur.execute(WAKE_PARENT, (req.ledger,))
-            write_sqlite(cur, req.ledger)
+            write_summary(cur.execute, False, req.ledger, *req.summary)
         return pause
 
-    def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None) -> bool:
+    def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None, summary=None) -> bool:
         sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
         values = dict(plan[4])
         values.update(params)
@@ -342,15 +344,66 @@ class HotPath:
         if ledger is None:
             cur.execute(sql, values)
             returned = cur.fetchall()
-        else:  # a run's end: its ledger row in the same transaction
-            from flowctl.store.ledger import append
-
-            with conn.transaction():
-                cur.execute(sql, values)
-                returned = cur.fetchall()
-                if len(returned) == 1:
-                    append(cur.execute, True, ledger, "end")
+        else:
+            returned = self._end_pg(conn, sql, values, ledger, summary, params)
         return len(returned) == 1 and (returned[0][0] or True)
+
+    def _end_pg(self, conn, sql, values, run_id, summary, params) -> list:
+        """A run's end on PostgreSQL: its commit, ledger row and summary in one transaction sent as
+        one pipeline (one round trip: ``BEGIN``, the commit's statement, the ledger's
+        :data:`~flowctl.store.ledger.END_SQL_PG`, the summary's upsert, ``COMMIT``), so that no
+        client code runs while the ledger's head row — which every run's end takes in turn — is
+        locked. The ledger row and the summary are written only if the commit's UPDATE matched (they
+        check the run's head in SQL); if it did not, the transaction writes nothing. The events of
+        the run this store did not write (a claimed run's ``run_started``) are read first, outside
+        the transaction (stored events never change). Returns the commit statement's rows."""
+        from flowctl.store import ledger as lg
+        from flowctl.store.summary import UPSERT_IF_PG, before_sql, summary_row
+
+        seq, head = params.get("last_seq"), params.get("last_hash")
+        if lg.hook is not None or summary is None or seq is None or head is None:
+            return self._end_pg_stepwise(conn, sql, values, run_id, summary)
+        before = ()
+        if summary[0] > 1:
+            before = conn.execute(before_sql(True), (run_id, int(summary[0]))).fetchall()
+        facts = summary_row(run_id, summary[1], summary[2], before)
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            step = conn.execute(sql, values)
+            conn.execute(lg.END_SQL_PG, lg.end_params(run_id, seq, head))
+            conn.execute(UPSERT_IF_PG, (*facts, run_id, int(seq), head))
+            conn.execute("COMMIT")
+        return step.fetchall()
+
+    @staticmethod
+    def _end_pg_stepwise(conn, sql, values, run_id, summary) -> list:
+        """A run's end on PostgreSQL: its commit, ledger row and summary in one transaction, in two
+        round trips (psycopg's pipeline mode): ``BEGIN``, the commit's statement and the reads the
+        ledger row and the summary need (the run's head as this transaction left it, the ledger
+        head ``FOR UPDATE``, the run's events before this store's first commit of it); then the
+        writes and ``COMMIT`` (``ROLLBACK`` when the commit's UPDATE matched no row). Returns the
+        commit statement's rows."""
+        from flowctl.store import ledger as lg
+        from flowctl.store.summary import before_sql, summary_row, upsert_sql
+
+        with conn.pipeline() as pipe:
+            conn.execute("BEGIN")
+            step = conn.execute(sql, values)
+            found = conn.execute(lg.run_sql(True), (run_id,))
+            top = conn.execute(lg.head_sql(True))
+            first = summary[0] if summary is not None else 0
+            before = conn.execute(before_sql(True), (run_id, int(first))) if first > 1 else None
+            pipe.sync()
+            returned = step.fetchall()
+            if len(returned) != 1:
+                conn.execute("ROLLBACK")
+                return returned
+            lg.append_read(conn.execute, True, run_id, "end", found.fetchone(), top.fetchone())
+            if summary is not None:
+                conn.execute(upsert_sql(True), summary_row(run_id, summary[1], summary[2],
+                                                           before.fetchall() if before is not None else ()))
+            conn.execute("COMMIT")
+        return returned
 
     def _names(self, i: int) -> tuple:
         key = ("names", i)

@@ -66,8 +66,27 @@ def append(execute, pg: bool, run_id: str, kind: str, at: float | None = None) -
     from flowctl.errors import StoreError
 
     found = execute(_sql(_RUN, pg), (run_id,)).fetchone()
+    top = execute(head_sql(pg), ()).fetchone()
+    return append_read(execute, pg, run_id, kind, found, top, at)
+
+
+def run_sql(pg: bool) -> str:
+    """The read of a run's head (``last_seq, last_hash``) an append records (one parameter: the id)."""
+    return _sql(_RUN, pg)
+
+
+def head_sql(pg: bool) -> str:
+    """The read of the ledger's head row (``n, hash``; on PostgreSQL ``FOR UPDATE``)."""
+    return _HEAD + (" FOR UPDATE" if pg else "")
+
+
+def append_read(execute, pg: bool, run_id: str, kind: str, found, top, at: float | None = None) -> tuple:
+    """:func:`append` after its two reads, made by the caller in the same transaction (pipelined on
+    PostgreSQL: :mod:`flowctl.store.hot`): ``found`` the row of :func:`run_sql` (or None), ``top``
+    that of :func:`head_sql`. Writes the row and moves the head; returns ``(n, hash)``."""
+    from flowctl.errors import StoreError
+
     seq, head = (found[0], found[1] or "") if found is not None else (0, "")
-    top = execute(_HEAD + (" FOR UPDATE" if pg else ""), ()).fetchone()
     if top is None:
         raise StoreError("the store has no ledger head row (flowctl_ledger_head): it was deleted",
                          hint="nothing was written; flowctl audit verify reports the ledger's state")
@@ -78,6 +97,31 @@ def append(execute, pg: bool, run_id: str, kind: str, at: float | None = None) -
     execute(_sql(_INSERT, pg), (n, run_id, kind, seq, head, top[1], value, at))
     execute(_sql(_MOVE, pg), (n, value))
     return n, value
+
+
+#: :func:`append` of an ``end`` row on PostgreSQL as one statement, the hash made by the server
+#: (no client code runs while the head row is locked): only if the run's row holds the head the
+#: caller's commit wrote (``ok``: its UPDATE matched), else nothing. The hashed text is ``prev_hash``,
+#: then :func:`row_hash`'s JSON body with ``n`` put in by the server (:func:`end_params`).
+END_SQL_PG = """
+WITH ok AS (SELECT 1 FROM flowctl_runs WHERE id = %(run_id)s AND last_seq = %(seq)s AND last_hash = %(head)s),
+h AS (SELECT n + 1 AS n, hash AS prev FROM flowctl_ledger_head WHERE id = 1 AND EXISTS (SELECT 1 FROM ok) FOR UPDATE),
+r AS (SELECT n, prev, encode(sha256(convert_to(prev || %(pre)s || n::text || %(post)s, 'UTF8')), 'hex') AS hash FROM h),
+i AS (INSERT INTO flowctl_ledger (n, run_id, kind, run_head_seq, run_head_hash, prev_hash, hash, at)
+      SELECT n, %(run_id)s, 'end', %(seq)s, %(head)s, prev, hash, %(at)s FROM r)
+UPDATE flowctl_ledger_head SET n = r.n, hash = r.hash FROM r WHERE flowctl_ledger_head.id = 1"""
+
+_N_MARK = -7466135  # a number no row has, where the body's n goes
+
+
+def end_params(run_id: str, seq: int, head: str, at: float | None = None) -> dict:
+    """The parameters of :data:`END_SQL_PG`: the JSON body :func:`row_hash` hashes, split where ``n``
+    goes (``pre`` … ``post``), so the server's hash is exactly :func:`row_hash`'s."""
+    at = time.time() if at is None else float(at)
+    body = json.dumps({"n": _N_MARK, "run_id": run_id, "kind": "end", "run_head_seq": seq, "run_head_hash": head,
+                       "at": at}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    pre, post = body.split(f'"n":{_N_MARK}', 1)
+    return {"run_id": run_id, "seq": int(seq), "head": head, "at": at, "pre": pre + '"n":', "post": post}
 
 
 def sa_append(conn, pg: bool, run_id: str, kind: str) -> tuple:

@@ -112,8 +112,13 @@ class QueueMethods:
         first, within the store's concurrency limits. Each is marked running for ``owner`` with
         ``lease_until = now + lease`` and its fencing token incremented.
 
-        Returns ``[{id, fence, lease_until, prev_status, prev_owner, row}]``, ``row`` the claimed run
-        as :meth:`get_run` returns it after the claim (so the worker need not read it again). PostgreSQL: one statement,
+        The claim also clears ``available_at`` (a running run is not due by time): a parent's wake-up
+        (:meth:`_wake_parent`) that comes after the claim is then never undone by the claimer's
+        first commit, which may come only with its first step (``run_resumed`` is committed with it).
+
+        Returns ``[{id, fence, lease_until, prev_status, prev_owner, due_at, row}]``, ``row`` the
+        claimed run as :meth:`get_run` returns it after the claim (so the worker need not read it
+        again), ``due_at`` the ``available_at`` it had before (epoch seconds or None). PostgreSQL: one statement,
         ``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other), after locking the limit rows
         if any exist; SQLite: a conditional update inside ``BEGIN IMMEDIATE`` (one writer at a time).
         """
@@ -122,6 +127,10 @@ class QueueMethods:
         queues = list(queues) if queues else None
         if self.pg and self.hot is not None:
             return self._claim_pg_pipelined(owner, n, float(lease), queues)
+        if self.hot is not None:
+            found = self._claim_sqlite_direct(owner, n, float(lease), queues)
+            if found is not None:
+                return found
         with self._begin() as conn:
             if self.pg:
                 return self._claim_pg(conn, owner, n, float(lease), queues)
@@ -153,7 +162,59 @@ class QueueMethods:
         out = []
         for found in rows:
             prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
-            out.append(self._claimed(found, prev_status, prev_owner))
+            due_at = found.pop("prev_available_at")
+            out.append(self._claimed(found, prev_status, prev_owner, due_at))
+        return out
+
+    def _claim_sqlite_direct(self, owner, n, lease, queues) -> list | None:
+        """:meth:`_claim_sqlite` without SQLAlchemy, on a connection of the per-step commit: the
+        same reads and conditional updates in one ``BEGIN IMMEDIATE`` … ``COMMIT`` (SQLite's one
+        write lock is held for less time: the step commits wait on it), each claimed row handed
+        back by its UPDATE's ``RETURNING``. None when the store has limits (then
+        :meth:`_claim_sqlite` counts them)."""
+        conn = self.hot._checkout()
+        cur = conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                if cur.execute("SELECT 1 FROM flowctl_limits LIMIT 1").fetchone() is not None:
+                    cur.execute("ROLLBACK")
+                    out = None
+                else:
+                    out = self._claim_sqlite_rows(cur, owner, n, lease, queues)
+                    cur.execute("COMMIT")
+            except BaseException:
+                try:
+                    cur.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001 - no transaction left to roll back
+                    pass
+                raise
+        except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
+            _close(conn)
+            if isinstance(exc, StoreError):  # a corrupt row (run_dict)
+                raise
+            raise StoreError(f"cannot claim runs in {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
+        self.hot._checkin(conn)
+        return out
+
+    def _claim_sqlite_rows(self, cur, owner, n, lease, queues) -> list:
+        now = float(cur.execute(_SQLITE_NOW).fetchone()[0])
+        where = ("((status IN ('queued', 'waiting', 'paused') AND available_at <= ?) "
+                 "OR (status = 'running' AND lease_until < ?))")
+        params = [now, now]
+        if queues:
+            where += f" AND queue IN ({', '.join('?' * len(queues))})"
+            params += queues
+        found = cur.execute(f"SELECT id, status, owner, fence, available_at FROM flowctl_runs WHERE {where} "
+                            "ORDER BY priority DESC, coalesce(available_at, lease_until), id LIMIT ?",
+                            [*params, n]).fetchall()
+        out = []
+        for run_id, status, prev_owner, fence, due_at in found:
+            cur.execute(_SQLITE_CLAIM, (owner, now + lease, fence + 1, now, run_id, fence, status))
+            got = cur.fetchall()
+            if got:
+                names = [d[0] for d in cur.description]
+                out.append(self._claimed(dict(zip(names, got[0])), status, prev_owner, due_at))
         return out
 
     def _claim_pg(self, conn, owner, n, lease, queues) -> list:
@@ -168,15 +229,16 @@ class QueueMethods:
         for found in conn.execute(sa.text(sql), params).mappings().all():
             found = dict(found)
             prev_status, prev_owner = found.pop("prev_status"), found.pop("prev_owner")
-            out.append(self._claimed(found, prev_status, prev_owner))
+            due_at = found.pop("prev_available_at")
+            out.append(self._claimed(found, prev_status, prev_owner, due_at))
         return out
 
-    def _claimed(self, row: dict, prev_status: str, prev_owner) -> dict:
+    def _claimed(self, row: dict, prev_status: str, prev_owner, due_at) -> dict:
         """One claim's entry (see :meth:`claim`) from the run row as the claim left it."""
         run = run_dict(row, self)
         self._note_parent(run)
         return {"id": run["id"], "fence": run["fence"], "lease_until": run["lease_until"], "prev_status": prev_status,
-                "prev_owner": prev_owner, "row": run}
+                "prev_owner": prev_owner, "due_at": due_at, "row": run}
 
     def _claim_sqlite(self, conn, owner, n, lease, queues) -> list:
         sa, t = self.sa, self.t
@@ -184,7 +246,8 @@ class QueueMethods:
         now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
         due = sa.and_(r.c.status.in_(("queued", "waiting", "paused")), r.c.available_at <= now)
         expired = sa.and_(r.c.status == "running", r.c.lease_until < now)
-        q = (sa.select(r.c.id, r.c.status, r.c.owner, r.c.fence, r.c.flow, r.c.queue).where(sa.or_(due, expired))
+        q = (sa.select(r.c.id, r.c.status, r.c.owner, r.c.fence, r.c.flow, r.c.queue, r.c.available_at)
+             .where(sa.or_(due, expired))
              .order_by(r.c.priority.desc(), sa.func.coalesce(r.c.available_at, r.c.lease_until), r.c.id))
         if queues:
             q = q.where(r.c.queue.in_(queues))
@@ -193,7 +256,7 @@ class QueueMethods:
         rows = conn.execute(q.limit(n * 4 if limits else n)).all()
         busy = self._busy(conn, now) if limits else {}
         out = []
-        for run_id, status, prev_owner, fence, flow, queue in rows:
+        for run_id, status, prev_owner, fence, flow, queue, due_at in rows:
             if len(out) >= n:
                 break
             keys = [("flow", flow), ("queue", queue)]
@@ -201,16 +264,16 @@ class QueueMethods:
                 continue
             res = conn.execute(r.update().where(r.c.id == run_id, r.c.fence == fence, r.c.status == status)
                                .values(status="running", owner=owner, lease_until=now + lease, fence=fence + 1,
-                                       updated_at=now))
+                                       updated_at=now, available_at=None))
             if res.rowcount == 1:
                 for k in keys:
                     busy[k] = busy.get(k, 0) + 1
-                out.append((run_id, status, prev_owner))
+                out.append((run_id, status, prev_owner, due_at))
         if not out:
             return []
         found = {row["id"]: dict(row) for row in conn.execute(sa.select(r).where(r.c.id.in_([o[0] for o in out])))
                  .mappings()}
-        return [self._claimed(found[run_id], status, prev_owner) for run_id, status, prev_owner in out]
+        return [self._claimed(found[run_id], status, prev_owner, due_at) for run_id, status, prev_owner, due_at in out]
 
     def _busy(self, conn, now) -> dict:
         """Runs held under a live lease, per ``("flow", name)`` and ``("queue", name)``."""
@@ -363,6 +426,11 @@ class QueueMethods:
         return "postgresql://" + self.url.split("://", 1)[1]
 
 
+_SQLITE_NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+#: one run claimed on SQLite (:meth:`QueueMethods._claim_sqlite_direct`), as it was when picked
+_SQLITE_CLAIM = ("UPDATE flowctl_runs SET status = 'running', owner = ?, lease_until = ?, fence = ?, updated_at = ?, "
+                 "available_at = NULL WHERE id = ? AND fence = ? AND status = ? RETURNING *")
+
 #: a claim on PostgreSQL with limits locks their rows first: limited claimers take turns
 _PG_LIMITS = "SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE"
 
@@ -381,7 +449,7 @@ _PG_CLAIM = """
 WITH clock AS (SELECT CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION) AS now),
 due AS (
     SELECT r.id, r.status AS prev_status, r.owner AS prev_owner, r.flow, r.queue, r.priority,
-           r.available_at AS sort_at
+           r.available_at AS sort_at, r.available_at AS prev_available_at
     FROM flowctl_runs r
     WHERE r.status IN ('queued', 'waiting', 'paused') AND r.available_at <= (SELECT now FROM clock) {queues}
     ORDER BY r.priority DESC, r.available_at, r.id
@@ -390,7 +458,7 @@ due AS (
 ),
 expired AS (
     SELECT r.id, r.status AS prev_status, r.owner AS prev_owner, r.flow, r.queue, r.priority,
-           r.lease_until AS sort_at
+           r.lease_until AS sort_at, r.available_at AS prev_available_at
     FROM flowctl_runs r
     WHERE r.status = 'running' AND r.lease_until < (SELECT now FROM clock) {queues}
     ORDER BY r.priority DESC, r.lease_until, r.id
@@ -401,10 +469,10 @@ cand AS (SELECT * FROM due UNION ALL SELECT * FROM expired),
 {picked}
 UPDATE flowctl_runs AS r
 SET status = 'running', owner = :owner, lease_until = clock.now + :lease, fence = r.fence + 1,
-    updated_at = clock.now
+    updated_at = clock.now, available_at = NULL
 FROM picked, clock
 WHERE r.id = picked.id
-RETURNING r.*, picked.prev_status, picked.prev_owner
+RETURNING r.*, picked.prev_status, picked.prev_owner, picked.prev_available_at
 """
 
 _PG_PICK = "picked AS (SELECT * FROM cand ORDER BY priority DESC, sort_at, id LIMIT :n)"

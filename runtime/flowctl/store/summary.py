@@ -3,13 +3,15 @@ Prometheus metrics count, kept per run once it has ended (schema 9, ``flowctl_ru
 
 ``stats`` over the latest thousand of 100,000 runs must not take a thousand runs' events apart
 (issue 17 target 4: packed rows, schema 7, would have to be unpacked, in SQL or in Python). So the
-commit that ends a run (:meth:`flowctl.store.core.SqlStore.commit`) reads the run's events once
-and writes their facts beside it (:func:`summary_text`), keyed by the run's ``last_seq`` at that
-time: on SQLite inside the final commit's own transaction (:func:`write_sqlite`), on PostgreSQL
-just after it, as a cache. A summary is used only while it describes the run as it stands — the
-run has ended and its ``last_seq`` is the summary's — so a run redriven after it ended, or one
-whose summary write failed or was lost to a crash, is read from its events (:func:`facts_of`), as
-are runs that have not ended and runs that ended before schema 9.
+commit that ends a run (:meth:`flowctl.store.core.SqlStore.commit`) writes their facts beside it
+(:func:`write_summary`), keyed by the run's ``last_seq`` at that time, **in the same
+transaction** (issue 17 target 8: no commit of its own). The facts come from the events as the
+store writes them: a :class:`Tally` keeps, per run, the facts of the events this store wrote for
+it (contiguously, since its first commit of the run); only the events before those — a claimed
+run's ``run_started``, written by the process that submitted it — are read, in that transaction.
+A summary is used only while it describes the run as it stands — the run has ended and its
+``last_seq`` is the summary's — so a run redriven after it ended is read from its events
+(:func:`facts_of`), as are runs that have not ended and runs that ended before schema 9.
 
 A fact is a list ``[type, ts, state, name, *values]`` (``ts`` epoch seconds; absent trailing
 values are not written):
@@ -102,6 +104,84 @@ def read_summary_value(value) -> bool:
     return isinstance(value, list) and all(isinstance(f, list) and f for f in value)
 
 
+class Tally:
+    """Per store: the facts of the events it wrote for each run, from its first commit of the run on
+    (``run id -> [first seq, last seq, facts]``), so that the commit ending the run need not read
+    them back. An entry is used only if the commit continues it (its ``expect_seq`` is the entry's
+    last seq: no other process wrote the run in between); else the run's earlier events are read."""
+
+    #: entries kept at most (a long-lived worker forgets them all: a miss only costs a read)
+    MAX = 100_000
+
+    def __init__(self):
+        self.runs: dict = {}
+
+    def started(self, run_id: str, events) -> None:
+        """``events`` (from seq 1) were written with the new run ``run_id``."""
+        if len(self.runs) >= self.MAX:
+            self.runs.clear()
+        self.runs[run_id] = [1, events[-1]["seq"] if events else 0, facts_of(events)]
+
+    def written(self, run_id: str, expect_seq: int, events) -> None:
+        """A commit of ``run_id`` at ``expect_seq`` wrote ``events`` (it succeeded)."""
+        if not events:
+            return
+        entry = self.runs.get(run_id)
+        if entry is None or entry[1] != expect_seq:
+            if len(self.runs) >= self.MAX:
+                self.runs.clear()
+            self.runs[run_id] = [expect_seq + 1, events[-1]["seq"], facts_of(events)]
+            return
+        entry[1] = events[-1]["seq"]
+        entry[2].extend(facts_of(events))
+
+    def ending(self, run_id: str, expect_seq: int, events) -> tuple:
+        """``(first_seq, facts, last_seq)`` for the commit at ``expect_seq`` that ends ``run_id``
+        with ``events``: the facts of the run's events from ``first_seq`` on (the ones before it
+        are read by :func:`write_summary`); the entry is dropped."""
+        entry = self.runs.pop(run_id, None)
+        last = events[-1]["seq"] if events else expect_seq
+        if entry is None or entry[1] != expect_seq:
+            return expect_seq + 1, facts_of(events), last
+        return entry[0], entry[2] + facts_of(events), last
+
+
+def write_summary(execute, pg: bool, run_id: str, first_seq: int, facts: list, last_seq: int) -> None:
+    """Write the summary of ``run_id`` inside the caller's open transaction (the commit that ends
+    it): ``facts`` those of its events from ``first_seq`` on, the events before ``first_seq`` read
+    here (packed rows with ``seq < first_seq``: none for a run this store created). ``execute(sql,
+    params)`` runs one DBAPI statement and returns a cursor (see :func:`flowctl.store.ledger.append`)."""
+    rows = execute(before_sql(pg), (run_id, int(first_seq))).fetchall() if first_seq > 1 else ()
+    execute(upsert_sql(pg), summary_row(run_id, facts, last_seq, rows))
+
+
+def before_sql(pg: bool) -> str:
+    """The read of a run's stored event rows before a seq (parameters: run id, that seq)."""
+    p = "%s" if pg else "?"
+    return (f"SELECT seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events "
+            f"FROM flowctl_events WHERE run_id = {p} AND seq < {p} ORDER BY seq")
+
+
+def summary_row(run_id: str, facts: list, last_seq: int, before=()) -> tuple:
+    """The parameters of :func:`upsert_sql`: ``facts`` after those of the stored rows ``before``
+    (rows of :func:`before_sql`)."""
+    from flowctl.store.records import stored_events
+
+    if before:
+        events = []
+        for row in before:
+            events.extend(stored_events(run_id, tuple(row)))
+        facts = facts_of(events) + facts
+    return run_id, int(last_seq), json.dumps(facts, separators=(",", ":"), default=str)
+
+
+#: :func:`upsert_sql` on PostgreSQL written only if the run's row holds the head the caller's commit
+#: wrote (parameters: run id, last seq, facts, then run id, last seq, last hash)
+UPSERT_IF_PG = ("INSERT INTO flowctl_run_summaries (run_id, last_seq, facts) SELECT %s::text, %s::integer, %s::text "
+                "WHERE EXISTS (SELECT 1 FROM flowctl_runs WHERE id = %s AND last_seq = %s AND last_hash = %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
+
+
 def upsert_sql(pg: bool) -> str:
     """The statement that writes a run's summary ``(run_id, last_seq, facts)`` over any older one."""
     p = "%s" if pg else "?"
@@ -109,28 +189,6 @@ def upsert_sql(pg: bool) -> str:
             "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
 
 
-_EVENT_ROWS = ("SELECT seq, ts, type, state, attempt, data, prev_hash, hash, fence, n_events FROM flowctl_events "
-               "WHERE run_id = ? ORDER BY seq")
-
-
-def write_sqlite(cur, run_id: str) -> None:
-    """Write the summary of ``run_id`` inside the caller's open SQLite transaction on ``cur`` (a
-    ``sqlite3`` cursor; the transaction that ends the run), from its events as that transaction
-    left them: no transaction of its own. In a savepoint: when reading or writing fails, only the
-    summary is undone (the run is then counted from its events) and the caller's commit goes on."""
-    import sqlite3
-
-    from flowctl.store.records import stored_events
-
-    cur.execute("SAVEPOINT flowctl_summary")
-    try:
-        rows = cur.execute(_EVENT_ROWS, (run_id,)).fetchall()
-        events = [ev for row in rows for ev in stored_events(run_id, row)]
-        if events:
-            cur.execute(upsert_sql(False), (run_id, events[-1]["seq"], summary_text(events)))
-    except sqlite3.Error:
-        cur.execute("ROLLBACK TO flowctl_summary")
-    cur.execute("RELEASE flowctl_summary")
-
-
-__all__ = ["write_sqlite", "BLOCKS", "FACT_TYPES", "TAKEOVER", "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text", "upsert_sql"]
+__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_IF_PG", "before_sql", "summary_row", "write_summary",
+           "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text",
+           "upsert_sql"]

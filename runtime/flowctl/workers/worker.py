@@ -106,6 +106,7 @@ class Worker:
                              check=False)
         self.engine.launcher = QueueLauncher()  # fan-out children are queued for every worker to claim
         self.engine.halt = self.halt  # checked by the runner between steps (never inside a store write)
+        self.engine.fold_final = True  # a move into a succeed state is committed with the run's end
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.stats: Counter = Counter()
@@ -279,6 +280,7 @@ class Worker:
             # process id) decides who holds it, and the event names the worker it was taken from.
             # (a queued run continues as a due one: the audit log then records which worker took it)
             row["status"] = "waiting" if prev == "queued" else prev
+            row["available_at"] = claim.get("due_at")  # as it was due (the claim cleared it in the store)
             if prev == "running":
                 row["owner"] = claim.get("prev_owner")
             if row.get("cancel_requested") and row["status"] not in FINAL:
@@ -286,7 +288,7 @@ class Worker:
             elif prev == "paused" and self._remind(row, fence):
                 outcome = "reminded"
             else:
-                result = lifecycle.resume(self.engine, row)
+                result = lifecycle.resume(self.engine, row, claimed=True)
                 outcome = result.status
                 if outcome == "running" and run_id in self.cancel_wanted:  # halted at a checkpoint to cancel
                     outcome = self._cancel(self.store.get_run(run_id))
