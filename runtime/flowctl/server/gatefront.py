@@ -202,13 +202,17 @@ def _parse(content_type, body: bytes):
     """The :class:`~flowctl.server.models.GateCheck` ``body`` holds, or ``(status, problem)``."""
     if not body:
         return problems.invalid([{"loc": ("body",), "msg": "Field required", "type": "missing"}])
-    if content_type is not None and not _is_json(content_type):  # as FastAPI: the bytes, which no model takes
+    if not content_type or not _is_json(content_type):  # as FastAPI (strict): the bytes, which no model takes
         return problems.invalid([{"loc": ("body",), "msg": "Input should be a valid dictionary or object to extract "
                                   "fields from", "type": "model_attributes_type"}])
     try:
         data = json.loads(body)
     except json.JSONDecodeError as exc:
         return problems.invalid([{"loc": ("body", exc.pos), "msg": "JSON decode error", "type": "json_invalid"}])
+    except UnicodeError:
+        raise  # not UTF-8, or a lone surrogate: problems.of_error's 400
+    except ValueError as exc:  # a number past int_max_str_digits (4,300 digits): what FastAPI answers 400
+        return 400, problems.body_of(400, problems.INVALID_REQUEST, f"the request body cannot be read: {exc}")
     try:
         return models.GateCheck.model_validate(data)
     except ValidationError as exc:
