@@ -6,8 +6,13 @@ makes the log pass 1,000 pages, and with ``synchronous=NORMAL`` that checkpoint 
 this machine), and the request waiting on it is the service's p99. :class:`Checkpointer` turns the
 automatic checkpoint off on the connections this process opens from now on
 (``PRAGMA wal_autocheckpoint=0``) and runs a ``PASSIVE`` checkpoint every ``every`` seconds on a
-connection of its own: it never waits for a writer or a reader, the driver releases the GIL
-while it runs, and the log stays small. Other processes on the same file (``flowctl worker``,
+connection of its own: it never waits for a writer or a reader, and the driver releases the GIL
+while it runs. SQLite starts the log over only at a write that *begins* once every frame has been
+copied back; under steady traffic a commit is in flight during every such checkpoint, so when one
+leaves more than :data:`RESTART_PAGES` in the log the checkpointer copies the rest holding this
+process's write lock (:func:`~flowctl.store.servicelog.write_lock`, what the gate's and the
+service log's commits hold): the next of them starts the log over, and it stays near SQLite's own
+bound instead of growing by every commit. Other processes on the same file (``flowctl worker``,
 the CLI) keep SQLite's automatic checkpoints. Nothing changes for durability: a committed
 transaction is in the WAL either way.
 
@@ -18,7 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 
+from flowctl.store.servicelog import write_lock
+
 log = logging.getLogger("flowctl.store")
+
+#: frames left in the log after a checkpoint past which the next one holds the write lock
+#: (SQLite's automatic checkpoint runs at 1,000 pages)
+RESTART_PAGES = 1000
 
 
 class Checkpointer:
@@ -59,7 +70,10 @@ class Checkpointer:
 
     def _checkpoint(self, conn) -> None:
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if frames > RESTART_PAGES:  # the log did not start over: commits landed during each checkpoint
+                with write_lock(self.store):  # none now: every frame copied, the next writer starts it over
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except Exception as exc:  # noqa: BLE001 - a failed checkpoint is tried again; commits are unaffected
             log.warning("WAL checkpoint of %s failed: %s", getattr(self.store, "safe_url", "?"), exc)
 
