@@ -36,16 +36,58 @@ def test_a_store_without_sqlite_has_nothing_to_checkpoint():
     assert Checkpointer(MemoryStore()).start() is False
 
 
+def test_the_wal_starts_over_even_when_a_commit_is_in_flight_during_every_checkpoint(tmp_path):
+    """(break-it finding: SQLite starts its log over only at a write that begins once every frame is
+    copied back; with the checkpoint on a thread of its own, under steady gate traffic a commit
+    was in flight during every checkpoint and the WAL grew by every commit: 1.3 GB in 10 s.)
+    Injected: each commit holds the process's write lock (as the gate's do) and is open while the
+    checkpointer runs; the WAL file stays near SQLite's own bound (1,000 pages)."""
+    import threading
+
+    from flowctl.store.servicelog import write_lock
+    from support.interleave import WatchedLock
+
+    path = tmp_path / "flowctl.db"
+    store = open_store(f"sqlite:///{path}", create=True)
+    checkpoints = Checkpointer(store, every=3600)
+    try:
+        assert checkpoints.start()
+        _write(store, 1)
+        watched = store.__dict__["_service_write_lock"] = WatchedLock()
+        assert write_lock(store) is watched
+        proxied = store.engine.raw_connection()
+        proxied.detach()
+        writer, mine = proxied.dbapi_connection, store.engine.raw_connection()
+        mine.detach()
+        mine = mine.dbapi_connection
+        for _ in range(400):  # ~3 pages a commit: 1,200 pages in all
+            progressed = watched.waiting = threading.Event()  # the checkpointer waits for the lock, or is done
+            with watched.lock:
+                writer.execute("BEGIN IMMEDIATE")
+                writer.execute("INSERT INTO filler (pad) VALUES (?)", ("x" * 9000,))
+                t = threading.Thread(target=lambda: (checkpoints._checkpoint(mine), progressed.set()))
+                t.start()
+                assert progressed.wait(10)
+                writer.execute("COMMIT")
+            t.join(10)
+        wal = path.with_name(path.name + "-wal")
+        assert wal.stat().st_size < 1100 * 4096, wal.stat().st_size
+        assert store.engine.connect().exec_driver_sql("SELECT count(*) FROM filler").scalar() == 401
+    finally:
+        checkpoints.close()
+        store.close()
+
+
 def test_beside_a_writer_that_never_stops_the_log_stays_bounded(tmp_path, monkeypatch):
     """A checkpoint that writers keep appending to never reaches the log's end (and the log starts
-    over only after one does): past CATCH_UP_FRAMES the checkpoint holds the write lock of this
-    process's writers until it has caught up."""
+    over only after one does): past RESTART_PAGES the checkpoint copies the rest holding the write
+    lock of this process's writers."""
     import threading
 
     from flowctl.store import checkpoint
     from flowctl.store.servicelog import write_lock
 
-    monkeypatch.setattr(checkpoint, "CATCH_UP_FRAMES", 300)
+    monkeypatch.setattr(checkpoint, "RESTART_PAGES", 300)
     path = tmp_path / "flowctl.db"
     store = open_store(f"sqlite:///{path}", create=True)
     with store.engine.begin() as conn:

@@ -89,8 +89,8 @@ class GateFront:
             loop.call_soon(self._flush, loop)  # after the other requests ready in this turn of the loop
         self._pending.append((job, future))
         out = await future
-        if out is LANE:
-            out = await self.service.lane.batch(_answer_jobs, job)
+        if isinstance(out, _Lane):  # authorized already (its token taken) or to be authorized there
+            out = await self.service.lane.batch(_answer_jobs, job[:-1] + (out.caller,))
         if isinstance(out, BaseException):
             raise out
         return out
@@ -106,8 +106,20 @@ class GateFront:
                 future.set_result(result)
 
 
-#: what :func:`answer_many` gives (``inline``) for a request the gate's lane is to answer instead
-LANE = object()
+class _Lane:
+    """What :func:`answer_many` gives (``inline``) for a request the gate's lane is to answer
+    instead: ``caller``, the :class:`~flowctl.server.auth.Caller` its key was already authorized as
+    (its token taken: the lane does not take another), or None (a refused key: the lane asks again
+    and records the refusal)."""
+
+    __slots__ = ("caller",)
+
+    def __init__(self, caller=None):
+        self.caller = caller
+
+
+#: a request whose key the gate's lane is to authorize (and record the refusal of)
+LANE = _Lane()
 
 
 def _job(service, scope, body: bytes) -> tuple:
@@ -118,7 +130,7 @@ def _job(service, scope, body: bytes) -> tuple:
         elif name == b"content-type" and content_type is None:
             content_type = value
     client = scope.get("client")
-    return service, token, content_type, body, client[0] if client else ""
+    return service, token, content_type, body, client[0] if client else "", None
 
 
 async def respond(service, scope, body: bytes) -> tuple:
@@ -136,15 +148,18 @@ def _answer_jobs(jobs) -> list:
 
 def answer_many(service, jobs, inline: bool = False) -> list:
     """The answers (``(status, headers, body)``) to ``jobs`` (``(authorization header, content type,
-    body, remote address)``), in order: keys and bodies first, then the checks together. A bug's
-    exception is the answer of its request alone. ``inline`` (on the event loop: nothing may wait
-    or be written outside the checks' one transaction): a request whose key is refused, or every
-    check when the store's write lock is taken, is answered :data:`LANE` instead."""
+    body, remote address, caller)``; ``caller`` None, or the :class:`~flowctl.server.auth.Caller`
+    the event loop's try authorized already), in order: keys and bodies first, then the checks
+    together. A bug's exception is the answer of its request alone. ``inline`` (on the event loop:
+    nothing may wait or be written outside the checks' one transaction): a request whose key is
+    refused is answered :data:`LANE` instead, and every check when the store's write lock is
+    taken a :class:`_Lane` naming its caller (each request takes one token of its key's rate)."""
     out: list = [None] * len(jobs)
     checks, where = [], []
-    for k, (header, content_type, body, remote) in enumerate(jobs):
+    for k, (header, content_type, body, remote, caller) in enumerate(jobs):
         try:
-            caller = authorize(service, _bearer(header), "gate", ROUTE, remote, record=not inline)
+            if caller is None:
+                caller = authorize(service, _bearer(header), "gate", ROUTE, remote, record=not inline)
         except FlowctlError as exc:
             out[k] = LANE if inline else _error(exc)
             continue
@@ -165,10 +180,10 @@ def answer_many(service, jobs, inline: bool = False) -> list:
         try:
             answers = gatecheck.check_many(service, checks, nowait=inline)
         except gatecheck.Busy:
-            answers = [LANE] * len(checks)
+            answers = [_Lane(one[0]) for one in checks]
         for k, answer in zip(where, answers):
-            if answer is LANE:
-                out[k] = LANE
+            if isinstance(answer, _Lane):
+                out[k] = answer
             else:
                 out[k] = _error(answer) if isinstance(answer, BaseException) else _answer(200, answer)
     return out
@@ -187,13 +202,17 @@ def _parse(content_type, body: bytes):
     """The :class:`~flowctl.server.models.GateCheck` ``body`` holds, or ``(status, problem)``."""
     if not body:
         return problems.invalid([{"loc": ("body",), "msg": "Field required", "type": "missing"}])
-    if content_type is not None and not _is_json(content_type):  # as FastAPI: the bytes, which no model takes
+    if not content_type or not _is_json(content_type):  # as FastAPI (strict): the bytes, which no model takes
         return problems.invalid([{"loc": ("body",), "msg": "Input should be a valid dictionary or object to extract "
                                   "fields from", "type": "model_attributes_type"}])
     try:
         data = json.loads(body)
     except json.JSONDecodeError as exc:
         return problems.invalid([{"loc": ("body", exc.pos), "msg": "JSON decode error", "type": "json_invalid"}])
+    except UnicodeError:
+        raise  # not UTF-8, or a lone surrogate: problems.of_error's 400
+    except ValueError as exc:  # a number past int_max_str_digits (4,300 digits): what FastAPI answers 400
+        return 400, problems.body_of(400, problems.INVALID_REQUEST, f"the request body cannot be read: {exc}")
     try:
         return models.GateCheck.model_validate(data)
     except ValidationError as exc:

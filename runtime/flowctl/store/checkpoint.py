@@ -7,9 +7,12 @@ this machine), and the request waiting on it is the service's p99. :class:`Check
 automatic checkpoint off on the connections this process opens from now on
 (``PRAGMA wal_autocheckpoint=0``) and runs a ``PASSIVE`` checkpoint every ``every`` seconds on a
 connection of its own: it never waits for a writer or a reader, and the driver releases the GIL
-while it runs. Beside writers that never stop, a checkpoint never reaches the log's end, and the
-log only starts over once one does: past :data:`CATCH_UP_FRAMES` the checkpoint holds this
-process's write lock while it catches up, so the log stays bounded. Other processes on the same file (``flowctl worker``,
+while it runs. SQLite starts the log over only at a write that *begins* once every frame has been
+copied back; under steady traffic a commit is in flight during every such checkpoint, so when one
+leaves more than :data:`RESTART_PAGES` in the log the checkpointer copies the rest holding this
+process's write lock (:func:`~flowctl.store.servicelog.write_lock`, what the gate's and the
+service log's commits hold): the next of them starts the log over, and it stays near SQLite's own
+bound instead of growing by every commit. Other processes on the same file (``flowctl worker``,
 the CLI) keep SQLite's automatic checkpoints. Nothing changes for durability: a committed
 transaction is in the WAL either way.
 
@@ -20,11 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 
+from flowctl.store.servicelog import write_lock
+
 log = logging.getLogger("flowctl.store")
 
-#: past this many frames in the log (about 16 MB of 4 KiB pages) the next checkpoint holds this
-#: process's write lock until it has caught up (a pause of a few milliseconds, that often at most)
-CATCH_UP_FRAMES = 4000
+#: frames left in the log after a checkpoint past which the next one holds the write lock
+#: (SQLite's automatic checkpoint runs at 1,000 pages)
+RESTART_PAGES = 1000
 
 
 class Checkpointer:
@@ -35,7 +40,6 @@ class Checkpointer:
         self.every = every
         self._stop = threading.Event()
         self._thread = None
-        self._frames = 0  # the log's length at the last checkpoint, in frames (pages)
 
     def start(self) -> bool:
         """Begin; False when the store is not SQLite (nothing to do)."""
@@ -65,19 +69,11 @@ class Checkpointer:
             conn.close()
 
     def _checkpoint(self, conn) -> None:
-        """One ``PASSIVE`` checkpoint; when the log has grown past :data:`CATCH_UP_FRAMES`, taken
-        under this process's write lock (:func:`~flowctl.store.servicelog.write_lock`) so that no
-        commit of ours runs beside it: a checkpoint that writers keep appending to never reaches
-        the log's end, and only one that does lets the next write start the log over."""
-        from flowctl.store.servicelog import write_lock
-
         try:
-            if self._frames > CATCH_UP_FRAMES:
-                with write_lock(self.store):
-                    found = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            else:
-                found = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            self._frames = found[1] if found and found[1] is not None else 0
+            _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if frames > RESTART_PAGES:  # the log did not start over: commits landed during each checkpoint
+                with write_lock(self.store):  # none now: every frame copied, the next writer starts it over
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except Exception as exc:  # noqa: BLE001 - a failed checkpoint is tried again; commits are unaffected
             log.warning("WAL checkpoint of %s failed: %s", getattr(self.store, "safe_url", "?"), exc)
 

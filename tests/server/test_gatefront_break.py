@@ -1,0 +1,52 @@
+"""Break-it findings on the gate's front (flowctl.server.gatefront): each test is one finding."""
+from __future__ import annotations
+
+import threading
+
+from support.interleave import WatchedLock
+
+
+def test_a_check_handed_to_the_lane_takes_one_token_of_the_key_s_rate_not_two(make_api):
+    """(break-it finding: a check authorized on the event loop and then handed to the lane, because
+    the write lock was held, was authorized again there and took a second token: under a worker's
+    writes a key got 429 at half its rate.) Every request takes one token."""
+    api = make_api(rate=0.001, burst=3)
+    h = api.key("agent", "gate")
+    watched = api.store.__dict__["_service_write_lock"] = WatchedLock()
+    answers = []
+    calls = [("POST", "/v1/gate/check", {"json": {"tool": "get_order", "input": {"order_id": str(i)}}, "headers": h})
+             for i in range(3)]
+    with watched.lock:
+        t = threading.Thread(target=lambda: answers.extend(api.client.gather(calls)))
+        t.start()
+        assert watched.waiting.wait(10)  # the inline try gave up; the lane waits for the lock
+    t.join(10)
+    assert [r.status_code for r in answers] == [200, 200, 200], [r.text for r in answers]
+    assert [r["seq"] for r in api.service.log.session("agent")] == [1, 2, 3]
+    assert api.service.log.session("access") == []  # nothing refused
+
+
+def test_a_number_too_long_to_read_is_a_400_problem_not_a_500(api):
+    """(break-it finding: an integer of more than 4,300 digits made json.loads raise ValueError, a
+    500 with a logged traceback; FastAPI's endpoints answer it 400 INVALID_REQUEST.)"""
+    h = {**api.key("agent", "gate"), "Content-Type": "application/json"}
+    long = b'{"tool": "refund", "input": {"amount": ' + b"9" * 5000 + b"}}"
+    for path in ("/v1/gate/check", "/v1/sessions"):
+        r = api.client.post(path, content=long, headers=h)
+        assert r.status_code == 400 and r.json()["code"] == "INVALID_REQUEST", (path, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+    assert api.service.log.session("agent") == []
+
+
+def test_a_body_without_a_content_type_is_refused_as_on_every_other_endpoint(api):
+    """(break-it finding: the front read a body sent without Content-Type as JSON; FastAPI's
+    endpoints, and this one before the front, refuse it: 422 at /body.)"""
+    h = api.key("agent", "gate")
+    body = b'{"tool": "get_order", "input": {"order_id": "1"}}'
+    for content_type in (None, ""):
+        headers = h if content_type is None else {**h, "Content-Type": content_type}
+        gate = api.client.post("/v1/gate/check", content=body, headers=headers)
+        other = api.client.post("/v1/sessions", content=b'{"name": "x"}', headers=headers)
+        assert (gate.status_code, gate.json()["pointer"]) == (other.status_code, other.json()["pointer"]) == (
+            422, "/body"), (gate.text, other.text)
+    assert api.service.log.session("agent") == []
