@@ -57,7 +57,7 @@ class GateFront:
         self.app = app
         self.service = service
         self.inline = not getattr(service.store, "pg", False)
-        self._pending: list = []
+        self._pending: dict = {}  # event loop -> [(job, future)] waiting for its next turn
 
     @property
     def state(self):  # the FastAPI app's state (app.state.service), as if this layer were not here
@@ -85,9 +85,11 @@ class GateFront:
     async def _inline(self, job):
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._flush, loop)  # after the other requests ready in this turn of the loop
-        self._pending.append((job, future))
+        pending = self._pending.get(loop)
+        if pending is None:  # the first of this turn: answered after the others ready in it
+            pending = self._pending[loop] = []
+            loop.call_soon(self._flush, loop)
+        pending.append((job, future))
         out = await future
         if isinstance(out, _Lane):  # authorized already (its token taken) or to be authorized there
             out = await self.service.lane.batch(_answer_jobs, job[:-1] + (out.caller,))
@@ -96,7 +98,7 @@ class GateFront:
         return out
 
     def _flush(self, loop) -> None:
-        items, self._pending = self._pending, []
+        items = self._pending.pop(loop)
         try:
             results = answer_many(self.service, [job[1:] for job, _ in items], inline=True)
         except Exception as exc:  # noqa: BLE001 - a bug: each request of the batch answers it (500)
