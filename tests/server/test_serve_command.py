@@ -67,3 +67,69 @@ def test_serve_on_a_port_in_use_is_a_clear_usage_error_before_it_claims_to_serve
     assert r.exit_code == 2, r.output
     assert f"cannot listen on 127.0.0.1:{port}" in r.output and "--port" in r.output
     assert "flowctl serve: http" not in r.output
+
+
+def test_flowctl_serve_as_a_process_checks_concurrently_records_each_and_stops_cleanly(tmp_path):
+    """The real command, as agents meet it: ``flowctl serve`` in its own process (uvicorn, its
+    lifespan and WAL checkpointer), concurrent checks over real HTTP answered and recorded in
+    causal order, a request without a key refused; SIGTERM stops it as a server stops (exit 0:
+    uvicorn finishes the requests in flight and raises the signal again, which had made it exit
+    130 with the message of a run cut off)."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    import httpx
+
+    root = make_server_project(tmp_path)
+    db = f"sqlite:///{tmp_path}/s.db"
+    made = cli("keys", "create", "agent", "--scope", "gate", "--root", str(root), "--db", db)
+    key = made.stdout.strip().splitlines()[-1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    flowctl = str(Path(sys.executable).parent / "flowctl")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "runtime"))
+    proc = subprocess.Popen([flowctl, "serve", "--port", str(port), "--root", str(root), "--db", db],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    base, h = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            try:
+                httpx.get(f"{base}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "flowctl serve did not listen"
+                time.sleep(0.1)
+
+        def check(i):
+            with httpx.Client(base_url=base, headers=h, timeout=30) as c:
+                return c.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": i}, "session": f"s{i % 2}"})
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(check, range(16)))
+        assert all(r.status_code == 200 for r in answers), [r.text for r in answers]
+        by_session = {s: sorted(r.json()["seq"] for r in answers if r.json()["session"] == s) for s in ("s0", "s1")}
+        assert by_session == {"s0": list(range(1, 9)), "s1": list(range(1, 9))}  # each numbered once, no gap
+        assert sorted(r.json()["decision"] for r in answers).count("allow") == 4  # refunds: 2 per session
+        assert httpx.post(f"{base}/v1/gate/check", json={"tool": "refund"}).status_code == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    assert code == 0, proc.stderr.read().decode()
+    store = open_store(db)
+    try:
+        from flowctl.store.servicelog import log_of
+
+        log = log_of(store)
+        assert [len(log.session(s)) for s in ("s0", "s1")] == [8, 8]
+        assert log.verify("s0") == [] and log.verify("s1") == []
+    finally:
+        store.close()

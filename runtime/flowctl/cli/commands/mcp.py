@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from flowctl.cli.commands._common import open_project, open_store
-from flowctl.cli.commands.serve import loopback
+from flowctl.cli.commands.serve import graceful, loopback
 
 
 def run(transport, host, port, root, db) -> int:
@@ -39,7 +39,9 @@ def run(transport, host, port, root, db) -> int:
             raise UsageError(f"refusing to listen on {host}: the store holds no live API key, so nothing could call it",
                              hint="create one first: flowctl keys create NAME --scope invoke:TOOL (or use 127.0.0.1)")
         click.echo(f"flowctl mcp: http://{host}:{port}/mcp (store {store.url})", err=True)
-        uvicorn.run(mcp_server.http_app(service, host), host=host, port=port, log_level="warning", server_header=False)
+        graceful(uvicorn.Server(uvicorn.Config(mcp_server.http_app(service, host), host=host, port=port,
+                                               log_level="warning", server_header=False)))
+        click.echo("flowctl mcp: stopped", err=True)
     finally:
         store.close()
     return 0

@@ -50,10 +50,23 @@ def run(host, port, root, db, rate, burst) -> int:
         port = sock.getsockname()[1]
         click.echo(f"flowctl serve: http://{host}:{port} (OpenAPI at /openapi.json; store {store.url})", err=True)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, server_header=False, **_fast()))
-        server.run(sockets=[sock])
+        graceful(server, sockets=[sock])
+        click.echo("flowctl serve: stopped", err=True)
     finally:
         store.close()
     return 0
+
+
+def graceful(server, **kwargs) -> None:
+    """``server.run(**kwargs)`` (a ``uvicorn.Server``). SIGTERM or Ctrl-C makes uvicorn finish the
+    requests in flight and stop, then raise the signal again; that stop is this command's normal end
+    (exit 0), not an interruption (the CLI's SIGTERM and Ctrl-C answer, exit 130, is for commands
+    cut off in the middle of a run)."""
+    try:
+        server.run(**kwargs)
+    except KeyboardInterrupt:
+        if not server.should_exit:  # not the stop uvicorn carried out
+            raise
 
 
 def _fast() -> dict:
