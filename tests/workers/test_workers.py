@@ -233,7 +233,11 @@ def test_claims_are_disjoint_and_ordered_by_priority_then_due_time(tmp_path, pro
     low = [enqueue(engine, "f", {}) for _ in range(40)]
     high = [enqueue(engine, "f", {}, priority=5) for _ in range(4)]
     other = enqueue(engine, "f", {}, queue="other", priority=9)
-    assert [c["id"] for c in store.claim("w:0", 4, 30, queues=["default"])] == high  # priority, then age
+    # priority, then age: the due time the store gave each (the database clock, to the millisecond;
+    # runs submitted within one millisecond are in id order)
+    due = {run_id: store.get_run(run_id)["available_at"] for run_id in high}
+    oldest_first = sorted(high, key=lambda run_id: (due[run_id], run_id))
+    assert [c["id"] for c in store.claim("w:0", 4, 30, queues=["default"])] == oldest_first
     taken, lock = [], threading.Lock()
 
     def claimer(n):

@@ -294,10 +294,7 @@ class HotPath:
                     cur.execute("COMMIT")
                     self._checkpoints.committed(len(batch), cur)
             except BaseException:
-                try:
-                    cur.execute("ROLLBACK")
-                except Exception:  # noqa: BLE001 - no transaction left to roll back
-                    pass
+                rollback(cur)
                 raise
             self._checkin(conn)
         except Exception as exc:  # noqa: BLE001 - BEGIN or COMMIT failed (locked, full disk): nothing was written
@@ -492,6 +489,14 @@ def _checkpoint(conn) -> bool:
     except Exception:  # noqa: BLE001 - the database went away: the next checkpoint copies these pages
         return False
     return not busy and frames == copied
+
+
+def rollback(cur) -> None:
+    """``ROLLBACK`` on the DBAPI cursor ``cur``, when there is a transaction left to roll back."""
+    try:
+        cur.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - no transaction left to roll back
+        pass
 
 
 def _close(conn) -> None:

@@ -12,6 +12,7 @@ import contextlib
 
 from flowctl.errors import StoreError, first_line
 from flowctl.store.hot import WAKE_PARENT as _SQLITE_WAKE_PARENT  # the ended run's parent due now (SQLite)
+from flowctl.store.hot import rollback
 from flowctl.store.records import FINAL, dumps, loads, run_dict
 
 #: ``release(available_at=...)`` not given: the run's due time stays as it is.
@@ -184,10 +185,7 @@ class QueueMethods:
                     out = self._claim_sqlite_rows(cur, owner, n, lease, queues)
                     cur.execute("COMMIT")
             except BaseException:
-                try:
-                    cur.execute("ROLLBACK")
-                except Exception:  # noqa: BLE001 - no transaction left to roll back
-                    pass
+                rollback(cur)
                 raise
         except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
             _close(conn)
