@@ -234,51 +234,28 @@ def test_a_check_meeting_another_process_s_write_lock_is_answered_by_the_lane(ap
     assert answers[0].status_code == 200 and answers[0].json()["seq"] == 1
 
 
-def test_the_gate_lane_runs_the_work_on_its_one_thread_and_passes_errors_back():
+def test_the_gate_lane_hands_queued_jobs_to_their_handler_on_its_one_thread_and_errors_to_their_own_caller():
     import asyncio
     import threading
 
     from flowctl.server.lane import Lane
 
+    seen = []
+
+    def handler(jobs):  # the thread it runs on, and each job's answer: an exception for "bad"
+        seen.append((threading.current_thread().name, list(jobs)))
+        return [ValueError(job) if job == "bad" else job.upper() for job in jobs]
+
+    async def three():
+        return await asyncio.gather(lane.batch(handler, "a"), lane.batch(handler, "bad"), lane.batch(handler, "c"),
+                                    return_exceptions=True)
+
     lane = Lane(object())  # a SQLite or memory store: one thread of its own
     try:
-        names = asyncio.run(_twice(lane, lambda: threading.current_thread().name))
-        assert len(set(names)) == 1 and names[0].startswith("flowctl-gate")
-        assert names[0] != threading.current_thread().name
-
-        def fail():
-            raise ValueError("bad")
-
-        try:
-            asyncio.run(lane.run(fail))
-        except ValueError as exc:
-            assert str(exc) == "bad"
-        else:
-            raise AssertionError("the error did not reach the caller")
+        a, bad, c = asyncio.run(three())
+        assert (a, c) == ("A", "C") and isinstance(bad, ValueError) and str(bad) == "bad"
+        names = {name for name, _ in seen}
+        assert len(names) == 1 and names.pop().startswith("flowctl-gate")
+        assert sorted(job for _, jobs in seen for job in jobs) == ["a", "bad", "c"]  # each job once
     finally:
         lane.close()
-
-
-async def _twice(lane, fn):
-    return [await lane.run(fn), await lane.run(fn)]
-
-
-@pytest.mark.postgres
-def test_on_postgresql_checks_are_decided_recorded_and_counted_each_in_its_own_transaction(tmp_path, pg_url):
-    """PostgreSQL takes the lane for every check (its thread pool; a transaction each, committed in
-    parallel): the same answers, the same records, the same rate limit as on SQLite."""
-    from conftest import Api
-
-    api = Api(tmp_path, url=pg_url)
-    try:
-        h = api.key("agent", "gate")
-        rs = api.client.gather([("POST", "/v1/gate/check", {"json": {"tool": "refund", "input": {"amount": i},
-                                                                       "session": "s1"}, "headers": h})
-                                for i in (1, 2, 3)])
-        assert sorted(r.json()["decision"] for r in rs) == ["allow", "allow", "deny"]  # refunds: 2 per run
-        assert sorted(r.json()["seq"] for r in rs) == [1, 2, 3]
-        rows = api.service.log.session("s1")
-        assert [r["seq"] for r in rows] == [1, 2, 3] and api.service.log.verify("s1") == []
-        assert api.client.post("/v1/gate/check", json={"tool": "refund"}).status_code == 401
-    finally:
-        api.close()

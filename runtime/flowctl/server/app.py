@@ -51,7 +51,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from flowctl.engine.engine import Engine
 from flowctl.errors import UsageError
 from flowctl.gate.policy import Gate
-from flowctl.server import gatefront, models, problems, stream, views
+from flowctl.server import gatecheck, gatefront, models, problems, stream, views
 from flowctl.server.sessions import Sessions, respond
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, bearer, need
 from flowctl.server.guard import MAX_BODY, Guard
@@ -120,6 +120,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         yield
         checkpoints.close()
         service.lane.close()
+        gatecheck.close(service)  # after the lane: nothing uses the gate's connection now
         service.refusals.flush()  # the counts of the last window of refusals without a key
 
     app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,

@@ -214,6 +214,13 @@ def _sqlite_transaction(service, nowait: bool):
         lock.release()
 
 
+def close(service) -> None:
+    """Close the gate's own SQLite connection, if one was opened (the server's shutdown)."""
+    conn = service.__dict__.pop("_gate_conn", None)
+    if conn is not None:
+        conn.close()
+
+
 #: SQLite's busy timeout for the gate's connection when it may wait (the store's own: 30 s)
 BUSY_TIMEOUT_MS = 30000
 
@@ -267,4 +274,4 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
             "reason": reason, "session": session, "seq": seq, "dry_run": dry_run, "caller": caller.name}, row
 
 
-__all__ = ["Busy", "check", "check_many", "refusal"]
+__all__ = ["Busy", "check", "check_many", "close", "refusal"]

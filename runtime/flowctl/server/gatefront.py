@@ -138,8 +138,7 @@ def _job(service, scope, body: bytes) -> tuple:
 async def respond(service, scope, body: bytes) -> tuple:
     """``(status, ASGI header list, body bytes)``: the answer to one gate check request (``scope``:
     its ASGI scope, for the key, the content type and the client's address), from the gate's lane."""
-    out = await service.lane.batch(_answer_jobs, _job(service, scope, body))
-    return out
+    return await service.lane.batch(_answer_jobs, _job(service, scope, body))
 
 
 def _answer_jobs(jobs) -> list:

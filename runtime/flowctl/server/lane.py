@@ -9,8 +9,7 @@ import threading
 class Lane:
     """Where the gate route's blocking work runs, off the event loop.
 
-    ``await lane.run(fn)`` is ``fn()`` called on another thread; ``await lane.batch(handler, job)``
-    is ``handler([job, …])[k]``: the jobs queued for the same ``handler`` while the lane was busy
+    ``await lane.batch(handler, job)`` is ``handler([job, …])[k]`` called on another thread: the jobs queued for the same ``handler`` while the lane was busy
     are handed to it together, and each caller gets its own result (a returned exception is
     raised to its caller alone).
 
@@ -28,9 +27,6 @@ class Lane:
             self._queue = queue.SimpleQueue()
             self._thread = threading.Thread(target=self._serve, name="flowctl-gate", daemon=True)
             self._thread.start()
-
-    async def run(self, fn):
-        return await self.batch(_each, fn)
 
     async def batch(self, handler, job):
         if self._queue is None:
@@ -73,17 +69,6 @@ class Lane:
         if self._queue is not None:
             self._queue.put(None)
             self._thread.join()
-
-
-def _each(fns) -> list:
-    """A :meth:`Lane.run` handler: each job is a callable, called alone."""
-    out = []
-    for fn in fns:
-        try:
-            out.append(fn())
-        except Exception as exc:  # noqa: BLE001 - handed to its own caller
-            out.append(exc)
-    return out
 
 
 def _settle(future, result) -> None:
