@@ -8,7 +8,8 @@ what is measured, and ``httpx`` clients in 8 threads of one process were (agains
 route that does nothing they reached 620 requests/s and p99 33 ms; this client reaches about
 5,800/s and 2.8 ms on the same route). Beside flowctl, the same clients are timed against that
 bare route (**the floor**: uvicorn with the same settings, a Starlette route reading the body and
-answering a fixed decision) in the same run.
+answering a fixed decision) in the same run. Both run on :func:`flowctl.server.wire.config`, which
+sends each response in one write (headers and body together; see :mod:`flowctl.server.wire`).
 
 A recorded (not dry-run) check of a side-effecting tool that a policy allows is what is timed, so
 each one writes the gate log (rate and dedupe) and the service log. Targets (issue 19): p99 < 5 ms
@@ -180,6 +181,12 @@ async def check(request):
 
 
 app = Starlette(routes=[Route("/v1/gate/check", check, methods=["POST"])])
+
+if __name__ == "__main__":  # on uvicorn exactly as flowctl serve runs (flowctl.server.wire.config)
+    import uvicorn
+    from flowctl.server import wire
+
+    uvicorn.Server(wire.config(app, "127.0.0.1", int(sys.argv[1]))).run()
 """
 
 
@@ -200,16 +207,11 @@ def _server(args: list, port: int):
 
 
 def _floor_server(tmp: str):
-    """``(process, port)`` of the bare route (the floor) on uvicorn as ``flowctl serve`` runs it
-    (httptools, uvloop when installed, no access log)."""
-    from flowctl.cli.commands.serve import _fast
-
+    """``(process, port)`` of the bare route (the floor) on uvicorn with the configuration ``flowctl
+    serve`` uses (:func:`flowctl.server.wire.config`: its HTTP protocol, uvloop, no access log)."""
     Path(tmp, "floorapp.py").write_text(FLOOR_APP)
     port = _port()
-    fast = _fast()
-    return _server([sys.executable, "-m", "uvicorn", "--app-dir", tmp, "floorapp:app", "--port", str(port),
-                    "--http", fast["http"], "--loop", fast["loop"], "--no-access-log", "--log-level", "warning"],
-                   port), port
+    return _server([sys.executable, str(Path(tmp, "floorapp.py")), str(port)], port), port
 
 
 def _rounds(runs: list) -> dict:

@@ -433,3 +433,39 @@ def test_the_wal_stays_bounded_while_one_process_commits_many_steps(tmp_path, mo
     db = sqlite3.connect(tmp_path / "flowctl.db")
     assert db.execute("SELECT last_seq FROM flowctl_runs WHERE id = ?", (rid,)).fetchone() == (1501,)
     db.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_step_record_is_written_with_its_step_and_its_outcome_keeps_what_it_does_not_name(tmp_path, kind, request):
+    """A side-effecting call's step row: inserted by the commit before the tool (``started``), then
+    completed by the commit after it; what the second commit does not name (the start time, the
+    input) stays. On SQLite both ride the per-step commit (one upsert, no read of the row)."""
+    from flowctl.store.audit import seal_commit
+    from support.dbtrace import trace_sqlite
+
+    url = request.getfixturevalue("pg_url") if kind == "postgresql" else f"sqlite:///{tmp_path}/flowctl.db"
+    with trace_sqlite() as counts:
+        store = open_store(url, create=True)
+        (run_id,) = _fresh_runs(store, 1)
+        head, seq = store.get_run(run_id)["last_hash"], 1
+        started = {"step_no": 1, "attempt": 1, "state": "a", "tool": "pay@1.0.0", "idempotency_key": "k1",
+                   "status": "started", "input": {"amount": 5}, "started_at": 5.0}
+        finished = {"step_no": 1, "attempt": 1, "state": "a", "status": "succeeded", "output": {"ok": True},
+                    "finished_at": 6.0}
+        mark = len(counts.log)
+        for step in (started, finished):
+            events = [{"seq": seq + 1, "ts": 2.0, "type": "tool_invoked", "state": "a", "attempt": 1, "data": {}}]
+            head = seal_commit(events, head)
+            store.commit(run_id, seq, {"cursor": {"state": "a"}, "last_seq": seq + 1, "last_hash": head, "steps": 1},
+                         events, [step])
+            seq += 1
+        sent = counts.log[mark:]
+    (row,) = store.steps(run_id)
+    assert {k: row[k] for k in ("status", "input", "output", "started_at", "finished_at", "idempotency_key", "tool")} == {
+        "status": "succeeded", "input": {"amount": 5}, "output": {"ok": True}, "started_at": 5.0, "finished_at": 6.0,
+        "idempotency_key": "k1", "tool": "pay@1.0.0"}
+    assert verify_run(store.get_run(run_id), store.events(run_id)) == []
+    if kind == "sqlite":
+        assert not [s for s in sent if s.lstrip().upper().startswith("SELECT") and "flowctl_steps" in s], sent
+    store.close()
+

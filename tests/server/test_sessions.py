@@ -224,3 +224,31 @@ def test_a_review_undecided_by_its_deadline_denies_the_repeat(make_api):
     assert r.status_code == 403 and r.json()["decision"]["rule"] == "review_timeout", r.text
     assert api.store.get_run(sid)["status"] == "waiting"
     assert "review_timed_out" in [e["type"] for e in events(api, sid)]
+
+
+def test_an_invoke_commits_before_and_after_the_tool_and_reads_none_of_its_own_events_back(tmp_path):
+    """A side-effecting call under a rate-limited policy is three commits: the gate's admission
+    (its row in the gate log, counted and written in one transaction), the ``started`` record before
+    the tool and the outcome after it, the step row in each; the answer's decision comes from what
+    the call itself recorded, not from reading the log back."""
+    from conftest import Api
+    from support.dbtrace import trace_sqlite
+
+    with trace_sqlite() as counts:
+        api = Api(tmp_path)
+        try:
+            h = api.key("agent", *AGENT)
+            sid = open_session(api, h)
+            before = counts.snapshot()
+            start = len(counts.log)
+            got = invoke(api, h, sid, "refund", {"amount": 10, "card": "4111"})
+            after = counts.snapshot()
+            sent = counts.log[start:]
+        finally:
+            api.close()
+    assert got["status"] == "succeeded" and got["decision"]["rule"] == "allow"
+    assert after["commits"] - before["commits"] == 3  # the gate's admission (its rate row), then the call's two
+    steps = [s for s in sent if "flowctl_steps" in s]
+    assert len(steps) == 2 and all(s.lstrip().upper().startswith("INSERT") for s in steps), steps
+    assert not [s for s in sent if s.lstrip().upper().startswith("SELECT") and "flowctl_events" in s], sent
+

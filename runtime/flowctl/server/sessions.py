@@ -76,11 +76,22 @@ class CallState:
 
 
 class SessionContext(RunContext):
-    """A :class:`RunContext` on a session's run. A gate review pauses the session (``park``) with
-    the session's own pending kept in the review's (``session``) and the call's idempotency key
-    (``key``: None when the contract's expression makes it), for the repeat of the call."""
+    """A :class:`RunContext` on a session's run, made for one request. A gate review pauses the
+    session (``park``) with the session's own pending kept in the review's (``session``) and the
+    call's idempotency key (``key``: None when the contract's expression makes it), for the repeat
+    of the call. ``committed``: the events this context has committed, as ``(type, data)``, oldest
+    first (what the answer reads back, without reading the store)."""
 
     call_key: str | None = None
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.committed: list = []
+
+    def commit(self, status=None, **fields):
+        events = [(e[2], e[6]) if isinstance(e, tuple) else (e["type"], e["data"]) for e in self.events]
+        super().commit(status, **fields)
+        self.committed.extend(events)
 
     def park(self, status, pending, available_at, *, keep_due=False):
         pending = dict(pending, session=self.session_pending, key=self.call_key)
@@ -279,17 +290,18 @@ class Sessions:
 
 
 def _last(ctx, type_: str, committed: bool = False) -> dict | None:
-    """The data of the last ``type_`` event of this call (buffered, or committed by it already)."""
+    """The data of the last ``type_`` event of this call (buffered, or committed by it already:
+    ``ctx`` is this request's, so what it committed is this call's)."""
     for ev in reversed(ctx.events):
         if ev["type"] == type_:
             return ev["data"]
         if ev["type"] == "state_entered":
             return None
     if committed:
-        for ev in reversed(ctx.engine.store.events_page(ctx.id, max(0, ctx.last_seq - 50), 50)):
-            if ev["type"] == type_:
-                return ev.get("data") or {}
-            if ev["type"] == "state_entered":
+        for found, data in reversed(ctx.committed):
+            if found == type_:
+                return data or {}
+            if found == "state_entered":
                 return None
     return None
 

@@ -53,7 +53,7 @@ from flowctl.store.queue import QueueMethods
 from flowctl.errors import first_line
 from flowctl.store.summary import Tally, write_summary
 from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED_PREFIX, LeaseLost, check_run_id,
-                                   dump_run_field, dumps, event_rows, loads, prefix_bounds, review_due, run_dict)
+                                   dump_run_field, dumps, event_rows, loads, prefix_bounds, review_due, run_dict, step_row)
 from flowctl.store.url import safe_url
 
 #: The schema this flowctl writes (``flowctl_meta.schema_version``); see :mod:`flowctl.store.tables`.
@@ -371,10 +371,10 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         final = run.get("status") in FINAL  # its ledger row and summary are written in the same transaction
         ended = final and self._parents.pop(run_id, "?") is not None
         summary = self._tally.ending(run_id, expect_seq, events) if final else None
-        if (not steps and not (ended and self.pg) and self.hot is not None
+        if (not (steps and self.pg) and not (ended and self.pg) and self.hot is not None
                 and len(events) <= self.hot.max_events):  # the common step (store_hot.py)
             done = self.hot.commit(stmt, params, event_rows(run_id, events, fence), ledger=run_id if final else None,
-                                   wake=ended, summary=summary)
+                                   wake=ended, summary=summary, steps=[step_row(run_id, s) for s in steps])
             if not done:
                 with self.engine.connect() as conn:
                     raise self._conflict(conn, run_id, fence)
@@ -431,10 +431,10 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         if events:
             conn.execute(t.events.insert(), [dict(zip(EVENT_ROW, row)) for row in event_rows(run_id, events, fence)])
         for s in steps:
-            s = {k: (dumps(v) if k in JSON_STEP else v) for k, v in s.items()}
+            s = step_row(run_id, s)
             key = (t.steps.c.run_id == run_id, t.steps.c.step_no == s["step_no"], t.steps.c.attempt == s["attempt"])
             if conn.execute(sa.select(t.steps.c.status).where(*key)).first() is None:
-                conn.execute(t.steps.insert().values(run_id=run_id, **s))
+                conn.execute(t.steps.insert().values(**s))
             else:
                 conn.execute(t.steps.update().where(*key).values(**s))
 

@@ -44,8 +44,10 @@ keep SQLite's automatic checkpoint.
 written; the caller explains why), else the run's ``pause_requested`` as the UPDATE left it (its
 JSON text, or ``True`` when there is none): the UPDATE's own ``RETURNING``, so the step loop learns
 of a pause request (:mod:`flowctl.engine.pause`) without a read of its own, raises :class:`~flowctl.errors.StoreError` when the database
-fails, and is used only for commits without step records and with at most :data:`MAX_EVENTS`
-events (the others keep the SQLAlchemy path, where the step-row upserts live).
+fails, and is used only for commits with at most :data:`MAX_EVENTS` events and, on PostgreSQL,
+without step records (the others keep the SQLAlchemy path). On SQLite a commit's step records (a
+side-effecting call's ``started`` row, then its outcome) are upserted in its transaction, one
+``INSERT … ON CONFLICT (run_id, step_no, attempt) DO UPDATE`` each.
 """
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ _RETURNING = " RETURNING pause_requested"
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
 _EVENT_COLUMNS = EVENT_ROW
+#: the primary key of ``flowctl_steps``: one row per attempt of a step
+_STEP_KEY = ("run_id", "step_no", "attempt")
 #: SQLite: the ended run's parent, waiting or running, due now (the statement
 #: :meth:`flowctl.store.queue.QueueMethods._wake_parent` runs on SQLite)
 WAKE_PARENT = ("UPDATE flowctl_runs SET available_at = (julianday('now') - 2440587.5) * 86400.0 "
@@ -81,11 +85,11 @@ class _Request:
     """One caller's commit in a group (:meth:`HotPath._grouped`): a run-row UPDATE with its event
     rows (``plan``), or any other write (``write(cursor)``, :meth:`HotPath.write`)."""
 
-    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "wake", "write", "summary")
+    __slots__ = ("plan", "params", "rows", "done", "result", "error", "ledger", "wake", "write", "summary", "steps")
 
-    def __init__(self, plan, params, rows, ledger=None, wake=False, write=None, summary=None):
+    def __init__(self, plan, params, rows, ledger=None, wake=False, write=None, summary=None, steps=()):
         self.plan, self.params, self.rows, self.ledger, self.wake, self.write = plan, params, rows, ledger, wake, write
-        self.summary = summary
+        self.summary, self.steps = summary, steps
         self.done, self.result, self.error = False, None, None
 
 
@@ -165,6 +169,19 @@ class HotPath:
                                 f"VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})")
         return self._insert_sql
 
+    def _step_upsert(self, columns: tuple) -> str:
+        """SQLite: the upsert of one step row with these columns (``run_id``, ``step_no`` and
+        ``attempt`` among them): inserted, or its other given columns set (cached per column set)."""
+        key = ("step", columns)
+        found = self._sql.get(key)
+        if found is None:
+            kept = [c for c in columns if c not in _STEP_KEY]
+            found = self._sql[key] = (
+                f"INSERT INTO flowctl_steps ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+                f"ON CONFLICT ({', '.join(_STEP_KEY)}) DO "
+                + (f"UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in kept)}" if kept else "NOTHING"))
+        return found
+
     def _pg_statement(self, stmt, columns: tuple, n_events: int) -> tuple:
         key = (id(stmt), columns, n_events)
         found = self._sql.get(key)
@@ -200,9 +217,11 @@ class HotPath:
         return found
 
     def commit(self, stmt, params: dict, event_rows: list, *, ledger: str | None = None, wake: bool = False,
-               summary: tuple | None = None):
+               summary: tuple | None = None, steps: list = ()):
         """Run the UPDATE ``stmt`` with ``params`` and insert ``event_rows`` (tuples in the order of
-        ``_EVENT_COLUMNS``) atomically. ``ledger``: the id of a run this commit ends, whose ``end``
+        ``_EVENT_COLUMNS``) atomically; on SQLite also upsert ``steps`` (step rows as the
+        ``flowctl_steps`` columns they set, JSON columns as text, ``run_id`` included: a row
+        already there keeps the columns a row does not name). ``ledger``: the id of a run this commit ends, whose ``end``
         row (:mod:`flowctl.store.ledger`) is appended in the same transaction, and its summary
         (``summary``: ``(first_seq, facts, last_seq)``, :func:`flowctl.store.summary.write_summary`)
         written (on PostgreSQL the one statement then runs inside ``BEGIN`` … ``COMMIT`` with
@@ -212,6 +231,8 @@ class HotPath:
         Returns (or raises) only once the transaction that holds this commit has committed."""
         plan = self._plan(stmt, params)
         if self.pg:
+            if steps:
+                raise ValueError("PostgreSQL commits with step rows take SqlStore's transaction")
             conn = None
             try:
                 conn = self._checkout()
@@ -222,7 +243,7 @@ class HotPath:
                 if conn is not None:
                     _close(conn)  # it may be broken: the next commit makes a new one
                 raise self._failed(exc) from None
-        return self._grouped(_Request(plan, params, event_rows, ledger, wake, summary=summary))
+        return self._grouped(_Request(plan, params, event_rows, ledger, wake, summary=summary, steps=steps))
 
     def write(self, fn):
         """``fn(cursor)`` (a ``sqlite3`` cursor) inside the next group commit (SQLite only), in a
@@ -322,6 +343,8 @@ class HotPath:
             cur.execute(self._sqlite_insert(), rows[0])
         elif rows:
             cur.executemany(self._sqlite_insert(), rows)
+        for step in req.steps:
+            cur.execute(self._step_upsert(tuple(step)), tuple(step.values()))
         if req.ledger is not None:  # the run ends: its ledger row, its parent's wake-up, its summary
             from flowctl.store.ledger import append
 

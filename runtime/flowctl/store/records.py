@@ -77,6 +77,14 @@ EVENT_ROW = ("run_id", "seq", "ts", "type", "state", "attempt", "data", "prev_ha
 PACKED = "packed"
 
 
+def step_row(run_id: str, step: dict) -> dict:
+    """A step record (``step_no``, ``attempt``, ``state``, ``tool``, ``status``, ``input`` …) as the
+    ``flowctl_steps`` row it sets: ``run_id`` first, the JSON columns (:data:`JSON_STEP`) as text."""
+    row = {"run_id": run_id}
+    row.update((k, dumps(v) if k in JSON_STEP else v) for k, v in step.items() if k != "run_id")
+    return row
+
+
 def event_rows(run_id: str, events, fence=None) -> list:
     """The ``flowctl_events`` rows (tuples in :data:`EVENT_ROW` order) of one commit's ``events``:
     one packed row when :func:`~flowctl.store.audit.seal_commit` sealed them (``seq``, ``ts`` and

@@ -29,7 +29,7 @@ def run(host, port, root, db, rate, burst) -> int:
     try:
         import uvicorn
 
-        from flowctl.server import create_app
+        from flowctl.server import create_app, wire
     except ImportError as exc:
         raise UsageError(f"flowctl serve needs FastAPI and uvicorn ({exc.name} is not installed)",
                          hint="pip install 'flowctl[serve]'") from None
@@ -49,7 +49,7 @@ def run(host, port, root, db, rate, burst) -> int:
         sock = _listen(host, port)  # bound here, so a port in use is a clear error before anything is said
         port = sock.getsockname()[1]
         click.echo(f"flowctl serve: http://{host}:{port} (OpenAPI at /openapi.json; store {store.url})", err=True)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, server_header=False, **_fast()))
+        server = uvicorn.Server(wire.config(app, host, port))
         graceful(server, sockets=[sock])
         click.echo("flowctl serve: stopped", err=True)
     finally:
@@ -67,17 +67,6 @@ def graceful(server, **kwargs) -> None:
     except KeyboardInterrupt:
         if not server.should_exit:  # not the stop uvicorn carried out
             raise
-
-
-def _fast() -> dict:
-    """uvicorn's faster parts when installed (the ``flowctl[serve]`` extra has them): the httptools
-    HTTP parser and the uvloop event loop; no access log (every ``/v1`` decision and refusal is in
-    the service log already, and a line per request costs the gate check's latency budget)."""
-    import importlib.util
-
-    found = {name: importlib.util.find_spec(name) is not None for name in ("httptools", "uvloop")}
-    return {"http": "httptools" if found["httptools"] else "auto", "loop": "uvloop" if found["uvloop"] else "auto",
-            "access_log": False, "log_level": "warning"}
 
 
 def _listen(host: str, port: int):
