@@ -214,3 +214,40 @@ def test_runs_lists_the_memory_store_with_its_own_clock(tmp_path):
     result = CliRunner().invoke(main, ["runs", "--db", "memory", "--root", str(root)])
     assert result.exit_code == 0, result.output
     assert "no runs" in result.output
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["sqlalchemy", "direct"])
+def test_reads_go_on_while_another_process_holds_the_sqlite_write_lock(tmp_path, direct):
+    """Reading a run, its steps or a listing takes a read snapshot, not SQLite's write lock: while
+    another connection is in a write transaction (a worker's step, the gate's check, a long
+    upgrade), they answer at once with what was committed, instead of waiting for the lock."""
+    import sqlite3
+    import threading
+
+    from flowctl.store.sql import open_store
+
+    url = f"sqlite:///{tmp_path}/flowctl.db"
+    first = open_store(url, create=True)
+    first.create_run(_run("r0001"), _events(("run_started", {})))
+    store = first if not direct else open_store(url)
+    assert store.direct is direct
+    holder = sqlite3.connect(tmp_path / "flowctl.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE flowctl_runs SET status = 'failed' WHERE id = 'r0001'")  # not committed: not seen
+    got: dict = {}
+
+    def read():
+        got["run"] = store.get_run("r0001")["status"]
+        got["listed"] = [r["id"] for r in store.list_runs()]
+        got["steps"] = store.steps("r0001")
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)  # the store's busy timeout is 30 s: a read waiting for the lock is still waiting here
+    held = reader.is_alive()
+    holder.execute("ROLLBACK")
+    reader.join()
+    assert not held, "a read waited for another connection's write lock"
+    assert got == {"run": "succeeded", "listed": ["r0001"], "steps": []}
+    for s in {id(first): first, id(store): store}.values():
+        s.close()

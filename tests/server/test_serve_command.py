@@ -120,6 +120,9 @@ def test_flowctl_serve_as_a_process_checks_concurrently_records_each_and_stops_c
         assert by_session == {"s0": list(range(1, 9)), "s1": list(range(1, 9))}  # each numbered once, no gap
         assert sorted(r.json()["decision"] for r in answers).count("allow") == 4  # refunds: 2 per session
         assert httpx.post(f"{base}/v1/gate/check", json={"tool": "refund"}).status_code == 401
+        # a process on this machine cannot choose the address its refusal is recorded under
+        forged = httpx.post(f"{base}/v1/gate/check", json={"tool": "refund"}, headers={"X-Forwarded-For": "203.0.113.9"})
+        assert forged.status_code == 401
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(30)
@@ -131,5 +134,8 @@ def test_flowctl_serve_as_a_process_checks_concurrently_records_each_and_stops_c
         log = log_of(store)
         assert [len(log.session(s)) for s in ("s0", "s1")] == [8, 8]
         assert log.verify("s0") == [] and log.verify("s1") == []
+        refusals = [r["data"] for r in log.session("access")]
+        assert refusals and all(r.get("remote") == "127.0.0.1" for r in refusals), refusals
+        assert "203.0.113.9" not in str(refusals)
     finally:
         store.close()

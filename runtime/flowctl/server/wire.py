@@ -77,12 +77,14 @@ def config(app, host: str, port: int, **extra):
     """The ``uvicorn.Config`` flowctl's servers run ``app`` with: :func:`http_protocol`, uvloop when
     installed, no ``Server`` header, no access log (every ``/v1`` decision and refusal is in the
     service log already, and a line per request costs the gate check's latency budget), warnings
-    only. ``extra``: more ``uvicorn.Config`` arguments."""
+    only, and no ``X-Forwarded-For``: uvicorn trusts it by default from 127.0.0.1, so any process on
+    the machine could have a refusal recorded under an address of its choosing; the address
+    recorded is the connection's own. ``extra``: more ``uvicorn.Config`` arguments."""
     import uvicorn
 
     loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "auto"
     return uvicorn.Config(app, host=host, port=port, http=http_protocol(), loop=loop, server_header=False,
-                          access_log=False, log_level="warning", **extra)
+                          access_log=False, log_level="warning", proxy_headers=False, **extra)
 
 
 __all__ = ["coalescing", "config", "http_protocol"]

@@ -172,6 +172,13 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         self.sa = sa  # last: "sa" present means everything above is
         return engine
 
+    def _read(self):
+        """A connection for reads only (``with store._read() as conn``). On SQLite its transaction
+        starts with a plain ``BEGIN``, a read snapshot: every other transaction takes the write lock
+        with ``BEGIN IMMEDIATE``, and a read that took it too made every writer of every process
+        (a worker's step, the gate's check) wait while it read. Nothing may be written on it."""
+        return self.engine.connect().execution_options(flowctl_read=True)
+
     @contextlib.contextmanager
     def _begin(self):
         """``engine.begin()``, with the database's own failures (locked, full, disconnected, a
@@ -447,7 +454,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             return found
         sa, t = self.sa, self.t
         check_run_id(run_id)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id)).mappings().first()
             if row is None and len(run_id) >= 4 and not exact:
                 rows = conn.execute(sa.select(t.runs).where(*self._id_range(run_id))
@@ -496,7 +503,7 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
 
     def steps(self, run_id: str) -> list:
         sa, t = self.sa, self.t
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(sa.select(t.steps).where(t.steps.c.run_id == run_id)
                                 .order_by(t.steps.c.step_no, t.steps.c.attempt)).mappings()
             return [{k: (loads(v) if k in JSON_STEP else v) for k, v in r.items()} for r in rows]
@@ -549,4 +556,7 @@ def _sqlite_pragmas(engine, sa) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
+        if conn.get_execution_options().get("flowctl_read"):  # SqlStore._read: a snapshot, no write lock
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks

@@ -41,7 +41,7 @@ class HistoryMethods(DbapiReads):
             q = q.where(r.c.available_at <= float(due_by))
         if limit:
             q = q.limit(limit)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [run_dict(row, self) for row in conn.execute(q).mappings()]
 
     @contextlib.contextmanager

@@ -29,7 +29,7 @@ def runs_page(store, *, status: str | None = None, flow: str | None = None, befo
     if before is not None:
         at, run_id = float(before[0]), str(before[1])
         q = q.where(sa.or_(r.c.created_at < at, sa.and_(r.c.created_at == at, r.c.id < run_id)))
-    with store.engine.connect() as conn:
+    with store._read() as conn:
         return [run_dict(row, store) for row in conn.execute(q).mappings()]
 
 

@@ -25,7 +25,7 @@ class QueueMethods:
 
     def now(self) -> float:
         """The database clock, epoch seconds."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return float(conn.execute(self.sa.select(self.now_expr)).scalar_one())
 
     def _notify(self, conn, payload: str) -> None:
@@ -374,7 +374,7 @@ class QueueMethods:
         heartbeat_at, runs_done, age_s, live, runs: [{id, flow, lease_until}]}``; a worker is live
         while its last heartbeat is younger than its lease."""
         sa, w, r = self.sa, self.t.workers, self.t.runs
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             now = float(conn.execute(sa.select(self.now_expr)).scalar_one())
             rows = [dict(x) for x in conn.execute(sa.select(w).order_by(w.c.started_at)).mappings()]
             held = conn.execute(sa.select(r.c.owner, r.c.id, r.c.flow, r.c.lease_until)
@@ -414,7 +414,7 @@ class QueueMethods:
 
     def limits(self) -> dict:
         sa, lim = self.sa, self.t.limits
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return {(s_, n): m for s_, n, m in conn.execute(sa.select(lim.c.scope, lim.c.name, lim.c.max_running))}
 
     def listen_dsn(self) -> str | None:

@@ -186,7 +186,7 @@ class SqlLog:
 
     def session(self, session: str) -> list:
         sa, t = self.sa, self.t
-        with self.store.engine.connect() as conn:
+        with self.store._read() as conn:
             rows = conn.execute(sa.select(t).where(t.c.session == session).order_by(t.c.seq)).mappings().all()
         return [dict(r, data=None if r["data"] is None else json.loads(r["data"])) for r in rows]
 

@@ -21,6 +21,7 @@ def run(transport, host, port, root, db) -> int:
         import uvicorn
 
         from flowctl.server import mcp as mcp_server
+        from flowctl.server import wire
         from flowctl.server.app import Service
     except ImportError as exc:
         raise UsageError(f"flowctl mcp needs the MCP SDK ({exc.name} is not installed)",
@@ -39,8 +40,7 @@ def run(transport, host, port, root, db) -> int:
             raise UsageError(f"refusing to listen on {host}: the store holds no live API key, so nothing could call it",
                              hint="create one first: flowctl keys create NAME --scope invoke:TOOL (or use 127.0.0.1)")
         click.echo(f"flowctl mcp: http://{host}:{port}/mcp (store {store.url})", err=True)
-        graceful(uvicorn.Server(uvicorn.Config(mcp_server.http_app(service, host), host=host, port=port,
-                                               log_level="warning", server_header=False)))
+        graceful(uvicorn.Server(wire.config(mcp_server.http_app(service, host), host, port)))
         click.echo("flowctl mcp: stopped", err=True)
     finally:
         store.close()

@@ -67,7 +67,7 @@ def _sql_page(store, f: dict, before, since, limit: int) -> list:
         q = q.where(r.c.created_at >= since)
     if before is not None:
         q = q.where(sa.or_(r.c.created_at < before[0], sa.and_(r.c.created_at == before[0], r.c.id < before[1])))
-    with store.engine.connect() as conn:
+    with store._read() as conn:
         return [run_dict(row, store) for row in conn.execute(q).mappings()]
 
 
