@@ -8,6 +8,7 @@ FLOWCTL_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test) answers; ev
 fresh database, dropped after it.
 
     python benchmarks/run.py [--quick] [--only memory,durable,map,validate,cold,policy,diff,workers,pgcapacity,scaling,regression,serve,console,otel,events,model]
+    python benchmarks/run.py --only serve,workers --update   # those parts again, merged into latest.json and BENCHMARKS.md
     python benchmarks/run.py --render   # BENCHMARKS.md again from results/latest.json, measuring nothing
 
 A full run took 19 minutes on this shared 2-core machine with a load average of 3–8 from other
@@ -89,6 +90,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one trial: a smoke test, not numbers to quote")
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts to run (default: all)")
+    parser.add_argument("--update", action="store_true",
+                        help="with --only: put the parts measured now into results/latest.json (each noted as measured "
+                             "again on its own, with its commit and load) and write BENCHMARKS.md from it")
     parser.add_argument("--render", action="store_true",
                         help="measure nothing: write BENCHMARKS.md again from results/latest.json (after editing report.py)")
     args = parser.parse_args(argv)
@@ -125,6 +129,9 @@ def main(argv=None) -> int:
     results["loadavg_end"] = loadavg()
     results["seconds"] = time.time() - started
     full = not args.quick and set(parts) == set(PARTS)  # a part that failed is listed in BENCHMARKS.md
+    if args.update and not full and not args.quick:
+        update(results, parts)
+        return 0
     path = write("latest" if full else ("quick" if args.quick else "partial"), results)  # latest = a full run only
     if full:
         (ROOT / "BENCHMARKS.md").write_text(render(results, commands()))
@@ -134,6 +141,25 @@ def main(argv=None) -> int:
             (RESULTS / "quick.md").write_text(render(results, commands()))
         print(f"wrote {path} (BENCHMARKS.md is only written by a full run of every part)")
     return 0
+
+
+def update(results: dict, parts: list) -> None:
+    """Merge the ``parts`` of a partial run (``results``) into ``results/latest.json``: each part's
+    figures and sizes replaced, and noted under ``remeasured`` (when, at which commit, the load
+    before and after), which BENCHMARKS.md's header lists; then BENCHMARKS.md is written from it."""
+    path = RESULTS / "latest.json"
+    latest = json.loads(path.read_text())
+    for part in parts:
+        if part not in results:  # it failed: the old figures stay, and so does its error
+            continue
+        latest[part] = results[part]
+        latest.setdefault("sizes", {})[part] = results["sizes"][part]
+        latest.setdefault("remeasured", {})[part] = {k: results[k] for k in ("started", "code")} | {
+            "loadavg_start": results["loadavg_start"], "loadavg_end": results["loadavg_end"]}
+        latest.get("errors", {}).pop(part, None)
+    write("latest", latest)
+    (ROOT / "BENCHMARKS.md").write_text(render(latest, commands()))
+    print(f"merged {', '.join(p for p in parts if p in results)} into {path} and wrote BENCHMARKS.md")
 
 
 def code_state() -> dict:

@@ -149,3 +149,28 @@ def test_the_model_step_bench_reports_its_overhead_against_the_issue_18_target()
     assert name.startswith("18. ") and t["limit"] == 0.05
     assert t["value"] == pytest.approx((data["flowctl_llm_run_ms"] - data["direct_sdk_ms"]) / data["direct_sdk_ms"], rel=1e-3)
     assert data["direct_sdk_ms"] > 0 and data["instant_server"]["flowctl_llm_run_ms"] > 0
+
+
+def test_a_part_measured_again_replaces_its_figures_in_latest_and_is_named_in_the_header(tmp_path, monkeypatch):
+    import json
+
+    import common
+    import run
+
+    shipped = json.loads((Path(run.RESULTS) / "latest.json").read_text())
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "latest.json").write_text(json.dumps(shipped))
+    for module in (run, common):
+        monkeypatch.setattr(module, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    again = dict(shipped["diff"], part_seconds=1.0, marker="measured again")
+    partial = {"started": "2026-12-03T09:00:00Z", "code": {"commit": "abc1234", "runtime_uncommitted_changes": False},
+               "sizes": {"diff": {"states": 7}}, "loadavg_start": [0.1, 0.2, 0.3], "loadavg_end": [0.4, 0.5, 0.6],
+               "diff": again}
+    run.update(partial, ["diff", "serve"])  # serve was asked for but failed in this run: its figures stay
+    merged = json.loads((tmp_path / "results" / "latest.json").read_text())
+    assert merged["diff"]["marker"] == "measured again" and merged["sizes"]["diff"] == {"states": 7}
+    assert merged["serve"] == shipped["serve"]
+    assert merged["remeasured"].get("serve") == shipped.get("remeasured", {}).get("serve")
+    assert merged["remeasured"]["diff"]["code"]["commit"] == "abc1234"
+    assert "Part `diff` measured again on its own" in (tmp_path / "BENCHMARKS.md").read_text()
