@@ -64,3 +64,70 @@ def test_a_tool_mutating_its_input_changes_nothing_recorded(tmp_path):
 def test_a_tool_returning_nan_is_a_schema_mismatch(tmp_path):
     root = build(tmp_path, {**contract("x", "nan"), **task("a", "x@1.0.0"), **flow("a", linear("a"))}, HOSTILE)
     assert Harness(root).run().error["code"] == "SCHEMA_MISMATCH"
+
+
+# ------------------------------------------------------------------ a side-effecting call that times out
+PAY_SLOW = """
+import time
+
+LEDGER = []
+STATE = {"slow": 1, "confirm": True}  # calls left that act, then overrun their deadline; what verify says
+
+def pay(input, call):
+    LEDGER.append(("pay", call.idempotency_key))
+    if STATE["slow"] > 0:
+        STATE["slow"] -= 1
+        time.sleep(30)  # past the contract's timeout: the watchdog ends the wait, the payment is made
+    return {"paid": True}
+
+def verify_pay(input, output, call):
+    return ("pay", call.idempotency_key) in LEDGER and STATE["confirm"]
+
+def undo_pay(input, output, call):
+    LEDGER.append(("undo", call.idempotency_key, output))
+
+def boom(input, call):
+    raise RuntimeError("later step fails")
+"""
+
+
+FAILED_STATE = {"states/failed.yaml": "id: failed\ntype: fail\nerror: {expr: error.code}\n"}
+
+
+def _pay_project(tmp_path, *, contract_extra="", state_extra="", then=("x",)):
+    body = "timeout: 0.2s\n" + contract_extra
+    files = {**effect_contract("pay", "pay", extra=body), **contract("boom", "boom"), **allow_all("pay"),
+             **task("p", "pay@1.0.0", extra=state_extra), **task("x", "boom@1.0.0"), **FAILED_STATE,
+             **flow("p", linear("p", *then), extra="on_error:\n  - {errors: ['*'], compensate: true, goto: failed}\n")}
+    return Harness(build(tmp_path, files, PAY_SLOW))
+
+
+def test_a_timed_out_payment_that_verify_confirms_is_compensated_when_the_run_fails(tmp_path):
+    h = _pay_project(tmp_path, then=())
+    result = h.run(input={})
+    assert result.status == "failed" and result.error["code"] == "TOOL_TIMEOUT"
+    (key,) = {e[1] for e in h.ledger()}
+    assert h.ledger() == [("pay", key), ("undo", key, None)]  # the effect it made is undone, not left behind
+    recovered = [e["data"] for e in h.events if e["type"] == "step_recovered"]
+    assert recovered == [{"tool": "pay@1.0.0", "idempotency_key": key, "after": "timeout", "happened": True,
+                          "action": "in the saga"}]
+    assert result.residue == []
+
+
+def test_a_timed_out_payment_that_verify_denies_is_not_compensated(tmp_path):
+    h = _pay_project(tmp_path, then=())
+    from flowctl.engine.tools import resolve
+
+    resolve("tk:STATE", str(h.root / "orchestration" / "tools"))["confirm"] = False
+    result = h.run(input={})
+    assert result.status == "failed"
+    assert [e[0] for e in h.ledger()] == ["pay"]  # verify said it did not happen: nothing to undo
+    assert [e["data"]["happened"] for e in h.events if e["type"] == "step_recovered"] == [False]
+
+
+def test_a_retry_after_a_timeout_is_the_same_effect_and_is_undone_once(tmp_path):
+    h = _pay_project(tmp_path, state_extra="retry:\n  - {errors: [ToolTimeout], max_attempts: 2, interval: 0s}\n")
+    result = h.run(input={})
+    assert result.status == "failed" and result.error["code"] != "TOOL_TIMEOUT"  # the later step failed
+    (key,) = {e[1] for e in h.ledger()}
+    assert h.ledger() == [("pay", key), ("pay", key), ("undo", key, {"paid": True})]  # one entry, the later one

@@ -8,6 +8,12 @@ dict answer is taken as the tool's output, ``True`` as "happened, output unknown
 false answer re-invokes the tool with the **same** idempotency key. Without ``verify`` the tool is
 re-invoked with the same key (at-least-once; the key makes it safe).
 
+A side-effecting call that **times out** may have acted all the same (before its deadline, or
+still in its thread after it): its verify (every side-effecting contract has one) is asked then
+too (:func:`_timed_out`), and an effect it confirms joins the saga, so a failed run's compensation
+undoes it (``compensate`` gets the output verify returned, else None). A later attempt of the same
+call (same idempotency key) that succeeds replaces that entry: one entry per effect.
+
 Used by the task state (:mod:`flowctl.engine.states.task`), a review's ``notify`` and a handler's
 ``fallback``. :func:`call_tool` returns the tool's parsed output, or
 :data:`~flowctl.engine.context.PARKED` when the gate paused the run for a review.
@@ -236,7 +242,8 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     except Exception as exc:  # noqa: BLE001
         if span is not None:
             tracing.end(span, outcome="failed", error=exc)
-        _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call)
+        _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call,
+                tool_input if stored_input is None else stored_input)
         raise
     if span is not None:
         tracing.end(span, outcome="ok")
@@ -245,9 +252,10 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
                      stored_input=stored_input, output_text=output_text, check=p.output or False)
 
 
-def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call) -> None:
+def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input) -> None:
     """The tool raised ``exc``: its names for the handlers, ``tool_failed``, and for a side effect
-    the ``failed`` step record (and, if the contract asks, compensation of a partial effect)."""
+    the ``failed`` step record (and, if the contract asks, compensation of a partial effect; after
+    a timeout, the effect that may have happened in the saga: :func:`_timed_out`)."""
     _tag_tool_error(exc)
     took = (time.perf_counter() - started) * 1000
     where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
@@ -260,6 +268,32 @@ def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_
                                        ctx.clock.time()))
         if contract.compensate_on_failure:
             _undo_partial(ctx, state, contract, tool_input, call)
+        elif isinstance(exc, ToolTimeout):
+            _timed_out(ctx, state, contract, tool_input, call, kept_input)
+
+
+def _timed_out(ctx, state, contract, tool_input, call, kept_input) -> None:
+    """A side-effecting call timed out, so whether it acted is not known: its ``verify`` is asked
+    (as after a crash), and an effect it confirms joins the saga when the contract can undo it.
+    Recorded as ``step_recovered`` (``after: timeout``, ``happened``, ``action``)."""
+    undoable = bool(contract.compensate) and contract.compensate != "none"
+    answer = _verify(ctx, contract, tool_input, None, call) if contract.verify else False
+    action = ("nothing to undo" if not answer else "in the saga" if undoable
+              else "kept: the contract declares no compensate")
+    ctx.emit("step_recovered", state.id, call.attempt, tool=contract.ref, idempotency_key=call.idempotency_key,
+             after="timeout", happened=bool(answer), action=action)
+    if answer and undoable:
+        _join_saga(ctx, state, contract, kept_input, answer if isinstance(answer, dict) else None, call.idempotency_key)
+
+
+def _join_saga(ctx, state, contract, kept_input, output, key) -> None:
+    """Push the effect of this call onto the saga, replacing an entry of the same call (same tool
+    and idempotency key: an attempt that timed out, then one that succeeded, are one effect)."""
+    c = ctx.cursor
+    if any(e.get("idempotency_key") == key for e in c.saga):
+        c.saga[:] = [e for e in c.saga if not (e.get("idempotency_key") == key and e.get("tool") == contract.ref)]
+    c.saga.append({"run_id": ctx.id, "state": state.id, "step": c.step, "tool": contract.ref, "input": kept_input,
+                   "output": output, "idempotency_key": key, "at": ctx.clock.time()})
 
 
 def _call_plain(ctx, state, p, attempt):
@@ -354,9 +388,8 @@ def _complete(ctx, state, contract, attempt, tool_input, output, raw_text, call,
                                           tool_input if lean else redact(tool_input, contract.sensitive),
                                           shown, None, ctx.clock.time()))
         if contract.compensate and contract.compensate != "none":
-            c.saga.append({"run_id": ctx.id, "state": state.id, "step": c.step, "tool": contract.ref,
-                              "input": tool_input if stored_input is None else stored_input,
-                              "output": output, "idempotency_key": call.idempotency_key, "at": ctx.clock.time()})
+            _join_saga(ctx, state, contract, tool_input if stored_input is None else stored_input, output,
+                       call.idempotency_key)
     data = {"tool": contract.ref, "output": shown, "duration_ms": round(took_ms, 3)}
     text = None
     if recovered:  # verify confirmed the effect after a crash but gave no output: the response is {}
