@@ -50,3 +50,18 @@ def test_a_body_without_a_content_type_is_refused_as_on_every_other_endpoint(api
         assert (gate.status_code, gate.json()["pointer"]) == (other.status_code, other.json()["pointer"]) == (
             422, "/body"), (gate.text, other.text)
     assert api.service.log.session("agent") == []
+
+
+def test_a_body_that_is_json_but_not_an_object_is_refused_as_on_every_other_endpoint(api):
+    """(break-it finding: the front validated a JSON string, array, number or null body with the
+    model's own check and answered "Input should be a valid dictionary or instance of GateCheck",
+    naming a class of the server; FastAPI's endpoints answer every such body "… valid dictionary
+    or object to extract fields from".)"""
+    h = {**api.key("agent", "gate", "runs:write"), "Content-Type": "application/json"}
+    for body in (b'"refund"', b"[1]", b"[]", b"null", b"5", b"true", b'""'):
+        gate = api.client.post("/v1/gate/check", content=body, headers=h)
+        other = api.client.post("/v1/runs", content=body, headers=h)
+        assert gate.status_code == other.status_code == 422, (body, gate.text, other.text)
+        assert {k: gate.json()[k] for k in ("code", "pointer", "detail", "errors")} == {
+            k: other.json()[k] for k in ("code", "pointer", "detail", "errors")}, body
+    assert api.service.log.session("agent") == []
