@@ -65,3 +65,23 @@ def test_a_body_that_is_json_but_not_an_object_is_refused_as_on_every_other_endp
         assert {k: gate.json()[k] for k in ("code", "pointer", "detail", "errors")} == {
             k: other.json()[k] for k in ("code", "pointer", "detail", "errors")}, body
     assert api.service.log.session("agent") == []
+
+
+def test_a_denial_quoting_a_huge_input_is_recorded_and_answered_with_a_bounded_reason(api):
+    """(break-it finding: an input its contract's schema rejects is denied with the schema's
+    message, which quotes the value: a 900 KB string sent as ``amount`` was written whole into the
+    service log's reason — which is to keep the input's digest, not the input — and sent back, so
+    each denied check added up to the body limit, 1 MiB, to the store.) The reason is cut to
+    REASON_CHARS; it still says where and why, and the digest is the whole input's."""
+    from flowctl.gate.policy import input_digest
+    from flowctl.server.gatecheck import REASON_CHARS
+
+    h = api.key("agent", "gate")
+    tool_input = {"amount": "A" * 900_000}
+    r = api.client.post("/v1/gate/check", json={"tool": "refund", "input": tool_input}, headers=h)
+    assert r.status_code == 200 and r.json()["rule"] == "input-schema", r.text[:300]
+    (row,) = api.service.log.session("agent")
+    assert len(r.json()["reason"]) <= REASON_CHARS and row["reason"] == r.json()["reason"]
+    assert "at /amount" in row["reason"] and row["reason"].endswith("…")
+    assert row["digest"] == input_digest(tool_input)
+    assert len(r.content) < 2 * REASON_CHARS

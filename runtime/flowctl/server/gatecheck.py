@@ -21,8 +21,10 @@ A real check (not ``dry_run``) that is allowed is counted by the policies' ``rat
 caller and the session's next sequence number (:mod:`flowctl.store.servicelog`); on a SQL store
 both in one transaction, committed before the answer (on SQLite queued on the process's
 :func:`~flowctl.store.servicelog.write_lock`). A dry run is
-neither recorded nor counted. What is kept never holds the input: its digest, and the reason with
-the contract's ``sensitive`` fields' values redacted.
+neither recorded nor counted. What is kept of the input is its digest, and the reason with the
+contract's ``sensitive`` fields' values redacted; a reason may quote the value a schema or an
+``allow`` check rejected, so it is cut to :data:`REASON_CHARS` characters (recorded and answered
+alike: a check adds a few KB to the store at most, whatever the body held).
 """
 from __future__ import annotations
 
@@ -221,6 +223,10 @@ def close(service) -> None:
         conn.close()
 
 
+#: characters of a decision's reason, at most, as recorded and answered: a schema's or an allow
+#: check's message quotes the value it rejects, which may be most of a 1 MiB body
+REASON_CHARS = 2000
+
 #: SQLite's busy timeout for the gate's connection when it may wait (the store's own: 30 s)
 BUSY_TIMEOUT_MS = 30000
 
@@ -263,6 +269,8 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
         secrets = Secrets(contract.sensitive)
         secrets.learn(tool_input)
         reason = secrets.text(reason) if secrets.values else reason
+    if len(reason) > REASON_CHARS:  # cut after redaction: a secret is never cut out of its own redaction
+        reason = reason[:REASON_CHARS - 1] + "…"
     ref = contract.ref if contract is not None else tool
     seq = row = None
     if not dry_run:
