@@ -85,3 +85,20 @@ def test_a_denial_quoting_a_huge_input_is_recorded_and_answered_with_a_bounded_r
     assert "at /amount" in row["reason"] and row["reason"].endswith("…")
     assert row["digest"] == input_digest(tool_input)
     assert len(r.content) < 2 * REASON_CHARS
+
+
+def test_a_key_past_its_rate_cannot_make_the_server_write_a_row_per_request(make_api):
+    """(break-it finding: each 429 of a recognised key was written to the service log in a
+    transaction of its own, on the write lock the gate checks queue on, and took no token: a key
+    past its rate made the server commit once per request at whatever rate it sent, more than
+    the allowed requests the limit was to bound.) A key's 429s are counted per window as the
+    requests without a key are: the first written at once, the rest as one row with the count."""
+    api = make_api(rate=0.001, burst=1)
+    h = api.key("agent", "gate")
+    calls = [("POST", "/v1/gate/check", {"json": {"tool": "get_order", "input": {"order_id": "1"}, "dry_run": True},
+                                         "headers": h})] * 40
+    assert sorted(r.status_code for r in api.client.gather(calls)) == [200] + [429] * 39
+    rows = api.service.log.session("access")
+    assert [(r["caller"], r["outcome"]) for r in rows] == [("agent", "rate_limited")]
+    (window,) = api.service.refusals.flush()
+    assert (window["caller"], window["outcome"], window["data"]["count"]) == ("agent", "rate_limited", 38)

@@ -5,9 +5,10 @@ see :mod:`flowctl.store.apikeys`). No key, an unknown, wrong or revoked one: 401
 a key without the endpoint's scope: 403 ``FORBIDDEN``; a key past its request rate: 429
 ``RATE_LIMITED`` with ``Retry-After``. Each refusal is recorded in the service log (session
 ``access``: :mod:`flowctl.store.servicelog`) with the key's name when it was recognised, the
-method, the path and why — never the presented key. A request without a live key is counted per
-remote address and reason and written once per minute (:class:`~flowctl.store.servicelog.Refusals`),
-so requests without a key cannot flood the store; a recognised key's refusals are each written.
+method, the path and why — never the presented key. A request without a live key, and a request
+past its key's rate, is counted per remote address and reason and written once per minute
+(:class:`~flowctl.store.servicelog.Refusals`), so neither can flood the store; a recognised key's
+403s are each written.
 
 The rate limit is a token bucket per key name, in this process: ``rate`` requests per second on
 average, bursts of ``burst``. Every authenticated request takes one token (a dry-run gate check
@@ -69,11 +70,13 @@ class Buckets:
 
 
 def refused(service, exc, caller_name: str, remote: str, data: dict) -> None:
-    """Record one refused request: a recognised key's at once, one without a live key counted per
-    address and window (:class:`~flowctl.store.servicelog.Refusals`)."""
+    """Record one refused request: a recognised key's 403 at once; a 401 (no live key) and a 429 (a
+    key past its rate: its reason names the key) counted per address and window
+    (:class:`~flowctl.store.servicelog.Refusals`) — neither may make the server write once per
+    request at whatever rate the requests are sent."""
     record = {"at": time.time(), "caller": caller_name, "kind": "access_denied", "outcome": exc.code.lower(),
               "reason": exc.message, "data": data}
-    if caller_name:
+    if caller_name and not isinstance(exc, RateLimited):
         service.log.append("access", record)
     else:
         service.refusals.note(remote, record)

@@ -5,10 +5,11 @@ One append-only row per record, numbered per *session* (the caller's session or 
 sha256(prev_hash \\n session \\n seq \\n canonical(record))`` with the previous row's hash
 (``""`` for the first), so a deleted, reordered or edited row breaks the chain
 (:meth:`ServiceLog.verify`). Refused requests (401, 403, 429) are recorded in the session
-``access``: every refusal of a recognised key (403, 429: ``caller`` names it), but a request
-*without* a live key (401) is counted by :class:`Refusals` — per remote address, reason, method
-and route (the path's template), per window (default one minute), in memory between flushes — so
-that someone without a key cannot grow the store by sending requests: the first such refusal of a
+``access``: every 403 of a recognised key (``caller`` names it), but a request *without* a live
+key (401), and one past its key's rate (429, ``caller`` named), is counted by :class:`Refusals` —
+per remote address, reason, method and route (the path's template), per window (default one
+minute), in memory between flushes — so that sending requests faster than they are served cannot
+grow the store by a row each: the first such refusal of a
 window is written at once, the rest of the window as one ``access_denied`` row with ``data.count``
 (how many more) and ``data.paths`` (to how many distinct paths) when the window has passed (at the
 next refusal, by a timer when none follows, or :meth:`Refusals.flush` when the server stops).

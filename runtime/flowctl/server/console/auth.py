@@ -144,11 +144,12 @@ def _where(request: Request) -> dict:
 
 
 def _log_refusal(request: Request, record: dict) -> None:
-    """A refusal in the service log: a signed-in viewer's at once; one without a session counted per
-    address and window, as the API's (:class:`~flowctl.store.servicelog.Refusals`): requests
-    without a key cannot flood the store."""
+    """A refusal in the service log: a signed-in viewer's 403 at once; one without a session, or
+    past the viewer's rate, counted per address and window, as the API's
+    (:class:`~flowctl.store.servicelog.Refusals`): requests without a key, or beyond a key's rate,
+    cannot flood the store."""
     service = request.app.state.console.service
-    if record["caller"]:
+    if record["caller"] and record["outcome"] != "rate_limited":
         service.log.append("access", record)
     else:
         service.refusals.note(request.client.host if request.client else "", record)
