@@ -102,3 +102,18 @@ def test_a_key_past_its_rate_cannot_make_the_server_write_a_row_per_request(make
     assert [(r["caller"], r["outcome"]) for r in rows] == [("agent", "rate_limited")]
     (window,) = api.service.refusals.flush()
     assert (window["caller"], window["outcome"], window["data"]["count"]) == ("agent", "rate_limited", 38)
+
+
+def test_a_key_without_the_scope_cannot_make_the_server_write_a_row_per_request(make_api):
+    """(break-it finding, the 403 side of the one above: a refusal for a missing scope took no token
+    and was written each, so a key holding any scope — a dashboard's runs:read — made the server
+    commit a row per request at whatever rate it sent.) A 403 takes a token of the key's rate like
+    every request of a recognised key; past the rate it is a 429, counted per window."""
+    api = make_api(rate=0.001, burst=1)
+    reader = api.key("dashboard", "runs:read")
+    calls = [("POST", "/v1/gate/check", {"json": {"tool": "get_order", "input": {}}, "headers": reader})] * 40
+    assert sorted(r.status_code for r in api.client.gather(calls)) == [403] + [429] * 39
+    rows = api.service.log.session("access")
+    assert [(r["caller"], r["outcome"]) for r in rows] == [("dashboard", "forbidden"), ("dashboard", "rate_limited")]
+    (window,) = api.service.refusals.flush()
+    assert (window["caller"], window["outcome"], window["data"]["count"]) == ("dashboard", "rate_limited", 38)

@@ -89,8 +89,9 @@ def authorize(service, token: str | None, scope: str, where: dict, remote: str, 
     (401), ``ScopeError`` (403) or ``RateLimited`` (429). Framework-free: :func:`need` and the gate
     route's front (:mod:`flowctl.server.gatefront`) both call it. ``record=False``: a refusal is
     raised without being recorded (the front's attempt on the event loop, which must not write:
-    it hands the request to the gate's lane, which asks again and records). A refusal takes no
-    token from the key's bucket."""
+    it hands the request to the gate's lane, which asks again and records). Every request of a
+    recognised key takes one token of its bucket, a 403 too (else a key lacking the scope could
+    have a row written per request at any rate); a 401 or 429 takes none."""
 
     def refuse(exc, caller_name: str = ""):
         if record:
@@ -104,13 +105,15 @@ def authorize(service, token: str | None, scope: str, where: dict, remote: str, 
     if row is None:
         refuse(AccessError("the API key is not known, or it was revoked", hint="flowctl keys list shows the live keys"))
     caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
-    if not allows(caller.scopes, scope):
+    allowed = allows(caller.scopes, scope)
+    if allowed or record:  # a 403 takes its token where it is recorded (the front's try hands it there)
+        wait = service.buckets.take(caller.name)
+        if wait > 0:
+            refuse(RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} requests per second",
+                               retry_after=wait), caller.name)
+    if not allowed:
         refuse(ScopeError(f"key '{caller.name}' lacks the scope '{scope}'", hint=f"create a key with --scope {scope}"),
                caller.name)
-    wait = service.buckets.take(caller.name)
-    if wait > 0:
-        refuse(RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} requests per second",
-                           retry_after=wait), caller.name)
     return caller
 
 

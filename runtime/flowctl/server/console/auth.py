@@ -163,14 +163,15 @@ def _refused(request: Request, viewer: Viewer | None, status: int, reason: str):
 
 
 def _admit(request: Request, viewer: Viewer | None, scope: str):
-    """None when ``viewer`` may go on with ``scope`` (one token of its rate taken), else the refusal."""
+    """None when ``viewer`` may go on with ``scope``, else the refusal; one token of its rate taken
+    either way (past the rate: 429, counted per window, whatever the scope)."""
     if viewer is None:
         return _refused(request, None, 401, "Sign in first: this console needs an API key of flowctl serve.")
     request.state.viewer = viewer
+    if request.app.state.console.service.buckets.take(viewer.name) > 0:  # a 403 takes its token too
+        return _refused(request, viewer, 429, f"Key '{viewer.name}' sent too many requests; try again shortly.")
     if scope and not viewer.can(scope):
         return _refused(request, viewer, 403, f"Key '{viewer.name}' lacks the scope '{scope}'.")
-    if request.app.state.console.service.buckets.take(viewer.name) > 0:
-        return _refused(request, viewer, 429, f"Key '{viewer.name}' sent too many requests; try again shortly.")
     return None
 
 
