@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from support.interleave import WatchedLock
+from support.pg import pg_url  # noqa: F401 - fixture
 
 
 def test_a_check_handed_to_the_lane_takes_one_token_of_the_key_s_rate_not_two(make_api):
@@ -117,3 +120,21 @@ def test_a_key_without_the_scope_cannot_make_the_server_write_a_row_per_request(
     assert [(r["caller"], r["outcome"]) for r in rows] == [("dashboard", "forbidden"), ("dashboard", "rate_limited")]
     (window,) = api.service.refusals.flush()
     assert (window["caller"], window["outcome"], window["data"]["count"]) == ("dashboard", "rate_limited", 38)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_tool_reference_too_long_for_any_contract_is_a_422_not_a_store_failure(make_api, store, request):
+    """(break-it finding: the model took a reference of up to 261 characters — a 200-character id,
+    ``@`` and a 60-character range — while a contract id has at most 120 and the service log's
+    ``tool`` column holds 200: on PostgreSQL such a check of an unknown tool was answered 503
+    STORE and its denial not recorded.) No contract can match it: refused at /body/tool, on
+    every store alike, nothing recorded."""
+    api = make_api(url=request.getfixturevalue("pg_url")) if store == "postgresql" else make_api()
+    h = api.key("agent", "gate")
+    for tool in ("a" * 200 + "@" + "1" * 60, "a" * 121, "a" * 121 + "@^1"):
+        r = api.client.post("/v1/gate/check", json={"tool": tool, "input": {}}, headers=h)
+        assert (r.status_code, r.json()["pointer"]) == (422, "/body/tool"), r.text[:300]
+    longest = "a" * 120 + "@" + "1" * 60  # the longest a contract could answer: denied and recorded
+    r = api.client.post("/v1/gate/check", json={"tool": longest, "input": {}}, headers=h)
+    assert (r.status_code, r.json()["rule"]) == (200, "unknown-tool"), r.text[:300]
+    assert [row["tool"] for row in api.service.log.session("agent")] == [longest]
