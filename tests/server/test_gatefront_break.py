@@ -138,3 +138,28 @@ def test_a_tool_reference_too_long_for_any_contract_is_a_422_not_a_store_failure
     r = api.client.post("/v1/gate/check", json={"tool": longest, "input": {}}, headers=h)
     assert (r.status_code, r.json()["rule"]) == (200, "unknown-tool"), r.text[:300]
     assert [row["tool"] for row in api.service.log.session("agent")] == [longest]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_reason_quoting_a_nul_is_recorded_on_every_store(tmp_path, store, request, monkeypatch):
+    """(break-it finding: a schema's message names where it failed by the input's own keys, as
+    they are: an input key holding NUL (``"\\u0000"``, valid JSON) put a NUL byte in the reason,
+    which PostgreSQL's text cannot hold: the check was answered 503 STORE and its denial not
+    recorded.) The reason holds the NUL as JSON writes it (``\\u0000``), on every store alike."""
+    import support.serverkit as kit
+    from conftest import Api
+    from support.enginekit import contract
+
+    monkeypatch.setattr(kit, "FILES", {**kit.FILES, **contract("tag", "get_order", extra=(
+        "input_schema:\n  type: object\n  additionalProperties: {type: string}\n"))})
+    api = Api(tmp_path, url=request.getfixturevalue("pg_url") if store == "postgresql" else None)
+    try:
+        h = api.key("agent", "gate")
+        r = api.client.post("/v1/gate/check", json={"tool": "tag", "input": {"a\u0000b": 1}}, headers=h)
+        assert (r.status_code, r.json()["rule"]) == (200, "input-schema"), r.text
+        assert "at /a\\u0000b: 1 is not of type 'string'" in r.json()["reason"]
+        (row,) = api.service.log.session("agent")
+        assert row["reason"] == r.json()["reason"] and "\x00" not in row["reason"]
+        assert api.service.log.verify("agent") == []
+    finally:
+        api.close()

@@ -24,7 +24,8 @@ both in one transaction, committed before the answer (on SQLite queued on the pr
 neither recorded nor counted. What is kept of the input is its digest, and the reason with the
 contract's ``sensitive`` fields' values redacted; a reason may quote the value a schema or an
 ``allow`` check rejected, so it is cut to :data:`REASON_CHARS` characters (recorded and answered
-alike: a check adds a few KB to the store at most, whatever the body held).
+alike: a check adds a few KB to the store at most, whatever the body held), and a NUL in it is
+written ``\\u0000``, as JSON writes it (PostgreSQL's text cannot hold one).
 """
 from __future__ import annotations
 
@@ -269,6 +270,8 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
         secrets = Secrets(contract.sensitive)
         secrets.learn(tool_input)
         reason = secrets.text(reason) if secrets.values else reason
+    if "\x00" in reason:  # a key of the input, quoted as it is (at /a\x00b): text PostgreSQL cannot hold
+        reason = reason.replace("\x00", "\\u0000")
     if len(reason) > REASON_CHARS:  # cut after redaction: a secret is never cut out of its own redaction
         reason = reason[:REASON_CHARS - 1] + "…"
     ref = contract.ref if contract is not None else tool
