@@ -163,3 +163,16 @@ def test_a_reason_quoting_a_nul_is_recorded_on_every_store(tmp_path, store, requ
         assert api.service.log.verify("agent") == []
     finally:
         api.close()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_refusal_naming_a_nul_from_the_url_is_answered_403_and_recorded(make_api, store, request):
+    """(break-it finding: the invoke route's scope names the URL's tool before the path is
+    validated, so ``…/tools/a%00b/invoke`` made a refusal whose reason held NUL: on PostgreSQL
+    its append failed, the request was answered 500 and the 403 not recorded.)"""
+    api = make_api(url=request.getfixturevalue("pg_url")) if store == "postgresql" else make_api()
+    h = api.key("agent", "gate")
+    r = api.client.post("/v1/sessions/abcd/tools/a%00b/invoke", json={"input": {}}, headers=h)
+    assert (r.status_code, r.json()["code"]) == (403, "FORBIDDEN"), r.text
+    (row,) = api.service.log.session("access")
+    assert (row["caller"], row["outcome"]) == ("agent", "forbidden") and "invoke:a\\u0000b" in row["reason"]

@@ -270,8 +270,8 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
         secrets = Secrets(contract.sensitive)
         secrets.learn(tool_input)
         reason = secrets.text(reason) if secrets.values else reason
-    if "\x00" in reason:  # a key of the input, quoted as it is (at /a\x00b): text PostgreSQL cannot hold
-        reason = reason.replace("\x00", "\\u0000")
+    if "\x00" in reason:  # a key of the input quoted as it is (at /a\x00b): as the log keeps it (servicelog.kept),
+        reason = reason.replace("\x00", "\\u0000")  # so a dry run's answer and a real one's are the record
     if len(reason) > REASON_CHARS:  # cut after redaction: a secret is never cut out of its own redaction
         reason = reason[:REASON_CHARS - 1] + "…"
     ref = contract.ref if contract is not None else tool

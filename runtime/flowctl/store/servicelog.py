@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 
-from flowctl.errors import StoreError
+from flowctl.errors import StoreError, first_line
 from flowctl.store.audit import canonical
 from flowctl.store.compiled import cached, cursor_of
 
@@ -42,6 +42,17 @@ FIELDS = ("at", "caller", "kind", "tool", "digest", "outcome", "policy", "rule",
 def record_hash(prev_hash: str, session: str, seq: int, record: dict) -> str:
     body = canonical({k: record.get(k) for k in FIELDS})
     return hashlib.sha256(f"{prev_hash}\n{session}\n{seq}\n{body}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def kept(record: dict) -> dict:
+    """The :data:`FIELDS` of ``record`` as the log keeps and hashes them: a NUL in a text field as
+    JSON writes it (``\\u0000``; PostgreSQL's text cannot hold one, and a refusal's reason quotes
+    what the request named, a URL's ``%00`` too). ``data`` is kept as JSON, which escapes it."""
+    out = {k: record.get(k) for k in FIELDS}
+    for k, v in out.items():
+        if isinstance(v, str) and "\x00" in v:
+            out[k] = v.replace("\x00", "\\u0000")
+    return out
 
 
 def verify_chain(rows) -> list:
@@ -66,8 +77,8 @@ class MemoryLog:
             rows = self._rows.setdefault(session, [])
             seq = len(rows) + 1
             prev = rows[-1]["hash"] if rows else ""
-            row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
-                       hash=record_hash(prev, session, seq, record))
+            record = kept(record)
+            row = dict(record, session=session, seq=seq, prev_hash=prev, hash=record_hash(prev, session, seq, record))
             rows.append(row)
             return row
 
@@ -156,6 +167,9 @@ class SqlLog:
                 if attempt == 4:
                     raise StoreError(f"the service log of {self.store.safe_url} kept losing session {session!r}'s "
                                      "next number to another writer (5 tries)") from None
+            except self.store.engine.dialect.dbapi.Error as exc:  # the driver's own (append_in runs on its cursor)
+                raise StoreError(f"cannot write to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                                 hint="nothing of this record was kept") from None
         raise AssertionError("unreachable")
 
     def append_in(self, conn, session: str, record: dict) -> dict:
@@ -168,8 +182,8 @@ class SqlLog:
             last = cached(self.store, ("service_log", "last"), lambda: self._last).execute(cur, {"s": session}).fetchone()
             tail = (last[0], last[1]) if last else (0, "")
         seq, prev = tail[0] + 1, tail[1]
-        row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
-                   hash=record_hash(prev, session, seq, record))
+        record = kept(record)
+        row = dict(record, session=session, seq=seq, prev_hash=prev, hash=record_hash(prev, session, seq, record))
         values = dict(row, data=None if row["data"] is None else json.dumps(row["data"], sort_keys=True))
         insert = cached(self.store, ("service_log", "insert"), lambda: (self._insert, list(values)))
         try:
@@ -301,4 +315,5 @@ def log_of(store):
     return found
 
 
-__all__ = ["MemoryLog", "Refusals", "SeqTaken", "SqlLog", "log_of", "record_hash", "verify_chain", "write_lock"]
+__all__ = ["MemoryLog", "Refusals", "SeqTaken", "SqlLog", "kept", "log_of", "record_hash", "verify_chain",
+           "write_lock"]
