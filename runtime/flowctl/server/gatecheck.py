@@ -96,7 +96,8 @@ def check_many(service, checks, nowait: bool = False) -> list:
     ``dedupe`` sees the calls allowed before it in the same transaction. On SQLite the transaction
     is queued on the process's :func:`~flowctl.store.servicelog.write_lock` and runs on the gate's
     own connection (:func:`_sqlite_transaction`); on PostgreSQL each check is a transaction of its
-    own (they commit in parallel).
+    own (they commit in parallel; those of one session queue on its lock,
+    :func:`~flowctl.store.servicelog.session_lock_key`).
 
     ``nowait`` (SQLite; the event loop's attempt, :mod:`flowctl.server.gatefront`): raise
     :class:`Busy` instead of waiting when the write lock is held, by a thread of this process or by

@@ -110,6 +110,20 @@ def write_lock(store):
     return found
 
 
+def session_lock_key(session: str) -> int:
+    """The signed 64-bit PostgreSQL advisory-lock key an append to ``session`` holds until it commits.
+
+    On PostgreSQL appends commit in parallel (no process-wide write lock): the appends of one session
+    all read the same last ``seq`` and all but one lost the insert of the next and retried, so with
+    8 concurrent gate checks of one session one in eight ran out of tries (503, not recorded).
+    Holding this lock (its own statement, taken before the tail is read: a statement's snapshot is
+    taken before its locks are), the next appender reads the tail the previous one committed. An
+    append is the last statement of its transaction (after the gate's function lock,
+    :func:`flowctl.store.counters.lock_key`), so the two are always taken in that order."""
+    raw = hashlib.sha256(("flowctl-service-log\0" + session).encode("utf-8", "surrogatepass")).digest()[:8]
+    return int.from_bytes(raw, "big", signed=True)
+
+
 class SeqTaken(Exception):
     """Another writer took the session's next ``seq`` first (or this process's remembered tail was
     stale): the transaction is to be rolled back and retried. Never reaches a caller of the API:
@@ -122,7 +136,9 @@ MAX_TAILS = 10_000
 
 class SqlLog:
     """The log in ``flowctl_service_log``. Appends take the next ``seq`` of the session in the same
-    transaction; two writers racing for one number: the loser retries (primary key ``(session, seq)``)."""
+    transaction, queued per session (SQLite: the write lock; PostgreSQL: :func:`session_lock_key`);
+    two writers still racing for one number (a stale remembered tail): the loser retries (primary
+    key ``(session, seq)``)."""
 
     def __init__(self, store):
         self.store = store
@@ -176,8 +192,10 @@ class SqlLog:
         """Append in the caller's transaction ``conn`` (one commit with the caller's other writes);
         then :meth:`committed` once it has committed. Raises :class:`SeqTaken` when another writer
         took the same ``seq``: roll back and retry the transaction."""
-        tail = self._tails.pop(session, None)  # taken: only committed() puts a tail back
-        cur = cursor_of(conn)  # the two statements on the driver's cursor, compiled once
+        cur = cursor_of(conn)  # the statements on the driver's cursor, compiled once
+        if self.store.pg:  # the session's appenders queue (until this commits), not collide: see session_lock_key
+            cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": session_lock_key(session)})
+        tail = self._tails.pop(session, None)  # taken (once the lock is held): only committed() puts one back
         if tail is None:
             last = cached(self.store, ("service_log", "last"), lambda: self._last).execute(cur, {"s": session}).fetchone()
             tail = (last[0], last[1]) if last else (0, "")
@@ -315,5 +333,5 @@ def log_of(store):
     return found
 
 
-__all__ = ["MemoryLog", "Refusals", "SeqTaken", "SqlLog", "kept", "log_of", "record_hash", "verify_chain",
-           "write_lock"]
+__all__ = ["MemoryLog", "Refusals", "SeqTaken", "SqlLog", "kept", "log_of", "record_hash", "session_lock_key",
+           "verify_chain", "write_lock"]
