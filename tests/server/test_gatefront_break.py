@@ -193,3 +193,23 @@ def test_concurrent_checks_of_one_session_on_postgresql_are_each_recorded_and_nu
     assert sorted(r.json()["seq"] for r in answers) == list(range(1, 33))
     assert [row["seq"] for row in api.service.log.session("t-1")] == list(range(1, 33))
     assert api.service.log.verify("t-1") == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_store_failure_reading_the_keys_is_a_503_store_problem_on_every_endpoint(make_api, store, request):
+    """(break-it finding: the key lookup's database errors were not translated: the driver's own
+    exception (SQLite's raw connection; SQLAlchemy's on PostgreSQL) reached the server as a bug,
+    so every endpoint answered 500 INTERNAL, with a logged traceback, while the store was failing
+    — not 503 STORE, the store's problem every other read and write answers.)"""
+    api = make_api(url=request.getfixturevalue("pg_url")) if store == "postgresql" else make_api()
+    h = api.key("agent", "gate", "runs:read")
+    with api.store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE flowctl_api_keys RENAME TO flowctl_api_keys_gone")  # the database lost it
+    try:
+        gate = api.client.post("/v1/gate/check", json={"tool": "get_order", "input": {"order_id": "1"}}, headers=h)
+        runs = api.client.get("/v1/runs", headers=h)
+        for r in (gate, runs):
+            assert (r.status_code, r.json()["code"]) == (503, "STORE"), r.text
+    finally:
+        with api.store.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE flowctl_api_keys_gone RENAME TO flowctl_api_keys")
