@@ -213,3 +213,29 @@ def test_a_store_failure_reading_the_keys_is_a_503_store_problem_on_every_endpoi
     finally:
         with api.store.engine.begin() as conn:
             conn.exec_driver_sql("ALTER TABLE flowctl_api_keys_gone RENAME TO flowctl_api_keys")
+
+
+def test_a_check_holding_thousands_of_sensitive_values_costs_a_bounded_redaction(api, monkeypatch):
+    """(break-it finding: the reason was redacted by learning every value under a sensitive name,
+    each with its eight escaped forms, and matching all of them at once: 100,000 card numbers in
+    one 0.9 MB body took 4 s — on the event loop, where the front answers, so every request of
+    every client stalled meanwhile.) Past MAX_REDACTED distinct values the reason is withheld,
+    never redacted value by value: nothing sensitive is said, the decision and rule still are."""
+    import flowctl.engine.sensitive as sensitive
+    from flowctl.server.gatecheck import MAX_REDACTED
+
+    formed = []
+    real = sensitive.text_forms
+    monkeypatch.setattr(sensitive, "text_forms", lambda v: formed.append(v) or real(v))
+    h = api.key("agent", "gate")
+    cards = [f"4111-{i:08d}" for i in range(MAX_REDACTED * 5)]
+    r = api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": "x", "card": cards}}, headers=h)
+    assert (r.status_code, r.json()["rule"]) == (200, "input-schema"), r.text[:300]
+    assert len(formed) <= MAX_REDACTED
+    reason = r.json()["reason"]
+    assert "withheld" in reason and not any(c in reason for c in cards[:50])
+    assert api.service.log.session("agent")[0]["reason"] == reason
+    formed.clear()  # a few: redacted value by value, as always
+    r = api.client.post("/v1/gate/check", json={"tool": "refund", "input": [{"card": c} for c in cards[:3]]}, headers=h)
+    assert r.json()["rule"] == "input-schema" and "***redacted***" in r.json()["reason"] and len(formed) == 3
+    assert not any(c in r.json()["reason"] for c in cards[:3])
