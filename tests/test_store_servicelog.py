@@ -2,8 +2,11 @@
 address and reason per window, so that requests without a key cannot grow the store."""
 from __future__ import annotations
 
+import pytest
+
 from flowctl.store.servicelog import MemoryLog, Refusals
 from support.interleave import WatchedLock
+from support.pg import pg_url  # noqa: F401 - fixture
 
 
 class Clock:
@@ -176,5 +179,49 @@ def test_sql_appends_queue_on_the_write_lock_and_number_in_order(tmp_path):
             assert [r["seq"] for r in log.session("s")] == [1]  # queued before writing anything
         t.join(10)
         assert done == [2] and log.verify("s") == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+def test_a_record_s_text_holding_a_nul_is_kept_as_json_writes_it_on_every_store(tmp_path, kind, request):
+    """(break-it finding: a refusal's reason quotes what the request named — ``invoke:a\\x00b``
+    from a URL's ``%00`` — and PostgreSQL's text cannot hold NUL: the append failed, the request
+    was answered 500 and its refusal not recorded.) A NUL in a text field is kept as ``\\u0000``,
+    hashed as kept, on every store alike."""
+    from flowctl.store.servicelog import log_of
+    from flowctl.store.sql import open_store
+
+    if kind == "memory":
+        store, log = None, MemoryLog()
+    else:
+        store = open_store(request.getfixturevalue("pg_url") if kind == "postgresql" else f"sqlite:///{tmp_path}/a.db",
+                           create=True)
+        log = log_of(store)
+    try:
+        row = log.append("access", dict(record("key 'a' lacks the scope 'invoke:a\x00b'"), caller="a", policy="p\x00"))
+        (kept,) = log.session("access")
+        assert kept["reason"] == row["reason"] == "key 'a' lacks the scope 'invoke:a\\u0000b'"
+        assert kept["policy"] == "p\\u0000" and log.verify("access") == []
+    finally:
+        if store is not None:
+            store.close()
+
+
+def test_a_database_failure_of_an_append_is_a_store_error(tmp_path):
+    """(break-it finding: the append runs on the driver's cursor, whose errors are not SQLAlchemy's:
+    one that was not a taken seq escaped as the driver's own exception, which the server answered
+    500 INTERNAL instead of 503 STORE.)"""
+    from flowctl.errors import StoreError
+    from flowctl.store.servicelog import log_of
+    from flowctl.store.sql import open_store
+
+    store = open_store(f"sqlite:///{tmp_path}/a.db", create=True)
+    try:
+        log = log_of(store)
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE flowctl_service_log")  # the database lost it
+        with pytest.raises(StoreError, match="cannot write"):
+            log.append("access", record())
     finally:
         store.close()

@@ -71,7 +71,8 @@ def test_each_key_has_its_own_rate_and_a_spent_one_is_429_with_retry_after(make_
     r = post_gate(api, a)
     assert r.json()["code"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
     assert post_gate(api, b).status_code == 200  # another key's bucket is untouched
-    assert [r["outcome"] for r in api.service.log.session("access")] == ["rate_limited", "rate_limited"]
+    assert [(r["caller"], r["outcome"]) for r in api.service.log.session("access")] == [("a", "rate_limited")]
+    assert [r["data"]["count"] for r in api.service.refusals.flush()] == [1]  # the second, counted in its window
 
 
 def test_a_flood_without_a_key_writes_a_row_per_window_but_a_key_s_refusals_each(api):

@@ -144,3 +144,33 @@ def test_mcp_over_streamable_http_needs_a_key_and_records_its_name(project):
         assert denied and denied[-1]["caller"] == "weak" and denied[-1]["outcome"] == "forbidden"
     finally:
         store.close()
+
+
+def test_mcp_over_http_holds_each_key_to_its_request_rate_as_serve_does(project):
+    """(break-it finding: ``flowctl mcp --transport http`` checked the key and its scope itself and
+    never took a token of the key's rate: a key sent to ``flowctl serve`` at most ``--rate``
+    requests per second had every MCP tool call served, each a recorded session step.) A call past
+    the rate is refused RATE_LIMITED and the refusal recorded with the key's name, as serve does."""
+    from types import SimpleNamespace
+
+    import flowctl
+    from flowctl.server.app import Service
+    from flowctl.server.mcp import Bridge
+    from flowctl.store.servicelog import log_of
+
+    root, db = project
+    store = open_store(db, create=True)
+    try:
+        _, key = keys_of(store).create("agent", ("invoke:get_order",))
+        service = Service(flowctl.load_project(root), store, rate=0.001, burst=2)
+        bridge = Bridge(service, http=True)
+        ctx = SimpleNamespace(request=SimpleNamespace(headers={"authorization": f"Bearer {key}"},
+                                                      client=SimpleNamespace(host="10.0.0.7")))
+        answers = [bridge.call(ctx, "get_order", {"order_id": str(i)}) for i in range(3)]
+        assert [a.is_error for a in answers] == [False, False, True], [a.content[0].text for a in answers]
+        assert answers[2].content[0].text.startswith("RATE_LIMITED")
+        rows = log_of(store).session("access")
+        assert [(r["caller"], r["outcome"]) for r in rows] == [("agent", "rate_limited")]
+        service.lane.close()
+    finally:
+        store.close()

@@ -5,9 +5,10 @@ see :mod:`flowctl.store.apikeys`). No key, an unknown, wrong or revoked one: 401
 a key without the endpoint's scope: 403 ``FORBIDDEN``; a key past its request rate: 429
 ``RATE_LIMITED`` with ``Retry-After``. Each refusal is recorded in the service log (session
 ``access``: :mod:`flowctl.store.servicelog`) with the key's name when it was recognised, the
-method, the path and why — never the presented key. A request without a live key is counted per
-remote address and reason and written once per minute (:class:`~flowctl.store.servicelog.Refusals`),
-so requests without a key cannot flood the store; a recognised key's refusals are each written.
+method, the path and why — never the presented key. A request without a live key, and a request
+past its key's rate, is counted per remote address and reason and written once per minute
+(:class:`~flowctl.store.servicelog.Refusals`), so neither can flood the store; a recognised key's
+403s are each written.
 
 The rate limit is a token bucket per key name, in this process: ``rate`` requests per second on
 average, bursts of ``burst``. Every authenticated request takes one token (a dry-run gate check
@@ -69,11 +70,13 @@ class Buckets:
 
 
 def refused(service, exc, caller_name: str, remote: str, data: dict) -> None:
-    """Record one refused request: a recognised key's at once, one without a live key counted per
-    address and window (:class:`~flowctl.store.servicelog.Refusals`)."""
+    """Record one refused request: a recognised key's 403 at once; a 401 (no live key) and a 429 (a
+    key past its rate: its reason names the key) counted per address and window
+    (:class:`~flowctl.store.servicelog.Refusals`) — neither may make the server write once per
+    request at whatever rate the requests are sent."""
     record = {"at": time.time(), "caller": caller_name, "kind": "access_denied", "outcome": exc.code.lower(),
               "reason": exc.message, "data": data}
-    if caller_name:
+    if caller_name and not isinstance(exc, RateLimited):
         service.log.append("access", record)
     else:
         service.refusals.note(remote, record)
@@ -86,8 +89,9 @@ def authorize(service, token: str | None, scope: str, where: dict, remote: str, 
     (401), ``ScopeError`` (403) or ``RateLimited`` (429). Framework-free: :func:`need` and the gate
     route's front (:mod:`flowctl.server.gatefront`) both call it. ``record=False``: a refusal is
     raised without being recorded (the front's attempt on the event loop, which must not write:
-    it hands the request to the gate's lane, which asks again and records). A refusal takes no
-    token from the key's bucket."""
+    it hands the request to the gate's lane, which asks again and records). Every request of a
+    recognised key takes one token of its bucket, a 403 too (else a key lacking the scope could
+    have a row written per request at any rate); a 401 or 429 takes none."""
 
     def refuse(exc, caller_name: str = ""):
         if record:
@@ -101,13 +105,15 @@ def authorize(service, token: str | None, scope: str, where: dict, remote: str, 
     if row is None:
         refuse(AccessError("the API key is not known, or it was revoked", hint="flowctl keys list shows the live keys"))
     caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
-    if not allows(caller.scopes, scope):
+    allowed = allows(caller.scopes, scope)
+    if allowed or record:  # a 403 takes its token where it is recorded (the front's try hands it there)
+        wait = service.buckets.take(caller.name)
+        if wait > 0:
+            refuse(RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} requests per second",
+                               retry_after=wait), caller.name)
+    if not allowed:
         refuse(ScopeError(f"key '{caller.name}' lacks the scope '{scope}'", hint=f"create a key with --scope {scope}"),
                caller.name)
-    wait = service.buckets.take(caller.name)
-    if wait > 0:
-        refuse(RateLimited(f"key '{caller.name}' sent more than {service.buckets.rate:g} requests per second",
-                           retry_after=wait), caller.name)
     return caller
 
 

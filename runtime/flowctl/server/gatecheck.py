@@ -21,8 +21,12 @@ A real check (not ``dry_run``) that is allowed is counted by the policies' ``rat
 caller and the session's next sequence number (:mod:`flowctl.store.servicelog`); on a SQL store
 both in one transaction, committed before the answer (on SQLite queued on the process's
 :func:`~flowctl.store.servicelog.write_lock`). A dry run is
-neither recorded nor counted. What is kept never holds the input: its digest, and the reason with
-the contract's ``sensitive`` fields' values redacted.
+neither recorded nor counted. What is kept of the input is its digest, and the reason with the
+contract's ``sensitive`` fields' values redacted (withheld when the input holds more than
+:data:`MAX_REDACTED` of them: redaction costs per value); a reason may quote the value a schema or an
+``allow`` check rejected, so it is cut to :data:`REASON_CHARS` characters (recorded and answered
+alike: a check adds a few KB to the store at most, whatever the body held), and a NUL in it is
+written ``\\u0000``, as JSON writes it (PostgreSQL's text cannot hold one).
 """
 from __future__ import annotations
 
@@ -93,7 +97,8 @@ def check_many(service, checks, nowait: bool = False) -> list:
     ``dedupe`` sees the calls allowed before it in the same transaction. On SQLite the transaction
     is queued on the process's :func:`~flowctl.store.servicelog.write_lock` and runs on the gate's
     own connection (:func:`_sqlite_transaction`); on PostgreSQL each check is a transaction of its
-    own (they commit in parallel).
+    own (they commit in parallel; those of one session queue on its lock,
+    :func:`~flowctl.store.servicelog.session_lock_key`).
 
     ``nowait`` (SQLite; the event loop's attempt, :mod:`flowctl.server.gatefront`): raise
     :class:`Busy` instead of waiting when the write lock is held, by a thread of this process or by
@@ -221,6 +226,14 @@ def close(service) -> None:
         conn.close()
 
 
+#: characters of a decision's reason, at most, as recorded and answered: a schema's or an allow
+#: check's message quotes the value it rejects, which may be most of a 1 MiB body
+REASON_CHARS = 2000
+
+#: distinct values under a contract's sensitive fields a check's reason is redacted of, at most
+#: (past it the reason is withheld)
+MAX_REDACTED = 1000
+
 #: SQLite's busy timeout for the gate's connection when it may wait (the store's own: 30 s)
 BUSY_TIMEOUT_MS = 30000
 
@@ -242,6 +255,34 @@ class _Joined:
         record_sql(self._store, cursor_of(self._conn), entry)
 
 
+class _Seen(Secrets):
+    """The values under ``fields`` in an input, found by :class:`Secrets`' own walk but not learnt
+    (no escaped forms made): ``seen``, in order, repeats included."""
+
+    def __init__(self, fields):
+        self.seen: list = []
+        super().__init__(fields)
+
+    def add(self, v) -> None:
+        self.seen.append(v)
+
+
+def _redacted(contract, tool_input, reason: str) -> str:
+    """``reason`` with the values under ``contract``'s sensitive names redacted; past
+    :data:`MAX_REDACTED` distinct values, withheld (each value costs its eight escaped forms and a
+    place in one pattern: 100,000 of them took seconds, on the event loop the front answers on)."""
+    seen = _Seen(contract.sensitive)
+    seen.learn(tool_input)
+    values = [v for _, v in dict.fromkeys((type(v), v) for v in seen.seen)]  # 1, 1.0 and True apart
+    if not values:
+        return reason
+    if len(values) > MAX_REDACTED:
+        return (f"the reason is withheld: the input holds more than {MAX_REDACTED} values under {contract.ref}'s "
+                "sensitive fields, too many to redact one by one")
+    secrets = Secrets(contract.sensitive, values)
+    return secrets.text(reason) if secrets.values else reason
+
+
 def gate_run_id(caller, session: str) -> str:
     """What the gate counts a session's checks under: ``gate:<key name>:<session>``. Namespaced by
     the key, and holding a ``:`` no run id has, so a caller can neither spend a real run's ``rate
@@ -260,9 +301,11 @@ def _check(service, caller, tool, tool_input, session, dry_run, conn) -> tuple:
                                also=_aliases(service, contract))
     reason = decision.reason
     if contract is not None and contract.sensitive:  # the sensitive fields' values redacted from the reason
-        secrets = Secrets(contract.sensitive)
-        secrets.learn(tool_input)
-        reason = secrets.text(reason) if secrets.values else reason
+        reason = _redacted(contract, tool_input, reason)
+    if "\x00" in reason:  # a key of the input quoted as it is (at /a\x00b): as the log keeps it (servicelog.kept),
+        reason = reason.replace("\x00", "\\u0000")  # so a dry run's answer and a real one's are the record
+    if len(reason) > REASON_CHARS:  # cut after redaction: a secret is never cut out of its own redaction
+        reason = reason[:REASON_CHARS - 1] + "…"
     ref = contract.ref if contract is not None else tool
     seq = row = None
     if not dry_run:

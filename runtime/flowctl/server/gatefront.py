@@ -214,8 +214,8 @@ def _parse(content_type, body: bytes):
         raise  # not UTF-8, or a lone surrogate: problems.of_error's 400
     except ValueError as exc:  # a number past int_max_str_digits (4,300 digits): what FastAPI answers 400
         return 400, problems.body_of(400, problems.INVALID_REQUEST, f"the request body cannot be read: {exc}")
-    try:
-        return models.GateCheck.model_validate(data)
+    try:  # as FastAPI validates a body model (from_attributes): the same errors, a non-object's too
+        return models.GateCheck.model_validate(data, from_attributes=True)
     except ValidationError as exc:
         return problems.invalid([dict(e, loc=("body", *e["loc"])) for e in exc.errors()])
 

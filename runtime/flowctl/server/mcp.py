@@ -28,7 +28,8 @@ Who calls: over **stdio** the client launched this process as the local user, so
 that user's ``flowctl`` command is: the caller is ``mcp`` with every scope. Over **HTTP** every call
 needs ``Authorization: Bearer fck_…`` (a key of ``flowctl keys create``): a contract needs the key's
 ``invoke:<tool>`` scope, a flow ``runs:write`` (``admin`` has all); without one the call is an
-error result naming the scope, and the refusal is recorded in the service log as ``serve`` records it.
+error result naming the scope, and past the key's request rate (``flowctl serve``'s default: 50 per
+second, bursts of 100) ``RATE_LIMITED``; each refusal is recorded in the service log as ``serve`` records it.
 """
 from __future__ import annotations
 
@@ -41,9 +42,8 @@ import mcp_types as types
 from mcp.server import Server
 
 from flowctl.errors import FlowctlError
-from flowctl.server.auth import Caller, refused
+from flowctl.server.auth import Caller, authorize
 from flowctl.server.views import outcome, secrets_of
-from flowctl.store.apikeys import allows
 
 FLOW_PREFIX = "flow."
 #: The caller of a stdio connection: the local user who launched ``flowctl mcp``.
@@ -103,30 +103,18 @@ class Bridge:
         self._lock = threading.Lock()
 
     def caller(self, ctx, needed: str) -> Caller:
-        """Who calls (see the module); raises :class:`~flowctl.errors.AccessError` / ``ScopeError``."""
-        from flowctl.errors import AccessError, ScopeError
-
+        """Who calls (see the module): :func:`flowctl.server.auth.authorize`, as every ``flowctl
+        serve`` endpoint's key, scope and per-key rate (one token a call); raises ``AccessError``,
+        ``ScopeError`` or ``RateLimited``, the refusal recorded."""
         if not self.http:
             return LOCAL
         request = getattr(ctx, "request", None)
         header = request.headers.get("authorization", "") if request is not None else ""
         scheme, _, key = header.partition(" ")
-        row = self.service.keys.verify(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
-        if row is None:
-            exc = AccessError("flowctl mcp over HTTP needs an API key (Authorization: Bearer fck_…)",
-                              hint=f"create one with: flowctl keys create NAME --scope {needed}")
-            self._refused(exc, "", ctx)
-        caller = Caller(row["name"], tuple(row["scopes"]), row["key_id"])
-        if not allows(caller.scopes, needed):
-            self._refused(ScopeError(f"key '{caller.name}' lacks the scope '{needed}'",
-                                     hint=f"create a key with --scope {needed}"), caller.name)
-        return caller
-
-    def _refused(self, exc, name: str, ctx=None):
-        request = getattr(ctx, "request", None)
+        token = key.strip() if scheme.lower() == "bearer" else ""
         client = getattr(request, "client", None)
-        refused(self.service, exc, name, client.host if client else "", {"method": "mcp", "path": "tools/call"})
-        raise exc
+        return authorize(self.service, token or None, needed, {"method": "mcp", "path": "tools/call"},
+                         client.host if client else "")
 
     def session_of(self, ctx, caller) -> str:
         """The flowctl session of this MCP connection: the process's one over stdio; over HTTP the

@@ -17,8 +17,10 @@ from flowctl.engine.payload import not_json
 
 #: A session or trace id: what ties a caller's gate checks into one causal sequence.
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,40}$"
-#: A tool reference: contract id, optionally ``@`` and a version range (``refund_payment@^3``).
-TOOL_PATTERN = r"^[A-Za-z0-9_.-]{1,200}(@[A-Za-z0-9^~<>=*.,| +-]{1,60})?$"
+#: A tool reference: contract id, optionally ``@`` and a version range (``refund_payment@^3``). An id
+#: has at most 120 characters (as a contract's ``id``), so a reference (at most 181) fits what the
+#: service log records of it (its ``tool``: 200), and one no contract could match is a 422.
+TOOL_PATTERN = r"^[A-Za-z0-9_.-]{1,120}(@[A-Za-z0-9^~<>=*.,| +-]{1,60})?$"
 
 
 def _json_only(value):

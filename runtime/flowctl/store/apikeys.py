@@ -33,7 +33,7 @@ import secrets
 import threading
 import time
 
-from flowctl.errors import StoreError, UsageError
+from flowctl.errors import StoreError, UsageError, first_line
 
 #: Fixed scopes; ``invoke:<tool>`` names one contract id.
 SCOPES = ("gate", "runs:read", "runs:write", "reviews", "admin")
@@ -184,10 +184,17 @@ class SqlKeys(_Keys):
             raise UsageError(f"a key named {row['name']!r} exists") from None
 
     def _by_id(self, key_id):
-        if not self.store.pg:  # every request reads it: see _by_id_sqlite
-            return self._by_id_sqlite(key_id)
-        with self.store.engine.connect() as conn:
-            r = conn.execute(self._by_id_sql, {"k": key_id}).mappings().first()
+        """The row of ``key_id`` or None; the database's failure is a :class:`StoreError` (every
+        request reads this: a driver's own error would reach the server as a bug, a 500)."""
+        try:
+            if not self.store.pg:  # see _by_id_sqlite
+                return self._by_id_sqlite(key_id)
+            with self.store.engine.connect() as conn:
+                r = conn.execute(self._by_id_sql, {"k": key_id}).mappings().first()
+        except (self.sa.exc.DBAPIError, self.store.engine.dialect.dbapi.Error) as exc:
+            cause = getattr(exc, "orig", None) or exc
+            raise StoreError(f"cannot read the API keys of {self.store.safe_url}: {type(cause).__name__}: "
+                             f"{first_line(cause)}", hint="the request was not served; retry when the store is back") from None
         return None if r is None else self._row(r)
 
     def _by_id_sqlite(self, key_id):

@@ -5,10 +5,11 @@ One append-only row per record, numbered per *session* (the caller's session or 
 sha256(prev_hash \\n session \\n seq \\n canonical(record))`` with the previous row's hash
 (``""`` for the first), so a deleted, reordered or edited row breaks the chain
 (:meth:`ServiceLog.verify`). Refused requests (401, 403, 429) are recorded in the session
-``access``: every refusal of a recognised key (403, 429: ``caller`` names it), but a request
-*without* a live key (401) is counted by :class:`Refusals` — per remote address, reason, method
-and route (the path's template), per window (default one minute), in memory between flushes — so
-that someone without a key cannot grow the store by sending requests: the first such refusal of a
+``access``: every 403 of a recognised key (``caller`` names it), but a request *without* a live
+key (401), and one past its key's rate (429, ``caller`` named), is counted by :class:`Refusals` —
+per remote address, reason, method and route (the path's template), per window (default one
+minute), in memory between flushes — so that sending requests faster than they are served cannot
+grow the store by a row each: the first such refusal of a
 window is written at once, the rest of the window as one ``access_denied`` row with ``data.count``
 (how many more) and ``data.paths`` (to how many distinct paths) when the window has passed (at the
 next refusal, by a timer when none follows, or :meth:`Refusals.flush` when the server stops).
@@ -29,7 +30,7 @@ import logging
 import threading
 import time
 
-from flowctl.errors import StoreError
+from flowctl.errors import StoreError, first_line
 from flowctl.store.audit import canonical
 from flowctl.store.compiled import cached, cursor_of
 
@@ -41,6 +42,17 @@ FIELDS = ("at", "caller", "kind", "tool", "digest", "outcome", "policy", "rule",
 def record_hash(prev_hash: str, session: str, seq: int, record: dict) -> str:
     body = canonical({k: record.get(k) for k in FIELDS})
     return hashlib.sha256(f"{prev_hash}\n{session}\n{seq}\n{body}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def kept(record: dict) -> dict:
+    """The :data:`FIELDS` of ``record`` as the log keeps and hashes them: a NUL in a text field as
+    JSON writes it (``\\u0000``; PostgreSQL's text cannot hold one, and a refusal's reason quotes
+    what the request named, a URL's ``%00`` too). ``data`` is kept as JSON, which escapes it."""
+    out = {k: record.get(k) for k in FIELDS}
+    for k, v in out.items():
+        if isinstance(v, str) and "\x00" in v:
+            out[k] = v.replace("\x00", "\\u0000")
+    return out
 
 
 def verify_chain(rows) -> list:
@@ -65,8 +77,8 @@ class MemoryLog:
             rows = self._rows.setdefault(session, [])
             seq = len(rows) + 1
             prev = rows[-1]["hash"] if rows else ""
-            row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
-                       hash=record_hash(prev, session, seq, record))
+            record = kept(record)
+            row = dict(record, session=session, seq=seq, prev_hash=prev, hash=record_hash(prev, session, seq, record))
             rows.append(row)
             return row
 
@@ -98,6 +110,20 @@ def write_lock(store):
     return found
 
 
+def session_lock_key(session: str) -> int:
+    """The signed 64-bit PostgreSQL advisory-lock key an append to ``session`` holds until it commits.
+
+    On PostgreSQL appends commit in parallel (no process-wide write lock): the appends of one session
+    all read the same last ``seq`` and all but one lost the insert of the next and retried, so with
+    8 concurrent gate checks of one session one in eight ran out of tries (503, not recorded).
+    Holding this lock (its own statement, taken before the tail is read: a statement's snapshot is
+    taken before its locks are), the next appender reads the tail the previous one committed. An
+    append is the last statement of its transaction (after the gate's function lock,
+    :func:`flowctl.store.counters.lock_key`), so the two are always taken in that order."""
+    raw = hashlib.sha256(("flowctl-service-log\0" + session).encode("utf-8", "surrogatepass")).digest()[:8]
+    return int.from_bytes(raw, "big", signed=True)
+
+
 class SeqTaken(Exception):
     """Another writer took the session's next ``seq`` first (or this process's remembered tail was
     stale): the transaction is to be rolled back and retried. Never reaches a caller of the API:
@@ -110,7 +136,9 @@ MAX_TAILS = 10_000
 
 class SqlLog:
     """The log in ``flowctl_service_log``. Appends take the next ``seq`` of the session in the same
-    transaction; two writers racing for one number: the loser retries (primary key ``(session, seq)``)."""
+    transaction, queued per session (SQLite: the write lock; PostgreSQL: :func:`session_lock_key`);
+    two writers still racing for one number (a stale remembered tail): the loser retries (primary
+    key ``(session, seq)``)."""
 
     def __init__(self, store):
         self.store = store
@@ -155,20 +183,25 @@ class SqlLog:
                 if attempt == 4:
                     raise StoreError(f"the service log of {self.store.safe_url} kept losing session {session!r}'s "
                                      "next number to another writer (5 tries)") from None
+            except self.store.engine.dialect.dbapi.Error as exc:  # the driver's own (append_in runs on its cursor)
+                raise StoreError(f"cannot write to {self.store.safe_url}: {type(exc).__name__}: {first_line(exc)}",
+                                 hint="nothing of this record was kept") from None
         raise AssertionError("unreachable")
 
     def append_in(self, conn, session: str, record: dict) -> dict:
         """Append in the caller's transaction ``conn`` (one commit with the caller's other writes);
         then :meth:`committed` once it has committed. Raises :class:`SeqTaken` when another writer
         took the same ``seq``: roll back and retry the transaction."""
-        tail = self._tails.pop(session, None)  # taken: only committed() puts a tail back
-        cur = cursor_of(conn)  # the two statements on the driver's cursor, compiled once
+        cur = cursor_of(conn)  # the statements on the driver's cursor, compiled once
+        if self.store.pg:  # the session's appenders queue (until this commits), not collide: see session_lock_key
+            cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": session_lock_key(session)})
+        tail = self._tails.pop(session, None)  # taken (once the lock is held): only committed() puts one back
         if tail is None:
             last = cached(self.store, ("service_log", "last"), lambda: self._last).execute(cur, {"s": session}).fetchone()
             tail = (last[0], last[1]) if last else (0, "")
         seq, prev = tail[0] + 1, tail[1]
-        row = dict({k: record.get(k) for k in FIELDS}, session=session, seq=seq, prev_hash=prev,
-                   hash=record_hash(prev, session, seq, record))
+        record = kept(record)
+        row = dict(record, session=session, seq=seq, prev_hash=prev, hash=record_hash(prev, session, seq, record))
         values = dict(row, data=None if row["data"] is None else json.dumps(row["data"], sort_keys=True))
         insert = cached(self.store, ("service_log", "insert"), lambda: (self._insert, list(values)))
         try:
@@ -300,4 +333,5 @@ def log_of(store):
     return found
 
 
-__all__ = ["MemoryLog", "Refusals", "SeqTaken", "SqlLog", "log_of", "record_hash", "verify_chain", "write_lock"]
+__all__ = ["MemoryLog", "Refusals", "SeqTaken", "SqlLog", "kept", "log_of", "record_hash", "session_lock_key",
+           "verify_chain", "write_lock"]

@@ -122,3 +122,17 @@ def test_a_copy_of_a_signed_out_cookie_opens_nothing(console):
                    follow_redirects=False)
     assert r.status_code in (303, 401, 403)
     assert console.store.get_run(paused.run_id)["status"] == "paused"
+
+
+def test_a_signed_in_key_past_its_rate_is_counted_per_window_not_written_per_request(console):
+    """(break-it finding, as the API's: each console request of a key past its rate was written to
+    the service log, so the rate bounded nothing the store had to write.)"""
+    from flowctl.server.auth import Buckets
+
+    c = console.client(console.key("ann", "runs:read"))
+    console.service.buckets = Buckets(rate=0.001, burst=1)
+    assert [c.get("/console/runs").status_code for _ in range(10)] == [200] + [429] * 9
+    rows = console.service.log.session("access")
+    assert [(r["caller"], r["outcome"]) for r in rows] == [("ann", "rate_limited")]
+    (window,) = console.service.refusals.flush()
+    assert (window["caller"], window["data"]["count"]) == ("ann", 8)

@@ -144,11 +144,12 @@ def _where(request: Request) -> dict:
 
 
 def _log_refusal(request: Request, record: dict) -> None:
-    """A refusal in the service log: a signed-in viewer's at once; one without a session counted per
-    address and window, as the API's (:class:`~flowctl.store.servicelog.Refusals`): requests
-    without a key cannot flood the store."""
+    """A refusal in the service log: a signed-in viewer's 403 at once; one without a session, or
+    past the viewer's rate, counted per address and window, as the API's
+    (:class:`~flowctl.store.servicelog.Refusals`): requests without a key, or beyond a key's rate,
+    cannot flood the store."""
     service = request.app.state.console.service
-    if record["caller"]:
+    if record["caller"] and record["outcome"] != "rate_limited":
         service.log.append("access", record)
     else:
         service.refusals.note(request.client.host if request.client else "", record)
@@ -162,14 +163,15 @@ def _refused(request: Request, viewer: Viewer | None, status: int, reason: str):
 
 
 def _admit(request: Request, viewer: Viewer | None, scope: str):
-    """None when ``viewer`` may go on with ``scope`` (one token of its rate taken), else the refusal."""
+    """None when ``viewer`` may go on with ``scope``, else the refusal; one token of its rate taken
+    either way (past the rate: 429, counted per window, whatever the scope)."""
     if viewer is None:
         return _refused(request, None, 401, "Sign in first: this console needs an API key of flowctl serve.")
     request.state.viewer = viewer
+    if request.app.state.console.service.buckets.take(viewer.name) > 0:  # a 403 takes its token too
+        return _refused(request, viewer, 429, f"Key '{viewer.name}' sent too many requests; try again shortly.")
     if scope and not viewer.can(scope):
         return _refused(request, viewer, 403, f"Key '{viewer.name}' lacks the scope '{scope}'.")
-    if request.app.state.console.service.buckets.take(viewer.name) > 0:
-        return _refused(request, viewer, 429, f"Key '{viewer.name}' sent too many requests; try again shortly.")
     return None
 
 
