@@ -239,3 +239,19 @@ def test_a_check_holding_thousands_of_sensitive_values_costs_a_bounded_redaction
     r = api.client.post("/v1/gate/check", json={"tool": "refund", "input": [{"card": c} for c in cards[:3]]}, headers=h)
     assert r.json()["rule"] == "input-schema" and "***redacted***" in r.json()["reason"] and len(formed) == 3
     assert not any(c in r.json()["reason"] for c in cards[:3])
+
+
+def test_no_check_and_no_key_can_write_into_the_services_own_session(api):
+    """``access`` holds the service's refusals: a check naming it is a 422 at /body/session, nothing
+    recorded there, and no key may be named so (a key's default session is its name)."""
+    import pytest
+
+    from flowctl.errors import UsageError
+    from flowctl.store.apikeys import keys_of
+
+    h = api.key("agent", "gate")
+    r = api.client.post("/v1/gate/check", json={"tool": "refund", "input": {"amount": 1}, "session": "access"}, headers=h)
+    assert r.status_code == 422 and r.json()["pointer"] == "/body/session" and "service's own" in r.json()["detail"]
+    assert [row["kind"] for row in api.service.log.session("access")] == []
+    with pytest.raises(UsageError, match="reserved"):
+        keys_of(api.store).create("access", ["gate"])

@@ -252,3 +252,44 @@ def test_an_invoke_commits_before_and_after_the_tool_and_reads_none_of_its_own_e
     assert len(steps) == 2 and all(s.lstrip().upper().startswith("INSERT") for s in steps), steps
     assert not [s for s in sent if s.lstrip().upper().startswith("SELECT") and "flowctl_events" in s], sent
 
+
+
+def test_a_call_that_fails_before_its_tool_runs_is_recorded_and_keeps_its_approval(tmp_path):
+    """A contract whose idempotency_key reads ``run_input`` (which a session has not) fails each
+    call after the gate allowed it, before the tool: the failure is in the session's audit log
+    (``error_caught``, layer ``session``) with a message that says why, and a reviewer's approval
+    is not spent on a call that was never made."""
+    import textwrap
+
+    import flowctl
+    from conftest import Api
+    from flowctl.server import create_app
+    from support.enginekit import effect_contract
+    from support.helpers import write_project
+    from support.serverkit import FILES, TOOLS
+
+    files = dict(FILES, **effect_contract("refund", "refund", extra=textwrap.dedent("""\
+        idempotency_key: "join(':', ['refund', run_input.order])"
+        input_schema: {type: object, required: [amount], properties: {amount: {type: number}}}
+        """)))
+    files["tools/tk.py"] = textwrap.dedent(TOOLS)
+    api = Api(tmp_path)  # the store, then the app on the project above
+    try:
+        api.project = flowctl.load_project(write_project(tmp_path / "keyed", files))
+        api.asgi = create_app(api.project, api.store)
+        api.service = api.asgi.app.state.service
+        api.client.asgi = api.asgi
+        h = api.key("agent", *AGENT)
+        sid = open_session(api, h)
+        held(api, h, sid, {"amount": 60})
+        decide(api, sid, "approve")
+        for _ in range(2):  # the approval covers the call each time: no new review is asked for
+            got = invoke(api, h, sid, "refund", {"amount": 60})
+            assert got["status"] == "failed" and got["error"]["code"] == "EXPRESSION_ERROR", got
+            assert "run_input is {}" in got["error"]["message"]
+        assert ledger(api) == []
+        caught = [e["data"] for e in events(api, sid) if e["type"] == "error_caught"]
+        assert [(c["layer"], c["error"]["code"]) for c in caught] == [("session", "EXPRESSION_ERROR")] * 2
+        assert [e["type"] for e in events(api, sid)].count("review_requested") == 1
+    finally:
+        api.close()

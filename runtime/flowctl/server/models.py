@@ -17,6 +17,15 @@ from flowctl.engine.payload import not_json
 
 #: A session or trace id: what ties a caller's gate checks into one causal sequence.
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,40}$"
+#: the service log's own session (refusals, sign-ins: flowctl.store.servicelog), which no check may name
+RESERVED_SESSION = "access"
+
+
+def _not_reserved(value):
+    if value == RESERVED_SESSION:
+        raise PydanticCustomError("reserved", f"'{RESERVED_SESSION}' is the service's own session (its refusals); "
+                                  "name the session otherwise")
+    return value
 #: A tool reference: contract id, optionally ``@`` and a version range (``refund_payment@^3``). An id
 #: has at most 120 characters (as a contract's ``id``), so a reference (at most 181) fits what the
 #: service log records of it (its ``tool``: 200), and one no contract could match is a 422.
@@ -48,8 +57,10 @@ class GateCheck(Request):
 
     tool: StrictStr = Field(pattern=TOOL_PATTERN, description="contract id, optionally @version-range")
     input: Json = Field(default_factory=dict, description="the tool input the caller means to send")
-    session: Optional[StrictStr] = Field(default=None, pattern=SESSION_PATTERN,
-                                         description="session or trace id; default: the API key's name")
+    session: Annotated[Optional[StrictStr], AfterValidator(_not_reserved)] = Field(
+        default=None, pattern=SESSION_PATTERN,
+        description="session or trace id (shared by every key that names it; each record names its caller); "
+                    "default: the API key's name; not 'access', the service's own")
     dry_run: StrictBool = Field(default=False, description="explain only: not recorded, not counted by rate or dedupe")
 
 

@@ -54,7 +54,8 @@ from flowctl.engine.adhoc import PREFIX, SessionFlow, is_session
 from flowctl.engine.calls import call_tool
 from flowctl.engine.clock import iso
 from flowctl.engine.context import PARKED, RunContext, trusted_project
-from flowctl.errors import FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError, handler_names
+from flowctl.errors import (ExpressionError, FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError,
+                            error_record, handler_names)
 from flowctl.gate.policy import input_digest
 from flowctl.server import gatecheck
 from flowctl.store.audit import redact
@@ -188,6 +189,7 @@ class Sessions:
             if timed_out:
                 return self._timed_out(ctx, sid, out)
             review = c.review or {}
+            approved = False
             if _same(review.get("call"), review.get("key"), ref, digest, idempotency_key) and "key" in review \
                     and review.get("decision") and not review.get("used"):  # the repeat of a decided call
                 key = idempotency_key or review.get("key")
@@ -196,20 +198,25 @@ class Sessions:
                     return self._refused(ctx, sid, out, "review", f"{ref} was rejected in review by "
                                          f"{review.get('by') or 'a reviewer'} at {review.get('at')}")
                 c.review = dict(review, step=c.step, state=sid)  # the approval covers this call, once
+                approved = True
             else:
                 key = idempotency_key or (None if contract.idempotency_key else f"{ctx.id}:{sid}:{c.visits[sid]}")
             ctx.call_key = key
+            failed = None
             try:  # key None: call_tool evaluates the contract's idempotency_key expression
                 output = call_tool(ctx, CallState(sid), contract, 1, tool_input=tool_input, key=key)
             except PolicyDenied as exc:
                 found = _last(ctx, "policy_decided")
                 out["decision"] = _decision(found) if found else {"decision": "deny", "policy": "", "rule": "",
                                                                     "reason": str(exc)}
-            except FlowctlError as exc:
-                out.update(status="failed", error={"type": handler_names(exc)[0], "code": exc.code, "message": str(exc)})
-            except Exception as exc:  # noqa: BLE001 - the tool's own error: recorded (tool_failed), answered
-                out.update(status="failed", error={"type": handler_names(exc)[0], "code": "TOOL_ERROR",
-                                                   "message": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - the tool's own error (tool_failed) or the call's: answered
+                failed = exc
+                code = exc.code if isinstance(exc, FlowctlError) else "TOOL_ERROR"
+                message = str(exc)
+                if isinstance(exc, ExpressionError):
+                    message += ("; a session call has no run: run_input is {} and context is {} (give the call's "
+                                "idempotency_key, or make the contract's expressions read input)")
+                out.update(status="failed", error={"type": handler_names(exc)[0], "code": code, "message": message})
             else:
                 if output is PARKED:  # committed: the session is paused on the review
                     found = _last(ctx, "policy_decided", committed=True)
@@ -221,6 +228,11 @@ class Sessions:
             tool_event = _last(ctx, "tool_invoked", committed=True)
             if tool_event:  # the key itself; an expression's value as recorded (hashed in a sensitive session)
                 out["idempotency_key"] = key or tool_event.get("idempotency_key")
+            if failed is not None:  # recorded as a flow's step failure is, and the session goes on
+                ctx.emit("error_caught", sid, 1, error=dict(error_record(failed, sid, 1), message=out["error"]["message"]),
+                         layer="session", handler=None)
+                if approved and not tool_event:  # nothing was called: the approval still covers this call
+                    c.review = {k: v for k, v in c.review.items() if k != "used"}
             return self._done(ctx, out)
 
     def _refused(self, ctx, sid: str, out: dict, rule: str, reason: str, status: str | None = None) -> dict:

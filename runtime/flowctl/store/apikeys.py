@@ -79,6 +79,9 @@ class _Keys:
         """Create key ``name`` with ``scopes``: ``(row, printed key)``; the key is never shown again."""
         if not _NAME.match(name or ""):
             raise UsageError(f"key name {name!r} must be 1-32 characters of a-z, 0-9, _ and -")
+        if name == "access":  # a key's default session is its name: this one is the service log's own
+            raise UsageError("key name 'access' is reserved: it is the service log's session of refusals",
+                             hint="choose another name")
         scopes = sorted({check_scope(s) for s in scopes})
         if not scopes:
             raise UsageError("a key needs at least one --scope", hint="e.g. --scope gate")
