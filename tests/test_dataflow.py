@@ -94,6 +94,25 @@ def test_undefined_field_a_context_typo_is_an_error_with_the_name_it_meant(make_
     assert where(d) == ("orchestration/transitions/refunds.yaml", 10, 20)
 
 
+def test_undefined_field_in_a_contracts_idempotency_key_is_found_where_a_task_calls_it(make_project):
+    """The key expression reads the tool input as the calling state builds it and the run's input:
+    a typo in either is found in the contract file, before a run fails on it after the gate."""
+    keyed = REFUND["contracts/refund.v1.0.0.yaml"] + "idempotency_key: \"join(':', [input.order_id, context.amuont])\"\n"
+    closed = ("{type: object, additionalProperties: false, required: [order_id], properties: {order_id: {type: string},"
+              " amount: {type: number}}}")
+    root = make_project({**REFUND, "contracts/refund.v1.0.0.yaml": keyed, **flow(BASE + TAIL, input_schema=closed)})
+    d = one(problems(root), "FC801")
+    assert "context.amuont" in d.message and "did you mean 'amount'" in d.hint
+    assert d.file == "orchestration/contracts/refund.v1.0.0.yaml"
+    run_keyed = REFUND["contracts/refund.v1.0.0.yaml"] + "idempotency_key: \"join(':', [run_input.order, input.order_id])\"\n"
+    root = make_project({**REFUND, "contracts/refund.v1.0.0.yaml": run_keyed, **flow(BASE + TAIL, input_schema=closed)})
+    d = one(problems(root), "FC801")
+    assert "run_input" in d.message and "order" in d.message and "did you mean 'order_id'" in d.hint
+    fine = REFUND["contracts/refund.v1.0.0.yaml"] + "idempotency_key: \"join(':', [run_input.order_id, input.order_id])\"\n"
+    root = make_project({**REFUND, "contracts/refund.v1.0.0.yaml": fine, **flow(BASE + TAIL, input_schema=closed)})
+    assert [x for x in problems(root) if x.code.startswith("FC8")] == []
+
+
 def _after_review(make_project, when, extra=None):
     """The diagnostics of the refund flow going decide -> ask -> pay when ``when`` holds, else stop."""
     return run_checks(make_project, BASE + f"""\

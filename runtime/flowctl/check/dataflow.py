@@ -410,6 +410,8 @@ class _Analysis:
             for key in ("input", "show"):
                 if key in d:
                     self._mapping_sites(doc, (key,), d[key], sid, fact)
+            if state.type == "task":
+                self._key_site(state, fact)
             if state.type == "pass" and "set" in d:
                 self._mapping_sites(doc, ("set",), d["set"], sid, fact)
             if state.type == "map":
@@ -452,6 +454,22 @@ class _Analysis:
                 self.data.output = fact.field("context")[0]
             else:
                 self.data.output = self._mapping_shape(flow.output, fact)
+
+    def _key_site(self, state, fact):
+        """The contract's ``idempotency_key`` expression, read where this task calls it: ``input`` is
+        the tool input (the state's input mapping, else the contract's input_schema), ``run_input``
+        the run's input, the rest the state's scope (:func:`flowctl.engine.calls._key`)."""
+        contract = self.project.resolve_tool(state.tool) if isinstance(state.tool, str) else None
+        if contract is None or not isinstance(contract.idempotency_key, str) or getattr(contract, "doc", None) is None:
+            return
+        if isinstance(state.input, dict):
+            given = self._mapping_shape(state.input, fact)
+        elif isinstance(contract.input_schema, dict):
+            given = S.from_schema(contract.input_schema)
+        else:
+            given = ANY
+        self._site(contract.doc, ("idempotency_key",), contract.idempotency_key, state.id,
+                   with_roots(fact, input=given, run_input=self.const["input"][0]))
 
     def _check(self):
         self._collect()

@@ -252,7 +252,7 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
                      stored_input=stored_input, output_text=output_text, check=p.output or False)
 
 
-def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input) -> None:
+def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input=None) -> None:
     """The tool raised ``exc``: its names for the handlers, ``tool_failed``, and for a side effect
     the ``failed`` step record (and, if the contract asks, compensation of a partial effect; after
     a timeout, the effect that may have happened in the saga: :func:`_timed_out`)."""
@@ -269,7 +269,7 @@ def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_
         if contract.compensate_on_failure:
             _undo_partial(ctx, state, contract, tool_input, call)
         elif isinstance(exc, ToolTimeout):
-            _timed_out(ctx, state, contract, tool_input, call, kept_input)
+            _timed_out(ctx, state, contract, tool_input, call, tool_input if kept_input is None else kept_input)
 
 
 def _timed_out(ctx, state, contract, tool_input, call, kept_input) -> None:
