@@ -87,6 +87,11 @@ def test_prune_round_trip_archive_and_verify(tmp_path, url):
     assert alone.exit_code == 0 and f"run {rid}: {len(before)} archived events" in alone.output
     again = _cli("prune", "--older-than", "90d", "--archive", tmp_path / "arch", "--root", root, "--db", url)
     assert again.exit_code == 0 and "nothing to prune" in again.output
+    traced = _cli("trace", rid, "--root", root, "--db", url)  # what is gone is said before what is left
+    assert traced.exit_code == 0, traced.output
+    assert f"pruned: {len(before)} events (seq 1–{before[-1]['seq']}) were moved to {rng['archive']}" in traced.output
+    as_json = json.loads(_cli("trace", rid, "--format", "json", "--root", root, "--db", url).output)
+    assert [(r["first_seq"], r["n_events"]) for r in as_json["pruned"]] == [(1, len(before))]
 
 
 def test_keep_types_prunes_only_whole_rows_of_process_events(tmp_path, url):

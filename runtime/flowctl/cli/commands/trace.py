@@ -31,13 +31,30 @@ COLUMNS = ("#", "state", "type", "tool", "tries", "tool ms", "policy", "outcome"
 
 def run(run_id, root, db, fmt, last=None) -> int:
     """Print the run (``--last N``: only its last N steps, saying how many earlier ones were left out)."""
-    with read_run_events(root, db, run_id, with_children=True) as (row, events, tree, _steps, _store):
+    from flowctl.store.prune import pruned_ranges
+
+    with read_run_events(root, db, run_id, with_children=True) as (row, events, tree, _steps, store):
+        pruned = pruned_ranges(store, row["id"])
         if fmt == "json":
-            return _json(row, list(events), last)
-        return _text(row, events, tree, last)
+            return _json(row, list(events), last, pruned)
+        return _text(row, events, tree, last, pruned)
 
 
-def _json(row, events, last) -> int:
+def _pruned_note(pruned: list) -> str | None:
+    """What a reader of a pruned run must know first: which events are not in the store any more."""
+    if not pruned:
+        return None
+    from flowctl.engine.clock import iso
+
+    n = sum(r["n_events"] for r in pruned)
+    spans = ", ".join(f"{r['first_seq']}–{r['last_seq']}" for r in pruned)
+    archives = ", ".join(sorted({r["archive"] for r in pruned}))
+    return (f"pruned: {n} event{'s' if n != 1 else ''} (seq {spans}) were moved to {archives} on "
+            f"{iso(max(r['pruned_at'] for r in pruned))}: the path and steps below are only what the store still holds "
+            "(flowctl audit verify RUN checks them against the archive)")
+
+
+def _json(row, events, last, pruned=()) -> int:
     from flowctl.engine.clock import iso
 
     steps = steps_of(events)
@@ -46,14 +63,15 @@ def _json(row, events, last) -> int:
     run_info = {k: row.get(k) for k in ("id", "flow", "flow_version", "digest", "status", "output", "error",
                                         "created_at", "updated_at")}
     run_info.update(started=iso(row["created_at"]), updated=iso(row["updated_at"]), kept=kept_effects(row))
-    out = {"run": run_info, "path": path, "steps": steps, "events": events}
+    out = {"run": run_info, "path": path, "steps": steps, "events": events,
+           "pruned": [{k: r[k] for k in ("first_seq", "last_seq", "n_events", "archive", "pruned_at")} for r in pruned]}
     if last is not None and len(steps) > last:
         out.update(steps=steps[-last:], earlier_steps_left_out=len(steps) - last)
     click.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
     return EXIT_OK
 
 
-def _text(row, events, tree, last) -> int:
+def _text(row, events, tree, last, pruned=()) -> int:
     """The header, the path, the steps' table (plain lines past :data:`PLAIN_PAST` rows), the
     errors, child runs, compensations and kept effects; the events are folded as they are read."""
     import collections
@@ -89,6 +107,9 @@ def _text(row, events, tree, last) -> int:
         note = "\n".join(notes) or None
         rows.append((cells, note))
     click.echo(f"run {row['id']} ({row['flow']} v{row['flow_version']}): {row['status']}")
+    note = _pruned_note(pruned)
+    if note:
+        click.echo(note)
     click.echo(one_line_path(path))
     if total > len(rows):
         left = total - len(rows)
