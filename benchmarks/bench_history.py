@@ -1,7 +1,8 @@
 """History must not slow the present (issue 17, target 4).
 
 A store holding ``--runs`` runs (default 100,000; one in ten a child run, one in twenty failed,
-four events each, with the summary of facts the store keeps when a run ends: schema 9) and
+four events each, with the summary of facts the store keeps when a run ends: schema 9, and its
+figures: schema 12) and
 ``--gate`` gate-log rows is built directly in the store's tables; then, in process, with the
 store open, each of these is timed (median of ``--trials`` rounds, min and max beside it,
 milliseconds; ``--only stats``: that part alone):
@@ -60,7 +61,12 @@ def _run_id(i: int) -> str:
 
 def _fill(store, n_runs: int, n_gate: int, n_paused: int = 0, batch: int = 20_000) -> list:
     """Insert the synthetic history (each ended run with its summary, as the store keeps it); returns the run ids."""
-    from flowctl.store.summary import summary_text
+    from flowctl.store.summary import facts_of, summary_text
+
+    try:
+        from flowctl.store.summary import figures_text
+    except ImportError:  # a flowctl before schema 12 (an A/B against an older tree)
+        figures_text = None
 
     t = store.t
     ids = []
@@ -88,9 +94,11 @@ def _fill(store, n_runs: int, n_gate: int, n_paused: int = 0, batch: int = 20_00
                     ("run_failed" if failed else "run_succeeded", {})), start=1):
                 events.append({"run_id": rid, "seq": seq, "ts": T0 + i, "type": typ, "state": "a", "attempt": 1,
                                "data": json.dumps(data), "prev_hash": "p" * 64, "hash": "h" * 64})
-            # the facts the commit that ended the run keeps (schema 9), from the same events
-            summaries.append({"run_id": rid, "last_seq": 4, "facts": summary_text(
-                [dict(e, data=json.loads(e["data"])) for e in events[-4:]])})
+            # the facts the commit that ended the run keeps (schema 9) and their figures (schema 12)
+            parsed = [dict(e, data=json.loads(e["data"])) for e in events[-4:]]
+            summaries.append({"run_id": rid, "last_seq": 4, "facts": summary_text(parsed)})
+            if figures_text is not None:
+                summaries[-1]["figures"] = figures_text(facts_of(parsed))
         with store.engine.begin() as conn:
             conn.execute(t.runs.insert(), runs)
             conn.execute(t.events.insert(), events)

@@ -375,6 +375,83 @@ def test_in_a_group_a_conflicting_or_failing_commit_is_undone_alone(tmp_path):
     store.close()
 
 
+def _end(store, run_id):
+    """The commit that ends ``run_id`` (after its run_started): its ledger ``end`` row and summary go with it."""
+    from flowctl.store.audit import seal_commit
+
+    prev = store.get_run(run_id)["last_hash"]
+    events = [{"seq": 2, "ts": 2.0, "type": "tool_succeeded", "state": "a", "attempt": 1,
+               "data": {"tool": "t@1", "duration_ms": 1.5}},
+              {"seq": 3, "ts": 2.0, "type": "run_succeeded", "state": "a", "attempt": 1, "data": {}}]
+    last_hash = seal_commit(events, prev)
+    return lambda: store.commit(run_id, 1, {"status": "succeeded", "cursor": {"state": "a"}, "last_seq": 3,
+                                            "last_hash": last_hash, "steps": 1}, events)
+
+
+def _traced(monkeypatch):
+    """The statements sent on the per-step commit's connections from now on."""
+    from flowctl.store.hot import HotPath
+
+    seen = []
+    connect = HotPath._connect
+
+    def traced(self):
+        conn = connect(self)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    monkeypatch.setattr(HotPath, "_connect", traced)
+    return seen
+
+
+def test_a_group_of_run_ends_is_written_in_a_few_statements_and_moves_the_ledger_head_once(tmp_path, monkeypatch):
+    from flowctl.store import ledger
+    from flowctl.store.history import stats
+
+    store = sqlite_store(tmp_path)
+    ids = _fresh_runs(store, 5)
+    for conn in store.hot._idle:
+        conn.close()
+    store.hot._idle.clear()  # the next commits connect again, traced
+    seen = _traced(monkeypatch)
+    out = _commit_while_locked(tmp_path, store, [_end(store, rid) for rid in ids])
+    assert out == [None] * 5
+    assert not [s for s in seen if "SAVEPOINT" in s]
+    # the leader's transaction, then the four queued behind it: each reads and moves the head once
+    assert sum(s.startswith("UPDATE flowctl_ledger_head") for s in seen) == 2
+    assert sum(s.startswith("SELECT n, hash FROM flowctl_ledger_head") for s in seen) == 2
+    assert not [s for s in seen if s.startswith("SELECT last_seq, last_hash FROM flowctl_runs")]
+    # and writes the rows that only add to the store in one statement each: events, ledger rows, summaries
+    for table in ("flowctl_events", "flowctl_ledger ", "flowctl_run_summaries"):
+        assert sum(s.startswith(f"INSERT INTO {table}") for s in seen) == 2, table
+    assert sum(s.startswith("UPDATE flowctl_runs SET") and "RETURNING" in s for s in seen) == 5  # one per run
+    report = ledger.verify(store)
+    assert report.problems == [] and report.rows == 10  # five starts, five ends, one chain
+    for rid in ids:
+        assert verify_run(store.get_run(rid), store.events(rid)) == []
+    assert stats(store)["tools"]["t@1"]["calls"] == 5
+    store.close()
+
+
+def test_a_failing_commit_in_a_group_of_run_ends_leaves_the_ledger_whole(tmp_path):
+    from flowctl.store import ledger
+
+    store = sqlite_store(tmp_path)
+    ids = _fresh_runs(store, 4)
+    db = sqlite3.connect(tmp_path / "flowctl.db")
+    db.execute(f"CREATE TRIGGER no_g2 BEFORE INSERT ON flowctl_run_summaries WHEN NEW.run_id = '{ids[2]}' "
+               "BEGIN SELECT RAISE(ABORT, 'disk says no'); END")  # after its ledger row: that is undone too
+    db.commit()
+    db.close()
+    out = _commit_while_locked(tmp_path, store, [_end(store, rid) for rid in ids])
+    assert out[0] is None and out[1] is None and out[3] is None
+    assert isinstance(out[2], StoreError) and "disk says no" in str(out[2])
+    assert [store.get_run(rid)["status"] for rid in ids] == ["succeeded", "succeeded", "running", "succeeded"]
+    report = ledger.verify(store)
+    assert report.problems == [] and report.rows == 7  # four starts, three ends
+    store.close()
+
+
 def test_runs_driven_by_threads_on_one_store_all_finish_and_verify(tmp_path):
     import threading
 

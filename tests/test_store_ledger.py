@@ -162,7 +162,7 @@ def test_the_upgrade_from_schema_10_adopts_existing_runs(tmp_path, url):
     store = open_store(url)
     rows = _query(store, "SELECT n, run_id, kind FROM flowctl_ledger ORDER BY n")
     assert [r[2] for r in rows] == ["adopt"] * 3 and {r[1] for r in rows} == {*done, wid}
-    assert _query(store, "SELECT value FROM flowctl_meta WHERE key = 'schema_version'") == [("11",)]
+    assert _query(store, "SELECT value FROM flowctl_meta WHERE key = 'schema_version'") == [("12",)]  # the current schema (12: the summaries' figures)
     assert ledger.verify(store).problems == []
     h = Harness(build(tmp_path / "again", FILES, TOOLS), store=store, max_inline_wait=1.0)
     h.run("f")  # the chain goes on from the adopted rows

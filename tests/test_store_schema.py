@@ -61,7 +61,7 @@ def test_a_version_4_store_is_upgraded_in_place_and_its_paused_reviews_still_tim
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 11
+    assert SCHEMA_VERSION == 12
     _load_v4(db_url)
     if db_url.startswith("sqlite"):  # as a paused review of a pre-version-2 store: no due time kept
         with sqlite3.connect(db_url[len("sqlite:///"):]) as conn:

@@ -129,3 +129,136 @@ def test_a_corrupt_summary_falls_back_to_the_events(tmp_path):
     store = open_store(url)
     assert stats(store) == expected
     store.close()
+
+
+# ------------------------------------------------------------------------ schema 12: the figures
+MIXED = [  # two tools, a failed call retried, one that fails without a retry, and the other kinds of facts
+    ("tool_invoked", "a", {"tool": "t@1"}),
+    ("tool_failed", "a", {"tool": "t@1", "duration_ms": 4.0}),
+    ("retry_scheduled", "a", {}),
+    ("tool_invoked", "a", {"tool": "t@1"}),
+    ("tool_succeeded", "a", {"tool": "t@1", "duration_ms": 6.0}),
+    ("tool_invoked", "b", {"tool": "u@1"}),
+    ("tool_failed", "b", {"tool": "u@1", "duration_ms": 70.0}),
+    ("policy_decided", "b", {"tool": "u@1", "outcome": "allow"}),
+    ("retry_scheduled", "b", {}),
+    ("tool_succeeded", "b", {"tool": "u@1", "duration_ms": 0.1}),
+] + TRIAGE
+
+
+def _many(store, n=12):
+    for i in range(n):
+        store.create_run(dict(_run(f"m{i:02d}"), created_at=1000.0 + i), [])
+        _end(store, f"m{i:02d}", MIXED[: 4 + i % 9] + TRIAGE[: i % 4], status="failed" if i % 5 == 0 else "succeeded")
+
+
+def test_figures_fold_the_facts_as_stats_counts_them():
+    from flowctl.store.summary import facts_of, figures_of
+
+    facts = facts_of(_events(MIXED))
+    tools, invoked, other = figures_of(facts)
+    assert tools == {"t@1": [2, 1, 1, [4.0, 6.0]], "u@1": [2, 1, 1, [70.0, 0.1]], "refund@1": [1, 0, 0, [30.0]]}
+    assert invoked == 4
+    assert [f[0] for f in other] == ["policy_decided"] + [f[0] for f in facts_of(_events(TRIAGE))
+                                                          if f[0] not in ("tool_invoked", "tool_succeeded")]
+
+
+def test_stats_from_the_figures_are_the_stats_from_the_facts(store):
+    """Every store gives the same figures folded from its summaries or read from them, and the
+    bucketed form (which reads the facts) counts the same calls."""
+    from flowctl.store.history import stats
+
+    _many(store)
+    plain = stats(store, children=True)
+    bucketed = stats(store, children=True, bucket=3600.0)
+    assert {k: v for k, v in bucketed.items() if k != "buckets"} == plain
+    specs = [MIXED[: 4 + i % 9] + TRIAGE[: i % 4] for i in range(12)]
+    ends = [(t, d["duration_ms"]) for spec in specs for t, _, d in spec if d.get("tool") == "t@1" and "duration_ms" in d]
+    failed = sum(t == "tool_failed" for t, _ in ends)  # each is followed by its retry_scheduled in every run
+    assert plain["tools"]["t@1"] == {"calls": len(ends), "failures": failed, "retries": failed,
+                                     "failure_rate": failed / len(ends), "retry_rate": failed / len(ends)}
+    assert plain["latency"]["u@1"]["count"] == sum(b["calls"] for b in bucketed["buckets"]["u@1"])
+    # the latency histogram: calls at or under each bound, cumulative; the sum in seconds
+    le = dict(plain["latency"]["t@1"]["le"])
+    assert (le[0.005], le[0.01], le[60.0]) == (failed, len(ends), len(ends))  # 4 ms failed, 6 ms succeeded
+    assert plain["latency"]["t@1"]["sum_s"] == pytest.approx(sum(ms for _, ms in ends) / 1000.0)
+    assert plain["counts"]["tool_calls"] == sum(t == "tool_invoked" for spec in specs for t, _, _ in spec)
+
+
+def test_a_sql_store_answers_as_the_memory_store(tmp_path):
+    from flowctl.store.history import stats
+    from flowctl.store.sql import MemoryStore, open_store
+
+    memory, sql = MemoryStore(), open_store(f"sqlite:///{tmp_path}/flowctl.db")
+    try:
+        for s in (memory, sql):
+            _many(s)
+        assert stats(sql) == stats(memory) and stats(sql, limit=5) == stats(memory, limit=5)
+        assert stats(sql, since=1006.0, bucket=60.0) == stats(memory, since=1006.0, bucket=60.0)
+    finally:
+        sql.close()
+
+
+def test_the_commit_that_ends_a_run_keeps_its_figures(sql_store):
+    import json
+
+    from flowctl.store.summary import facts_of, figures_of
+
+    sql_store.create_run(_run("f1"), [])
+    _end(sql_store, "f1", MIXED)
+    p = "%s" if sql_store.pg else "?"
+    with sql_store.engine.connect() as conn:
+        facts, figures = conn.exec_driver_sql(f"SELECT facts, figures FROM flowctl_run_summaries WHERE run_id = {p}",
+                                              ("f1",)).one()
+    assert json.loads(figures) == figures_of(json.loads(facts)) == json.loads(json.dumps(figures_of(facts_of(_events(MIXED)))))
+
+
+def test_summaries_without_figures_or_with_corrupt_ones_are_counted_alike(tmp_path):
+    """A summary written before schema 12 has no figures (folded from its facts); figures that are
+    not what figures_of makes are not used (the run's events are read)."""
+    import sqlite3
+
+    from flowctl.store.history import stats
+    from flowctl.store.sql import open_store
+
+    url = f"sqlite:///{tmp_path}/flowctl.db"
+    store = open_store(url)
+    _many(store)
+    expected = stats(store)
+    store.close()
+    with sqlite3.connect(tmp_path / "flowctl.db") as conn:
+        conn.execute("UPDATE flowctl_run_summaries SET figures = NULL WHERE run_id IN ('m01', 'm02')")
+        conn.execute("""UPDATE flowctl_run_summaries SET figures = '[{"t@1":[5,0,0,[1.0]]},0,[]]' WHERE run_id = 'm03'""")
+        conn.execute("UPDATE flowctl_run_summaries SET figures = '[not json' WHERE run_id = 'm04'")
+    store = open_store(url)
+    assert stats(store) == expected
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_a_schema_11_store_gains_the_figures_column_and_its_summaries_still_count(tmp_path, kind, request):
+    from flowctl.store.history import stats
+    from flowctl.store.sql import SCHEMA_VERSION, open_store
+
+    url = f"sqlite:///{tmp_path}/flowctl.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    store = open_store(url)
+    _many(store)
+    expected = stats(store)
+    with store.engine.begin() as conn:  # the store as schema 11 left it: summaries without figures
+        conn.exec_driver_sql("ALTER TABLE flowctl_run_summaries DROP COLUMN figures")
+        conn.exec_driver_sql("UPDATE flowctl_meta SET value = '11' WHERE key = 'schema_version'")
+    store.close()
+    store = open_store(url)
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() \
+                == str(SCHEMA_VERSION) == "12"
+            assert conn.exec_driver_sql("SELECT count(*) FROM flowctl_run_summaries WHERE figures IS NULL").scalar() == 12
+        assert stats(store) == expected
+        store.create_run(dict(_run("later"), created_at=2000.0), [])  # a run that ends now keeps its figures
+        _end(store, "later", MIXED)
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM flowctl_run_summaries WHERE figures IS NULL").scalar() == 12
+        assert stats(store)["runs"] == 13
+    finally:
+        store.close()

@@ -635,7 +635,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
     from flowctl.store.audit import verify_chain
     from flowctl.store.sql import SCHEMA_VERSION, open_store
 
-    assert SCHEMA_VERSION == 11  # store schema 8: events indexed by time, the pruned ranges; 9: run summaries; 10: pause requests; 11: the ledger of runs
+    assert SCHEMA_VERSION == 12  # store schema 8: events indexed by time, the pruned ranges; 9: run summaries; 10: pause requests; 11: the ledger of runs; 12: the summaries' figures
     _load_v1(db_url)
     store = open_store(db_url)  # upgrades
     for run_id, status in V1_RUNS.items():
@@ -649,7 +649,7 @@ def test_a_version_1_store_upgrades_in_place_and_its_runs_go_on(tmp_path, db_url
         assert {e["fence"] for e in events} == {None}
     with store.engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar()
-    assert version == "11"
+    assert version == "12"
     open_store(db_url).close()  # a second open finds it current
     # the waiting run of the old store goes on under the new code, by a worker, from its checkpoint
     root = write_project(tmp_path / "v1proj", V1_PROJECT)
@@ -688,7 +688,7 @@ def test_a_version_2_store_gains_cancel_requests_in_place(tmp_path, project, db_
     store = open_store(db_url)
     assert store.get_run(run_id)["cancel_requested"] is None and store.get_run(run_id)["status"] == "queued"
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "11"
+        assert conn.exec_driver_sql("SELECT value FROM flowctl_meta WHERE key = 'schema_version'").scalar() == "12"
     store.close()
 
 

@@ -70,7 +70,7 @@ def create(engine, project, flow, run_input, params, run_id=None, *, parent: dic
            "owner": engine.owner, "last_seq": 0, "last_hash": "", "steps": 0}
     runner = Runner(engine, project, flow, row, stop=stop, inherited=(parent or {}).get("secrets"))
     runner.emit("run_started", flow=flow.id, flow_version=flow.version, digest=digest, input=run_input,
-                params=merged, git_commit=_git_commit(project.root), owner=engine.owner,
+                params=merged, git_commit=_project_commit(project), owner=engine.owner,
                 parent=cursor.parent and dict(cursor.parent, run_id=row["parent_id"]))
     first = runner.take_events()
     row["last_seq"] = first[-1]["seq"]
@@ -291,6 +291,17 @@ def reissue_token(engine, row, by=None) -> str:
     if row["status"] != "paused" or ((row.get("cursor") or {}).get("pending") or {}).get("kind") != "review":
         raise UsageError(f"run {row['id']} is not paused for review (it is {row['status']})")
     return review.reissue(context_of(engine, row), by=by)
+
+
+def _project_commit(project):
+    """The git commit of ``project``'s checkout (None outside git), read once per loaded project:
+    its files were read once too, so the runs it starts later (a map's thousands of children, a
+    worker's runs) ran the files of that commit, not of one checked out since."""
+    key = ("git", "commit")
+    found = project._resolved.get(key, key)
+    if found is key:
+        found = project._resolved[key] = _git_commit(project.root)
+    return found
 
 
 def _git_commit(root):

@@ -57,7 +57,7 @@ from flowctl.store.records import (EVENT_ROW, FINAL, JSON_RUN, JSON_STEP, SEALED
 from flowctl.store.url import safe_url
 
 #: The schema this flowctl writes (``flowctl_meta.schema_version``); see :mod:`flowctl.store.tables`.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 _OPENING = threading.Lock()

@@ -197,11 +197,13 @@ class DirectWrites:
 
 
 def run_insert(row: dict, run_id: str, events: list, lease: float | None):
-    """``write(cursor)``: inserts the run ``row`` (JSON columns already text, no value SQL), its
+    """``write(cursor, tx=None)``: inserts the run ``row`` (JSON columns already text, no value SQL), its
     ``events`` (one packed row when sealed as one commit, schema 7) and its ledger ``start`` row,
     inside the caller's open SQLite transaction. ``lease``: the run starts leased
     (``lease_until`` = database clock + lease); a ``queued`` row without ``available_at`` is due
-    now (database clock)."""
+    now (database clock). ``tx``: the transaction's dict of :func:`flowctl.store.ledger.append`
+    (and, with ``events`` in it, the list the group's event rows are kept in until it writes them:
+    :class:`flowctl.store.hot.HotPath`)."""
     queued_now = row.get("status") == "queued" and row.get("available_at") is None
     cols, marks, params = [], [], []
     for col, value in row.items():
@@ -224,11 +226,16 @@ def run_insert(row: dict, run_id: str, events: list, lease: float | None):
     sql = f"INSERT INTO flowctl_runs ({', '.join(cols)}) VALUES ({', '.join(marks)})"
     rows = event_rows(run_id, events, row.get("fence"))
 
-    def write(cur):
+    # the run's head as the INSERT writes it (the ledger row records it)
+    head = (row["last_seq"], row["last_hash"] or "") if "last_seq" in row and "last_hash" in row else None
+
+    def write(cur, tx=None):
         cur.execute(sql, params)
-        if rows:
+        if rows and tx is not None and "events" in tx:  # the group's event rows are inserted together
+            tx["events"].extend(rows)
+        elif rows:
             cur.executemany(_INSERT_EVENTS, rows)
-        append(cur.execute, False, run_id, "start")  # the ledger of runs (flowctl.store.ledger)
+        append(cur.execute, False, run_id, "start", head=head, tx=tx)  # the ledger of runs (flowctl.store.ledger)
         return True
     return write
 

@@ -105,7 +105,10 @@ def _buckets(calls: list, width: float) -> dict:
 def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | None = None,
           children: bool = False, bucket: float | None = None) -> dict:
     """The figures of the latest ``limit`` runs created since ``since`` (epoch seconds; of ``flow``;
-    top-level runs only unless ``children``), from :meth:`~flowctl.store.protocol.Store.stats_rows`:
+    top-level runs only unless ``children``), from the runs' figures
+    (:meth:`~flowctl.store.protocol.Store.stats_figures`: each run's facts folded, kept with its
+    summary) or, with ``bucket``, their facts (:meth:`~flowctl.store.protocol.Store.stats_rows`,
+    folded here alike):
 
     * ``runs``, ``by_status`` (status -> runs), ``by_flow`` (flow -> status -> runs),
       ``success_rate`` (succeeded over finished; None when none finished), ``mean_steps``;
@@ -124,12 +127,29 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
 
     Rates are fractions (0-1)."""
     import bisect
-    import itertools
     import statistics  # (imports decimal, fractions, random: not for the other read commands)
 
-    from flowctl.store.summary import BLOCKS, TAKEOVER
+    from flowctl.store.summary import BLOCKS, TAKEOVER, figures_of
 
-    rows, facts = store.stats_rows(limit, since, flow, not children)
+    calls = []
+    if bucket:  # the calls' times: from the facts (the figures keep none)
+        rows, facts = store.stats_rows(limit, since, flow, not children)
+        per_run: dict = {r["id"]: [] for r in rows}
+        for run_id, f in facts:
+            per_run[run_id].append(f)
+            if f[0] in ("tool_succeeded", "tool_failed") and len(f) > 3 and f[3] and isinstance(f[1], (int, float)) \
+                    and (since is None or f[1] >= since):
+                ms = f[4] if len(f) > 4 and isinstance(f[4], (int, float)) else 0.0
+                calls.append((f[1], f[3], f[0] == "tool_failed", ms))
+        figures = [(r["id"], figures_of(per_run[r["id"]])) for r in rows]
+    elif hasattr(store, "stats_figures"):
+        rows, figures = store.stats_figures(limit, since, flow, not children)
+    else:  # a store of the protocol before stats_figures
+        rows, facts = store.stats_rows(limit, since, flow, not children)
+        per_run = {r["id"]: [] for r in rows}
+        for run_id, f in facts:
+            per_run[run_id].append(f)
+        figures = [(r["id"], figures_of(per_run[r["id"]])) for r in rows]
     flow_of = {r["id"]: r.get("flow") for r in rows}
     by_status: dict = {}
     by_flow: dict = {}
@@ -139,59 +159,60 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
         per[r["status"]] = per.get(r["status"], 0) + 1
     tools: dict = {}
     latency: dict = {}
-    durations, calls = [], []
+    durations = []
     gate = dict.fromkeys(("allow", "deny", "review", "warn"), 0)
     comp = dict.fromkeys(("started", "succeeded", "failed"), 0)
     n = dict.fromkeys(("tool_calls", "blocked", "reviews", "review_timeouts", "compensations",
                        "compensation_failures", "takeovers"), 0)
     models = _usage()
     by_model, by_state, by_flow_model = {}, {}, {}
-    last_failed, last_run, took_over = None, None, set()
-    for run_id, f in facts:
-        if run_id != last_run:
-            last_failed, last_run = None, run_id
-        t = f[0]
-        name = f[3] if len(f) > 3 else None
-        if t in ("tool_succeeded", "tool_failed") and name:
-            ms = f[4] if len(f) > 4 and isinstance(f[4], (int, float)) else 0.0
-            entry = tools.setdefault(name, {"calls": 0, "failures": 0, "retries": 0})
-            entry["calls"] += 1
-            entry["failures"] += t == "tool_failed"
-            hist = latency.setdefault(name, {"count": 0, "sum_s": 0.0, "le": [0] * (len(LATENCY_BOUNDS) + 1)})
-            hist["count"] += 1
-            hist["sum_s"] += ms / 1000.0
-            hist["le"][bisect.bisect_left(LATENCY_BOUNDS, ms / 1000.0)] += 1  # per bound here; cumulated below
-            durations.append(ms)
-            last_failed = name if t == "tool_failed" else None
-            if bucket and isinstance(f[1], (int, float)) and (since is None or f[1] >= since):
-                calls.append((f[1], name, t == "tool_failed", ms))
-        elif t == "retry_scheduled" and last_failed in tools:
-            tools[last_failed]["retries"] += 1
-        elif t == "tool_invoked":
-            n["tool_calls"] += 1
-        elif t.startswith("compensation_"):
-            comp[t[len("compensation_"):]] += 1
-        elif t == "review_requested":
-            n["reviews"] += 1
-        elif t == "review_timed_out":
-            n["review_timeouts"] += 1
-        elif t == "policy_decided":
-            outcome = f[4] if len(f) > 4 else None
-            if outcome in gate:
-                gate[outcome] += 1
-            gate["warn"] += f[5] if len(f) > 5 and isinstance(f[5], int) else 0
-        elif t == "error_caught" and name in BLOCKS:
-            n["blocked"] += 1
-        elif t in TAKEOVER or (t == "run_cancelled" and not name):
-            took_over.add(run_id)
-        elif t == "model_called":
-            fl, state = flow_of.get(run_id) or "", f[2] or ""
-            for entry in (models, by_model.setdefault(name or "", _usage()), by_flow_model.setdefault(fl, _usage()),
-                          by_state.setdefault(f"{fl}/{state}", _usage())):
-                _add_usage(entry, f)
+    took_over = set()
+    per_tool: dict = {}  # tool -> [calls, failures, retries, durations (ms, in call order)]
+    invoked = 0
+    for run_id, (run_tools, run_invoked, other) in figures:
+        invoked += run_invoked
+        for name, (count, failures, retries, ms_list) in run_tools.items():
+            entry = per_tool.get(name)
+            if entry is None:
+                per_tool[name] = [count, failures, retries, list(ms_list)]
+            else:
+                entry[0] += count
+                entry[1] += failures
+                entry[2] += retries
+                entry[3].extend(ms_list)
+        for f in other:
+            t = f[0]
+            name = f[3] if len(f) > 3 else None
+            if t.startswith("compensation_"):
+                comp[t[len("compensation_"):]] += 1
+            elif t == "review_requested":
+                n["reviews"] += 1
+            elif t == "review_timed_out":
+                n["review_timeouts"] += 1
+            elif t == "policy_decided":
+                outcome = f[4] if len(f) > 4 else None
+                if outcome in gate:
+                    gate[outcome] += 1
+                gate["warn"] += f[5] if len(f) > 5 and isinstance(f[5], int) else 0
+            elif t == "error_caught" and name in BLOCKS:
+                n["blocked"] += 1
+            elif t in TAKEOVER or (t == "run_cancelled" and not name):
+                took_over.add(run_id)
+            elif t == "model_called":
+                fl, state = flow_of.get(run_id) or "", f[2] or ""
+                for entry in (models, by_model.setdefault(name or "", _usage()), by_flow_model.setdefault(fl, _usage()),
+                              by_state.setdefault(f"{fl}/{state}", _usage())):
+                    _add_usage(entry, f)
+    n["tool_calls"] = invoked
+    for name, (count, failures, retries, ms_list) in per_tool.items():
+        tools[name] = {"calls": count, "failures": failures, "retries": retries}
+        seconds = [ms / 1000.0 for ms in ms_list]
+        ordered = sorted(seconds)
+        # le: the calls at or under each bound (cumulative); sum_s added in call order
+        latency[name] = {"count": count, "sum_s": sum(seconds, 0.0),
+                         "le": [[bound, bisect.bisect_right(ordered, bound)] for bound in LATENCY_BOUNDS]}
+        durations.extend(ms_list)
     n.update(compensations=comp["started"], compensation_failures=comp["failed"], takeovers=len(took_over))
-    for hist in latency.values():
-        hist["le"] = [[bound, n] for bound, n in zip(LATENCY_BOUNDS, itertools.accumulate(hist["le"][:-1]))]
     finished = sum(by_status.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
     for entry in tools.values():
         entry["failure_rate"] = entry["failures"] / entry["calls"] if entry["calls"] else 0.0

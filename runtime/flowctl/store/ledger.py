@@ -57,17 +57,48 @@ def _sql(text: str, pg: bool) -> str:
     return text.replace("?", "%s") if pg else text
 
 
-def append(execute, pg: bool, run_id: str, kind: str, at: float | None = None) -> tuple:
+def append(execute, pg: bool, run_id: str, kind: str, at: float | None = None, *, head: tuple | None = None,
+           tx: dict | None = None) -> tuple:
     """Append a ``kind`` row for ``run_id`` inside the caller's open transaction. ``execute(sql,
     params)`` runs one DBAPI statement and returns a cursor (``sqlite3``, psycopg, or SQLAlchemy's
-    ``exec_driver_sql``); the run's head is read from its row as this transaction left it.
+    ``exec_driver_sql``); the run's head is read from its row as this transaction left it, unless
+    the caller gives it (``head``: ``(last_seq, last_hash)``, the values the transaction's own
+    statement on the row wrote). ``tx`` (SQLite only): a dict the caller keeps for one
+    transaction, in which the ledger head this append moved to is kept, so the next append in the
+    same transaction does not read it again (``BEGIN IMMEDIATE`` holds the write lock: no other
+    writer moves it meanwhile; the caller empties ``tx`` when it rolls back to a savepoint). With
+    ``tx["defer"]`` true neither the row nor the head is written here: the caller writes the rows
+    and the head once before the transaction commits (:func:`flush`), whatever the number of rows
+    appended meanwhile.
     Returns ``(n, hash)`` of the new row. A store without the ledger's head row raises
     :class:`~flowctl.errors.StoreError` (the caller's transaction then rolls back)."""
-    from flowctl.errors import StoreError
+    found = execute(_sql(_RUN, pg), (run_id,)).fetchone() if head is None else head
+    top = tx.get("top") if tx is not None and hook is None else None
+    if top is None:
+        top = execute(head_sql(pg), ()).fetchone()
+    defer = tx is not None and hook is None and tx.get("defer", False)
+    moved = append_read(execute, pg, run_id, kind, found, top, at, move=not defer,
+                        rows=tx.setdefault("ledger_rows", []) if defer else None)
+    if tx is not None:
+        tx["top"] = moved
+        if defer:
+            tx["unwritten"] = True
+    return moved
 
-    found = execute(_sql(_RUN, pg), (run_id,)).fetchone()
-    top = execute(head_sql(pg), ()).fetchone()
-    return append_read(execute, pg, run_id, kind, found, top, at)
+
+#: ledger rows per INSERT statement of :func:`flush`
+FLUSH_ROWS = 100
+
+
+def flush(execute, tx: dict) -> None:
+    """Write the rows the appends of ``tx`` (deferred: ``tx["defer"]``) made, in as few statements
+    as :data:`FLUSH_ROWS` allows, and the ledger head they moved to (SQLite)."""
+    rows = tx.pop("ledger_rows", None)
+    for lo in range(0, len(rows or ()), FLUSH_ROWS):
+        part = rows[lo:lo + FLUSH_ROWS]
+        execute(_INSERT + ", (?, ?, ?, ?, ?, ?, ?, ?)" * (len(part) - 1), [v for row in part for v in row])
+    if tx.pop("unwritten", False):
+        execute(_MOVE, tuple(tx["top"]))
 
 
 def run_sql(pg: bool) -> str:
@@ -80,10 +111,13 @@ def head_sql(pg: bool) -> str:
     return _HEAD + (" FOR UPDATE" if pg else "")
 
 
-def append_read(execute, pg: bool, run_id: str, kind: str, found, top, at: float | None = None) -> tuple:
+def append_read(execute, pg: bool, run_id: str, kind: str, found, top, at: float | None = None, *,
+                move: bool = True, rows: list | None = None) -> tuple:
     """:func:`append` after its two reads, made by the caller in the same transaction (pipelined on
     PostgreSQL: :mod:`flowctl.store.hot`): ``found`` the row of :func:`run_sql` (or None), ``top``
-    that of :func:`head_sql`. Writes the row and moves the head; returns ``(n, hash)``."""
+    that of :func:`head_sql`. Writes the row (or, given ``rows``, adds its parameters there) and
+    moves the head (unless not ``move``); the caller writes what it kept (:func:`flush`). Returns
+    ``(n, hash)``."""
     from flowctl.errors import StoreError
 
     seq, head = (found[0], found[1] or "") if found is not None else (0, "")
@@ -94,8 +128,12 @@ def append_read(execute, pg: bool, run_id: str, kind: str, found, top, at: float
         hook()
     n, at = top[0] + 1, time.time() if at is None else at
     value = row_hash(top[1], n, run_id, kind, seq, head, at)
-    execute(_sql(_INSERT, pg), (n, run_id, kind, seq, head, top[1], value, at))
-    execute(_sql(_MOVE, pg), (n, value))
+    if rows is not None:
+        rows.append((n, run_id, kind, seq, head, top[1], value, at))
+    else:
+        execute(_sql(_INSERT, pg), (n, run_id, kind, seq, head, top[1], value, at))
+    if move:
+        execute(_sql(_MOVE, pg), (n, value))
     return n, value
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 
 from flowctl.errors import RunConflict, RunNotFound, StoreError
-from flowctl.store.reader import run_facts
+from flowctl.store.reader import run_facts, run_figures
 from flowctl.store.records import FINAL, review_due_at
 
 
@@ -217,11 +217,20 @@ class MemoryStore:
 
     def stats_rows(self, limit=1000, since=None, flow=None, top_level=True):
         """See :meth:`flowctl.store.protocol.Store.stats_rows`."""
+        runs = self._stats_runs(limit, since, flow, top_level)
+        return runs, run_facts(self, runs)
+
+    def stats_figures(self, limit=1000, since=None, flow=None, top_level=True):
+        """See :meth:`flowctl.store.protocol.Store.stats_figures` (folded from the events: the
+        memory store keeps no summaries)."""
+        runs = self._stats_runs(limit, since, flow, top_level)
+        return runs, run_figures(self, runs)
+
+    def _stats_runs(self, limit, since, flow, top_level) -> list:
         runs = [r for r in self.list_runs(flow=flow, limit=limit, top_level=top_level)
                 if since is None or r["created_at"] >= since]
-        runs = [{"id": r["id"], "status": r["status"], "steps": r["steps"], "created_at": r["created_at"],
+        return [{"id": r["id"], "status": r["status"], "steps": r["steps"], "created_at": r["created_at"],
                  "flow": r["flow"], "last_seq": r["last_seq"]} for r in runs]
-        return runs, run_facts(self, runs)
 
     def events(self, run_id):
         with self._lock:

@@ -105,6 +105,13 @@ class Store(Protocol):
         their events (:mod:`flowctl.store.summary`: a list ``[type, ts, state, name, *values]``),
         each run's in ``seq`` order. See :func:`flowctl.store.history.stats`."""
 
+    def stats_figures(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
+                      top_level: bool = True) -> tuple:
+        """:meth:`stats_rows` with each run's facts folded: ``(runs, [(run_id, figures)])``, one
+        entry per run in the order of ``runs`` (:func:`flowctl.store.summary.figures_of`: ``[tools,
+        invoked, other]``), kept with an ended run's summary (schema 12) so that they are not folded
+        again. See :func:`flowctl.store.history.stats`."""
+
     # -- cancel requests and parents (a no-op or empty answer where no worker can hold a run)
     def request_cancel(self, run_id: str, request: dict) -> bool:
         """Ask the worker holding ``run_id`` to cancel it (``request``: ``{by, compensate}``). True if

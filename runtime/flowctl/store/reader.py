@@ -3,14 +3,14 @@
 The read commands (``flowctl trace``, ``runs``, ``stats``, ``reviews``, ``audit log`` /
 ``verify`` / ``head``) start in a fraction of the time importing SQLAlchemy takes (issue 17,
 target 7). :class:`SqlReader` offers the reads of :class:`flowctl.store.protocol.Store` —
-``get_run``, ``list_runs``, ``events``, ``events_page``, ``steps``, ``stats_rows``,
+``get_run``, ``list_runs``, ``events``, ``events_page``, ``steps``, ``stats_rows``, ``stats_figures``,
 ``load_definition``, ``now``, ``keyring`` — with the same shapes as
 :class:`~flowctl.store.core.SqlStore`, and writes nothing. :func:`open_reader` gives one only for
 a store at this flowctl's schema version; anything else (an older store to upgrade, an address with
 options) is left to :func:`flowctl.store.sql.open_store`.
 
 :class:`DbapiReads` holds the queries both share (batched events, the runs and facts of ``flowctl
-stats``: :func:`run_facts`); :class:`~flowctl.store.core.SqlStore` runs them on its pool's DBAPI connection.
+stats``: :func:`run_facts`, :func:`run_figures`); :class:`~flowctl.store.core.SqlStore` runs them on its pool's DBAPI connection.
 """
 from __future__ import annotations
 
@@ -54,6 +54,50 @@ def run_facts(store, runs: list, summaries: dict | None = None, read_many=None) 
             facts = facts_of(iter_events(store, rid))
         out.extend((rid, f) for f in facts)
     return out
+
+
+def run_figures(store, runs: list, kept: dict | None = None, read_many=None) -> list:
+    """``[(run_id, figures)]`` of ``runs`` (dicts with ``id``, ``status``, ``last_seq``), in their
+    order (:func:`flowctl.store.summary.figures_of`): ``kept`` (run id -> ``(last_seq, figures
+    text, facts text)``, the texts as a summary holds them: figures NULL before schema 12) is used
+    for a run it describes as it stands (ended, same ``last_seq``), its figures text decoded (the
+    figures of every such run in one decode) or, without one, folded from its facts; the other runs'
+    figures are folded from :func:`run_facts`."""
+    from flowctl.store.records import FINAL
+    from flowctl.store.summary import figures_of, read_figures, read_summary
+
+    kept = kept or {}
+    current = [r["id"] for r in runs if r["status"] in FINAL and kept.get(r["id"], (None,))[0] == r.get("last_seq")]
+    found: dict = {}
+    stored = [rid for rid in current if kept[rid][1] is not None]
+    if stored:  # the common case in one decode: every figures text is a JSON list, so their texts joined are one
+        try:
+            joined = json.loads("[" + ",".join(kept[rid][1] for rid in stored) + "]")
+        except ValueError:
+            joined = None
+        if joined is not None and len(joined) == len(stored):
+            found = {rid: value for rid, value in zip(stored, joined) if read_figures(value)}
+    for rid in current:
+        if rid in found:
+            continue
+        facts = read_summary(kept[rid][2]) if kept[rid][2] is not None else None
+        if facts is None and kept[rid][1] is not None:  # figures that did not decode with the others
+            try:
+                value = json.loads(kept[rid][1])
+            except ValueError:
+                value = None
+            if read_figures(value):
+                found[rid] = value
+                continue
+        if facts is not None:
+            found[rid] = figures_of(facts)
+    rest = [r for r in runs if r["id"] not in found]
+    if rest:
+        read: dict = {r["id"]: [] for r in rest}
+        for rid, fact in run_facts(store, rest, None, read_many):
+            read[rid].append(fact)
+        found.update((rid, figures_of(facts)) for rid, facts in read.items())
+    return [(r["id"], found[r["id"]]) for r in runs]
 
 
 _SCAN = json.JSONDecoder().scan_once
@@ -134,6 +178,34 @@ class DbapiReads:
                 for i, st, n, at, fl, seq, _, _ in rows]
         summaries = {r[0]: (r[6], r[7]) for r in rows if r[7] is not None}
         return runs, run_facts(self, runs, summaries, self._facts_from_events)
+
+    def stats_figures(self, limit: int = 1000, since: float | None = None, flow: str | None = None,
+                      top_level: bool = True) -> tuple:
+        """See :meth:`flowctl.store.protocol.Store.stats_figures`: the query of :meth:`stats_rows`
+        reading each summary's figures (schema 12) instead of its facts — the facts only of a
+        summary without figures — then :func:`run_figures`."""
+        p = "%s" if self.pg else "?"
+        where, params = [], []
+        if top_level:
+            where.append("r.parent_id IS NULL")
+        if flow:
+            where.append(f"r.flow = {p}")
+            params.append(flow)
+        if since is not None:
+            where.append(f"r.created_at >= {p}")
+            params.append(float(since))
+        params.append(int(limit))
+        sql = ("SELECT r.id, r.status, r.steps, r.created_at, r.flow, r.last_seq, s.last_seq, s.figures, "
+               "CASE WHEN s.figures IS NULL THEN s.facts END "
+               "FROM flowctl_runs r LEFT JOIN flowctl_run_summaries s ON s.run_id = r.id"
+               + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY r.created_at DESC, r.id DESC LIMIT {p}")
+        with self._cursor() as cur:
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+        runs = [{"id": i, "status": st, "steps": n, "created_at": at, "flow": fl, "last_seq": seq}
+                for i, st, n, at, fl, seq, _, _, _ in rows]
+        kept = {r[0]: (r[6], r[7], r[8]) for r in rows if r[6] is not None}
+        return runs, run_figures(self, runs, kept, self._facts_from_events)
 
     def _facts_from_events(self, run_ids: list, chunk: int = 200) -> dict:
         """Run id -> the facts of its events, for runs without a current summary (not ended,

@@ -32,6 +32,15 @@ values are not written):
                                             ``reask`` (true: the call was a re-ask)
 ==========================================  ==========================================================
 
+A summary also keeps the run's *figures* (schema 12, column ``figures``): its facts folded as
+``stats`` folds them (:func:`figures_of`), so that ``stats`` over the latest thousand runs decodes
+and adds a thousand small lists instead of taking every fact apart (issue 17 target 4d). Figures
+are ``[tools, invoked, other]``: ``tools`` ``{tool: [calls, failures, retries, [duration_ms, ...]]}``
+(the ``tool_succeeded`` / ``tool_failed`` facts that name a tool, in order; ``retries``: the
+``retry_scheduled`` facts that follow a failed call of that tool), ``invoked`` the number of
+``tool_invoked`` facts, ``other`` every other fact as it is. A summary written before schema 12
+has none: its figures are folded from its facts as they are read.
+
 Summaries are derived data, not records: ``audit verify`` checks the events they come from.
 """
 from __future__ import annotations
@@ -74,6 +83,60 @@ def _fact(ev: dict) -> list:
 def facts_of(events) -> list:
     """The facts (lists, see the module docstring) of ``events`` (event dicts, in ``seq`` order)."""
     return [_fact(ev) for ev in events if ev.get("type") in FACT_TYPES]
+
+
+def figures_of(facts) -> list:
+    """The figures ``[tools, invoked, other]`` of a run's ``facts`` (in ``seq`` order; see the
+    module docstring): what :func:`flowctl.store.history.stats` adds up per run."""
+    tools: dict = {}
+    invoked = 0
+    other = []
+    last_failed = None
+    for f in facts:
+        t = f[0]
+        if t == "tool_succeeded" or t == "tool_failed":
+            name = f[3] if len(f) > 3 else None
+            if name:
+                ms = f[4] if len(f) > 4 and isinstance(f[4], (int, float)) else 0.0
+                entry = tools.get(name)
+                if entry is None:
+                    entry = tools[name] = [0, 0, 0, []]
+                entry[0] += 1
+                entry[3].append(ms)
+                if t == "tool_failed":
+                    entry[1] += 1
+                    last_failed = name
+                else:
+                    last_failed = None
+                continue
+        elif t == "retry_scheduled":
+            if last_failed is not None:
+                tools[last_failed][2] += 1
+            continue
+        elif t == "tool_invoked":
+            invoked += 1
+            continue
+        other.append(f)
+    return [tools, invoked, other]
+
+
+def figures_text(facts) -> str:
+    """The stored text of the figures of ``facts``: compact JSON."""
+    return json.dumps(figures_of(facts), separators=(",", ":"), default=str)
+
+
+def read_figures(value) -> bool:
+    """Whether ``value`` (parsed) is a run's figures, as :func:`figures_of` makes them."""
+    if type(value) is not list or len(value) != 3:
+        return False
+    tools, invoked, other = value
+    if type(tools) is not dict or type(invoked) is not int or not read_summary_value(other):
+        return False
+    for entry in tools.values():
+        if (type(entry) is not list or len(entry) != 4 or type(entry[3]) is not list
+                or len(entry[3]) != entry[0]):
+            return False
+    return True
 
 
 def summary_text(events) -> str:
@@ -163,8 +226,8 @@ def before_sql(pg: bool) -> str:
 
 
 def summary_row(run_id: str, facts: list, last_seq: int, before=()) -> tuple:
-    """The parameters of :func:`upsert_sql`: ``facts`` after those of the stored rows ``before``
-    (rows of :func:`before_sql`)."""
+    """The parameters of :func:`upsert_sql` ``(run_id, last_seq, facts text, figures text)``:
+    ``facts`` after those of the stored rows ``before`` (rows of :func:`before_sql`)."""
     from flowctl.store.records import stored_events
 
     if before:
@@ -172,23 +235,27 @@ def summary_row(run_id: str, facts: list, last_seq: int, before=()) -> tuple:
         for row in before:
             events.extend(stored_events(run_id, tuple(row)))
         facts = facts_of(events) + facts
-    return run_id, int(last_seq), json.dumps(facts, separators=(",", ":"), default=str)
+    return (run_id, int(last_seq), json.dumps(facts, separators=(",", ":"), default=str),
+            json.dumps(figures_of(facts), separators=(",", ":"), default=str))
 
 
 #: :func:`upsert_sql` on PostgreSQL written only if the run's row holds the head the caller's commit
-#: wrote (parameters: run id, last seq, facts, then run id, last seq, last hash)
-UPSERT_IF_PG = ("INSERT INTO flowctl_run_summaries (run_id, last_seq, facts) SELECT %s::text, %s::integer, %s::text "
+#: wrote (parameters: run id, last seq, facts, figures, then run id, last seq, last hash)
+UPSERT_IF_PG = ("INSERT INTO flowctl_run_summaries (run_id, last_seq, facts, figures) "
+                "SELECT %s::text, %s::integer, %s::text, %s::text "
                 "WHERE EXISTS (SELECT 1 FROM flowctl_runs WHERE id = %s AND last_seq = %s AND last_hash = %s) "
-                "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
+                "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts, "
+                "figures = excluded.figures")
 
 
 def upsert_sql(pg: bool) -> str:
-    """The statement that writes a run's summary ``(run_id, last_seq, facts)`` over any older one."""
+    """The statement that writes a run's summary ``(run_id, last_seq, facts, figures)`` over any older one."""
     p = "%s" if pg else "?"
-    return (f"INSERT INTO flowctl_run_summaries (run_id, last_seq, facts) VALUES ({p}, {p}, {p}) "
-            "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts")
+    return (f"INSERT INTO flowctl_run_summaries (run_id, last_seq, facts, figures) VALUES ({p}, {p}, {p}, {p}) "
+            "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts, "
+            "figures = excluded.figures")
 
 
 __all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_IF_PG", "before_sql", "summary_row", "write_summary",
-           "facts_of", "read_summaries", "read_summary", "read_summary_value", "summary_text",
+           "facts_of", "figures_of", "figures_text", "read_figures", "read_summaries", "read_summary", "read_summary_value", "summary_text",
            "upsert_sql"]

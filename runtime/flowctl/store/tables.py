@@ -59,7 +59,13 @@ chained row per run start, run end, prune and, once, per run the upgrade found) 
 ``flowctl_ledger_head`` (its last ``(n, hash)``, one row). :func:`schema_11` adopts every existing
 run with its head as it stands.
 
-:func:`upgrade` adds what is missing to a version-1 to 10 store in place.
+Version 12 (issue 17 target 4d: ``stats`` of the latest runs in a few milliseconds): run summaries
+gain ``figures`` (JSON text, NULL in a summary written before): the run's facts folded as ``stats``
+adds them up (:func:`flowctl.store.summary.figures_of`), written with the facts in the commit that
+ends the run. :func:`schema_12` adds the column; older summaries have their figures folded from
+their facts as they are read.
+
+:func:`upgrade` adds what is missing to a version-1 to 11 store in place.
 """
 from __future__ import annotations
 
@@ -221,6 +227,7 @@ run_summaries = sa.Table(
     sa.Column("run_id", sa.String(40), primary_key=True),
     sa.Column("last_seq", sa.Integer, nullable=False),  # the run's last_seq when it was written
     sa.Column("facts", sa.Text, nullable=False),
+    sa.Column("figures", sa.Text),  # version 12: the facts folded (flowctl.store.summary.figures_of)
 )
 
 #: Version 11: the ledger of runs (flowctl.store.ledger): which runs exist, hash-chained.
@@ -328,6 +335,8 @@ def upgrade(conn, from_version: int) -> None:
         schema_10(conn, present)
     if from_version < LEDGER_VERSION:
         schema_11(conn)
+    if from_version < FIGURES_VERSION:
+        schema_12(conn)
 
 
 def upgrade_events_by_time(conn) -> None:
@@ -374,6 +383,18 @@ def schema_11(conn) -> None:
     ledger.create(conn, checkfirst=True)
     ledger_head.create(conn, checkfirst=True)
     adopt(conn, conn.dialect.name == "postgresql")
+
+
+#: The version whose run summaries keep their figures.
+FIGURES_VERSION = 12
+
+
+def schema_12(conn) -> None:
+    """Version 12: run summaries gain ``figures`` (NULL in every summary already there: those are
+    folded from their facts as ``stats`` reads them). Safe to repeat."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns("flowctl_run_summaries")}
+    if "figures" not in present:
+        conn.exec_driver_sql("ALTER TABLE flowctl_run_summaries ADD COLUMN figures TEXT")
 
 
 def _seal_live_runs(conn) -> None:
