@@ -122,7 +122,9 @@ def test_beside_a_writer_that_never_stops_the_log_stays_bounded(tmp_path, monkey
         # ticks depends on how this machine schedules the two threads, so the bound is a share of
         # the rows written, not a size
         pages = wal.stat().st_size // 4096
-        assert pages < rows // 3, (pages, rows)
+        # (typically 360 pages for 5,400 rows here; a checkpoint's own fsync, slow while other
+        # processes write, lets the log grow meanwhile, so the bound leaves room for that)
+        assert pages < rows // 2, (pages, rows)
     finally:
         stop.set()
         checkpoints.close()

@@ -495,10 +495,10 @@ def test_the_wal_stays_bounded_while_one_process_commits_many_steps(tmp_path, mo
     the number of steps (1,500 steps here, about 31 MB unchecked; a few MB checked)."""
     import os
 
-    from flowctl.store import hot
+    from flowctl.store.checkpoint import CommitCheckpoints
 
     if thread == "stalled":
-        monkeypatch.setattr(hot._Checkpoints, "_run", lambda self: None)
+        monkeypatch.setattr(CommitCheckpoints, "_run", lambda self: None)
     store = sqlite_store(tmp_path)
     (rid,) = _fresh_runs(store, 1)
     _many_steps(store, rid, 1500)

@@ -17,9 +17,14 @@ the CLI) keep SQLite's automatic checkpoints. Nothing changes for durability: a 
 transaction is in the WAL either way.
 
 PostgreSQL and memory stores have nothing to do: :meth:`start` returns at once for them.
+
+:class:`CommitCheckpoints` does the same for the per-step commits of
+:class:`~flowctl.store.hot.HotPath` (its connections have the automatic checkpoint off), counted in
+commits rather than seconds: see that module's docstring, "Checkpoints off the commit path".
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -30,6 +35,11 @@ log = logging.getLogger("flowctl.store")
 #: frames left in the log after a checkpoint past which the next one holds the write lock
 #: (SQLite's automatic checkpoint runs at 1,000 pages)
 RESTART_PAGES = 1000
+#: SQLite, the step commits of :class:`~flowctl.store.hot.HotPath`: commits between two WAL
+#: checkpoints (a step's commit writes about 15 pages: about SQLite's own 1,000-page interval), and
+#: how many the checkpoint thread may fall behind before a committing thread checkpoints itself
+CHECKPOINT_EVERY = 64
+CHECKPOINT_LAG = 4 * CHECKPOINT_EVERY
 
 
 class Checkpointer:
@@ -85,4 +95,85 @@ class Checkpointer:
             self._thread = None
 
 
-__all__ = ["Checkpointer"]
+class CommitCheckpoints:
+    """The WAL checkpoints of a SQLite :class:`~flowctl.store.hot.HotPath` (see its module docstring): :meth:`committed` after
+    each group commit; every :data:`CHECKPOINT_EVERY` commits a thread (started when needed, gone
+    after a second without work) runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a connection of its
+    own. A checkpoint that fails is left to the next one (SQLite's own automatic checkpoint
+    ignores failures too)."""
+
+    def __init__(self, connect):
+        self._connect = connect  # () -> a new DBAPI connection with the automatic checkpoint off
+        self._cv = threading.Condition(threading.Lock())
+        self._since = 0  # commits since the last checkpoint began
+        self._unreset = 0  # commits since the last checkpoint that caught up with the WAL
+        self._wanted = False
+        self._thread = None
+        self._closed = False
+
+    def committed(self, n: int, cur) -> None:
+        """``n`` commits were just written (by ``cur``, in the group commit's leader, before the
+        group's callers are told: no commit of this process runs meanwhile)."""
+        with self._cv:
+            self._since += n
+            self._unreset += n
+            if self._closed:
+                return
+            if self._unreset >= CHECKPOINT_LAG:  # the WAL restarts only after a checkpoint no write ran beside
+                reset = True
+            elif self._since >= CHECKPOINT_EVERY:
+                reset = False
+                self._since = 0
+                self._wanted = True
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="flowctl-wal-checkpoint", daemon=True)
+                    self._thread.start()
+                else:
+                    self._cv.notify()
+            else:
+                return
+        if reset and _checkpoint(cur):
+            with self._cv:
+                self._unreset = self._since = 0
+
+    def _run(self) -> None:
+        conn = None
+        try:
+            while True:
+                with self._cv:
+                    if not self._wanted and not self._closed:
+                        self._cv.wait(1.0)
+                    if not self._wanted or self._closed:
+                        self._thread = None
+                        return
+                    self._wanted = False
+                if conn is None:
+                    conn = self._connect()
+                _checkpoint(conn)
+        except Exception:  # noqa: BLE001 - no connection: the next commits start the thread again
+            with self._cv:
+                self._thread = None
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):  # closing a broken connection
+                    conn.close()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            thread = self._thread
+            self._cv.notify()
+        if thread is not None:
+            thread.join(5.0)
+
+
+def _checkpoint(conn) -> bool:
+    """A PASSIVE checkpoint on ``conn``; True if it copied the whole WAL (the next write restarts it)."""
+    try:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except Exception:  # noqa: BLE001 - the database went away: the next checkpoint copies these pages
+        return False
+    return not busy and frames == copied
+
+
+__all__ = ["Checkpointer", "CommitCheckpoints"]

@@ -47,9 +47,9 @@ the database file (and syncs both, the only syncs ``synchronous=NORMAL`` makes) 
 ``COMMIT`` that takes the WAL past 1,000 pages: that commit, and every commit grouped with it,
 waited for the syncs (about 17 ms on the benchmark machine, once per 60-odd steps). HotPath's
 connections turn that off (``wal_autocheckpoint=0``) and a thread of its own runs the same PASSIVE
-checkpoint every :data:`CHECKPOINT_EVERY` commits on its own connection, while the runs go on. As
+checkpoint every :data:`~flowctl.store.checkpoint.CHECKPOINT_EVERY` commits on its own connection, while the runs go on. As
 often as before, so the WAL is synced as often as before: nothing a commit promised changes. If
-the thread falls :data:`CHECKPOINT_LAG` commits behind, the committing thread checkpoints itself,
+the thread falls :data:`~flowctl.store.checkpoint.CHECKPOINT_LAG` commits behind, the committing thread checkpoints itself,
 as SQLite would have (the WAL stays bounded). Other connections (SQLAlchemy's, other processes)
 keep SQLite's automatic checkpoint.
 
@@ -68,16 +68,12 @@ import threading
 
 from flowctl.errors import StoreError
 from flowctl.errors import first_line
+from flowctl.store.checkpoint import CommitCheckpoints
 from flowctl.store.ledger import flush
 from flowctl.store.records import EVENT_ROW
 from flowctl.store.summary import before_sql, summary_row, upsert_sql, write_summary
 
 MAX_IDLE = 4  # idle connections kept between commits
-#: SQLite: commits between two WAL checkpoints (a step's commit writes about 15 pages: about
-#: SQLite's own 1,000-page interval), and how many the checkpoint thread may fall behind before a
-#: committing thread checkpoints itself
-CHECKPOINT_EVERY = 64
-CHECKPOINT_LAG = 4 * CHECKPOINT_EVERY
 #: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
 _RETURNING = " RETURNING pause_requested"
 #: More events than this in one commit (a task retried inline thousands of times) take the
@@ -124,7 +120,7 @@ class HotPath:
         self._group = threading.Condition(threading.Lock())  # group commit (SQLite): the queue and its leader
         self._queue: list = []
         self._leading = False
-        self._checkpoints = _Checkpoints(self) if not self.pg else None
+        self._checkpoints = CommitCheckpoints(self._connect) if not self.pg else None
 
     # ------------------------------------------------------------------ connections
     def _checkout(self):
@@ -137,7 +133,7 @@ class HotPath:
             conn.rollback()
             conn.autocommit = True  # each commit is one atomic statement
         else:
-            conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpointed by _Checkpoints instead
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpointed by CommitCheckpoints instead
         return conn
 
     def _connect(self):
@@ -516,86 +512,6 @@ class HotPath:
             found = self._sql[key] = tuple(f"e{i}_{c}" for c in _EVENT_COLUMNS)
         return found
 
-
-
-class _Checkpoints:
-    """The WAL checkpoints of a SQLite HotPath (see the module docstring): :meth:`committed` after
-    each group commit; every :data:`CHECKPOINT_EVERY` commits a thread (started when needed, gone
-    after a second without work) runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a connection of its
-    own. A checkpoint that fails is left to the next one (SQLite's own automatic checkpoint
-    ignores failures too)."""
-
-    def __init__(self, hot):
-        self.hot = hot
-        self._cv = threading.Condition(threading.Lock())
-        self._since = 0  # commits since the last checkpoint began
-        self._unreset = 0  # commits since the last checkpoint that caught up with the WAL
-        self._wanted = False
-        self._thread = None
-        self._closed = False
-
-    def committed(self, n: int, cur) -> None:
-        """``n`` commits were just written (by ``cur``, in the group commit's leader, before the
-        group's callers are told: no commit of this process runs meanwhile)."""
-        with self._cv:
-            self._since += n
-            self._unreset += n
-            if self._closed:
-                return
-            if self._unreset >= CHECKPOINT_LAG:  # the WAL restarts only after a checkpoint no write ran beside
-                reset = True
-            elif self._since >= CHECKPOINT_EVERY:
-                reset = False
-                self._since = 0
-                self._wanted = True
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="flowctl-wal-checkpoint", daemon=True)
-                    self._thread.start()
-                else:
-                    self._cv.notify()
-            else:
-                return
-        if reset and _checkpoint(cur):
-            with self._cv:
-                self._unreset = self._since = 0
-
-    def _run(self) -> None:
-        conn = None
-        try:
-            while True:
-                with self._cv:
-                    if not self._wanted and not self._closed:
-                        self._cv.wait(1.0)
-                    if not self._wanted or self._closed:
-                        self._thread = None
-                        return
-                    self._wanted = False
-                if conn is None:
-                    conn = self.hot._connect()
-                _checkpoint(conn)
-        except Exception:  # noqa: BLE001 - no connection: the next commits start the thread again
-            with self._cv:
-                self._thread = None
-        finally:
-            if conn is not None:
-                _close(conn)
-
-    def close(self) -> None:
-        with self._cv:
-            self._closed = True
-            thread = self._thread
-            self._cv.notify()
-        if thread is not None:
-            thread.join(5.0)
-
-
-def _checkpoint(conn) -> bool:
-    """A PASSIVE checkpoint on ``conn``; True if it copied the whole WAL (the next write restarts it)."""
-    try:
-        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    except Exception:  # noqa: BLE001 - the database went away: the next checkpoint copies these pages
-        return False
-    return not busy and frames == copied
 
 
 def rollback(cur) -> None:
