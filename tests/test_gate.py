@@ -104,6 +104,18 @@ def test_retry_after_a_denied_call_is_a_new_call_for_dedupe(tmp_path):
     assert [e for e in h.ledger() if e[0] == "pay"] == [("pay", 7)]  # the second visit is refused on every attempt
 
 
+def test_a_dedupe_denial_names_what_sent_the_input_before_a_run_or_a_gate_session(tmp_path):
+    """(new-user finding: a session's denial said "by this run" of a caller that had no run)"""
+    from flowctl.gate.policy import Gate
+
+    h = _charge_project(tmp_path, "allow: []\ndedupe: {window: 1h}\n")
+    gate, pay = Gate(h.project, h.store, h.clock), h.project.resolve_tool("pay")
+    for run_id, by in (("run-1", "by this run"), ("gate:agent:trace-1", "by this session")):
+        assert gate.decide(pay, {"amount": 7}, run_id=run_id).outcome == "allow"
+        again = gate.decide(pay, {"amount": 7}, run_id=run_id)
+        assert (again.outcome, again.rule) == ("deny", "dedupe") and by in again.reason, again.reason
+
+
 def test_technical_retry_of_an_allowed_call_is_not_counted_twice(tmp_path):
     h = _charge_project(tmp_path, "allow: []\nrate: {max: 1, window: 1h, per: flow}\n")
     from flowctl.engine.tools import resolve

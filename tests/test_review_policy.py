@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, sqlite_store, task
-from flowctl.errors import UsageError
+from flowctl.errors import DecisionInvalid, UsageError
 from support.helpers import FLOWCTL_EXE
 
 TOOLS = """
@@ -87,7 +87,7 @@ def test_wrong_reused_and_unknown_decisions_are_refused_and_recorded(tmp_path):
     with pytest.raises(UsageError, match="wrong token") as refused:
         h.engine.resume(paused.run_id, token="guess", decision="approve")
     assert f"flowctl reviews --reissue {paused.run_id}" in refused.value.hint  # the way out of a lost token
-    with pytest.raises(UsageError, match="not one of approve, reject"):
+    with pytest.raises(DecisionInvalid, match="not one of approve, reject"):  # a UsageError: exit 2
         h.engine.resume(paused.run_id, token=paused.review["token"], decision="maybe")
     done = h.engine.resume(paused.run_id, token=paused.review["token"], decision="reject", data={"note": "fraud"})
     assert done.status == "failed" and done.error == {"type": "Rejected", "code": "Rejected", "message": "fraud",
@@ -214,8 +214,12 @@ def test_a_lost_token_is_replaced_by_reissue(tmp_path):
     paused = h.run(input={"amount": 1})
     new = h.engine.reissue_token(paused.run_id, by="ops")
     assert new != paused.review["token"]
-    with pytest.raises(UsageError, match="wrong token"):
+    # the old token is told apart from a wrong one (new-user finding: it said "wrong token")
+    with pytest.raises(UsageError, match="was replaced by a newer one") as replaced:
         h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve")
+    assert "newest token" in replaced.value.hint
+    with pytest.raises(UsageError, match="wrong token"):
+        h.engine.resume(paused.run_id, token="guess", decision="approve")
     assert h.engine.resume(paused.run_id, token=new, decision="approve").status == "succeeded"
     assert "review_token_reissued" in [e["type"] for e in h.store.events(paused.run_id)]
 

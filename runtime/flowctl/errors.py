@@ -5,7 +5,8 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
 
     FlowctlError                      base of everything flowctl raises on purpose
     ├── UsageError        USAGE       the invocation itself is unusable (CLI exit 2)
-    │   └── ReviewDataInvalid REVIEW_DATA_INVALID  a decision's data fails the review's data_schema (exit 2, HTTP 422)
+    │   ├── ReviewDataInvalid REVIEW_DATA_INVALID  a decision's data fails the review's data_schema (exit 2, HTTP 422)
+    │   └── DecisionInvalid   REVIEW_DECISION_INVALID  the review does not offer that decision (exit 2, HTTP 422)
     ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
     ├── AccessError       UNAUTHORIZED  ``flowctl serve``: no API key, or one not known or revoked (HTTP 401)
     │   ├── ScopeError    FORBIDDEN     the key lacks the scope the request needs (HTTP 403)
@@ -73,6 +74,12 @@ class ReviewDataInvalid(UsageError):
     def __init__(self, message: str = "", *, hint: str = "", pointer: str = "/") -> None:
         super().__init__(message, hint=hint)
         self.pointer = pointer
+
+
+class DecisionInvalid(UsageError):
+    """A review decision the pending review does not offer (its ``decisions``); nothing was decided."""
+
+    code = "REVIEW_DECISION_INVALID"
 
 
 class ProjectError(FlowctlError):

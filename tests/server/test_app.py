@@ -80,6 +80,11 @@ def test_a_review_is_decided_over_http_with_its_token_or_by_a_reviewer(api):
                          json={"decision": "approve", "token": with_token.review["token"]}, headers=h)
     assert ok.status_code == 200 and ok.json()["status"] == "succeeded", ok.text
     by_reviewer = paused_run(api, amount=20)
+    for body in ({"decision": "maybe"}, {"decision": "maybe", "token": by_reviewer.review["token"]}):
+        # a decision the review does not offer is the request's fault, located (was 409)
+        maybe = api.client.post(f"/v1/reviews/{by_reviewer.run_id}/decide", json=body, headers=h)
+        assert maybe.status_code == 422, maybe.text
+        assert (maybe.json()["code"], maybe.json()["pointer"]) == ("REVIEW_DECISION_INVALID", "/body/decision")
     done = api.client.post(f"/v1/reviews/{by_reviewer.run_id}/decide", json={"decision": "reject"}, headers=h)
     assert done.status_code == 200 and done.json()["status"] in ("succeeded", "failed"), done.text
     decided = [e for e in api.store.events(by_reviewer.run_id) if e["type"] == "review_decided"]

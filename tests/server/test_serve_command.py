@@ -40,6 +40,15 @@ def test_keys_create_list_revoke(tmp_path):
     assert "revoked" in cli("keys", "list", "--root", str(root), "--db", db).output
 
 
+def test_keys_create_refuses_an_invoke_scope_naming_no_contract(tmp_path):
+    """(new-user finding: invoke:<misspelt tool> made a key every invoke answered 403)"""
+    root = make_server_project(tmp_path)
+    db = f"sqlite:///{tmp_path}/k.db"
+    made = cli("keys", "create", "agent", "--scope", "invoke:refnd", "--root", str(root), "--db", db)
+    assert made.exit_code == 2 and "no contract 'refnd'" in made.output and "invoke:refund" in made.output, made.output
+    assert cli("keys", "list", "--root", str(root), "--db", db).output.startswith("no API keys")
+
+
 def test_serve_refuses_a_public_host_without_a_key(tmp_path):
     root = make_server_project(tmp_path)
     r = cli("serve", "--host", "0.0.0.0", "--port", "0", "--root", str(root), "--db", f"sqlite:///{tmp_path}/s.db")

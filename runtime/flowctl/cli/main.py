@@ -159,13 +159,14 @@ def run_cmd(flow, input_, params, params_file, root, db, max_inline_wait, quiet,
 @click.option("-q", "--quiet", is_flag=True, help="No live progress on stderr.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def resume(run_id, token, decision, data, by, root, db, max_inline_wait, quiet, fmt):
-    """Continue RUN: decide its pending review, continue a wait that is due, or take over a run
-    whose process died (a side effect in flight is verified before it is repeated).
+    """Continue RUN: decide its pending review, continue a run an operator paused (from the
+    console, flowctl pause or POST /v1/runs/{id}/pause), continue a wait that is due, or take
+    over a run whose process died (a side effect in flight is verified before it is repeated).
 
     \b
     Examples:
       flowctl resume 01a2b3 --token T0k3n --decision approve --by alice
-      flowctl resume 01a2b3            # a due wait or an orphaned run
+      flowctl resume 01a2b3            # an operator-paused run, a due wait or an orphaned run
     """
     _call("resume", run_id=run_id, token=token, decision=decision, data=data, by=by or _login(), root=root, db=db,
           max_inline_wait=max_inline_wait, quiet=quiet, fmt=fmt)

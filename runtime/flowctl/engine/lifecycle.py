@@ -24,7 +24,7 @@ from flowctl.engine.loop import Runner
 from flowctl.engine.payload import MAX_PAYLOAD, not_json
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
 from flowctl.engine.states import review
-from flowctl.errors import FlowctlError, UsageError
+from flowctl.errors import DecisionInvalid, FlowctlError, UsageError
 from flowctl.store.audit import canonical, row_identity, seal_commit
 from flowctl.store.sql import FINAL, RUN_ID_CHARS
 
@@ -282,7 +282,7 @@ def check_decision(engine, row, decision, data):
     if row["status"] != "paused" or pending.get("kind") != "review":
         raise UsageError(f"run {row['id']} is not paused for review (it is {row['status']})")
     if decision not in (pending.get("decisions") or ()):
-        raise UsageError(f"decision '{decision}' is not one of {', '.join(pending.get('decisions') or ())}")
+        raise DecisionInvalid(f"decision '{decision}' is not one of {', '.join(pending.get('decisions') or ())}")
     return review.check_data(trusted_project(engine, row).states.get(pending.get("state") or ""), data)
 
 

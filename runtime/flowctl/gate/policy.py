@@ -177,8 +177,9 @@ class Gate:
                     return Decision("deny", p.name, "rate",
                                     f"{used} calls of {self._function_name(contract, also)} in the last "
                                     f"{p.rate['window']:g}s per {p.rate['per']} (max {p.rate['max']})")
+                by = "this session" if str(run_id or "").startswith("gate:") else "this run"  # gatecheck.gate_run_id
                 return Decision("deny", p.name, "dedupe", f"the same input was sent to "
-                                f"{self._function_name(contract, also)} by this run within {p.dedupe_window:g}s")
+                                f"{self._function_name(contract, also)} by {by} within {p.dedupe_window:g}s")
         elif entry is not None:
             self.store.gate_record(entry)
         if denied is not None:

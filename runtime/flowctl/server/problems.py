@@ -7,7 +7,8 @@ into the request — ``/body/input/amount``, ``/query/limit``, ``/path/run_id`` 
 lists every problem found ``[{pointer, detail}]``.
 
 Statuses: bad input 400 (``MALFORMED_JSON``) or 422 (``INVALID_REQUEST``; ``REVIEW_DATA_INVALID``, a
-decision's data that its review's ``data_schema`` rejects, ``pointer`` into ``/body/data``), 401 ``UNAUTHORIZED``,
+decision's data that its review's ``data_schema`` rejects, ``pointer`` into ``/body/data``;
+``REVIEW_DECISION_INVALID``, a decision the review does not offer, at ``/body/decision``), 401 ``UNAUTHORIZED``,
 403 ``FORBIDDEN``, 404 ``NOT_FOUND`` / ``RUN_NOT_FOUND``, 405 ``METHOD_NOT_ALLOWED``, 409 a run that
 cannot do what was asked (``RUN_CONFLICT``, ``RECORD_TAMPERED``, ``USAGE`` on a run that ended), 413
 ``PAYLOAD_TOO_LARGE``, 429 ``RATE_LIMITED``, 503 ``STORE`` (the store failed); anything else is a
@@ -95,6 +96,8 @@ def of_error(exc: Exception):
     if isinstance(exc, errors.ReviewDataInvalid):  # located in the request: /body/data/amount
         at = "/body/data" + ("" if exc.pointer == "/" else exc.pointer)
         extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
+    elif isinstance(exc, errors.DecisionInvalid):
+        extra = {"pointer": "/body/decision", "errors": [{"pointer": "/body/decision", "detail": exc.message}]}
     return status, headers, body_of(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, **extra)
 
 
@@ -118,7 +121,7 @@ def status_of(exc: errors.FlowctlError) -> int:
         return 503
     if isinstance(exc, errors.PayloadTooLarge):
         return 413
-    if isinstance(exc, errors.ReviewDataInvalid):
+    if isinstance(exc, (errors.ReviewDataInvalid, errors.DecisionInvalid)):
         return 422
     if isinstance(exc, (errors.UsageError, errors.StepError)):
         return 409 if getattr(exc, "conflict", False) else 400

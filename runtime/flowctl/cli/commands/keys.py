@@ -26,6 +26,7 @@ def run(action, name, scopes, root, db, fmt="text", by=None) -> int:
                              hint="use the project's store (the default) or --db sqlite:///… / postgresql://…")
         keys = keys_of(store)
         if action == "create":
+            _known_tools(root, scopes)
             row, printed = keys.create(name, scopes, by=by)
             click.echo(f"key '{row['name']}' ({', '.join(row['scopes'])}), shown once — keep it now:", err=True)
             click.echo(printed)
@@ -45,3 +46,24 @@ def run(action, name, scopes, root, db, fmt="text", by=None) -> int:
         state = f"revoked {iso(r['revoked_at'])[:19]}Z" if r["revoked_at"] else "live"
         click.echo(f"{r['name']:<24} {state:<28} {' '.join(r['scopes'])}")
     return EXIT_OK
+
+
+def _known_tools(root, scopes) -> None:
+    """Refuse (UsageError, exit 2) an ``invoke:<tool>`` scope naming no contract of the project: a
+    misspelt tool would give a key that every invoke answers 403."""
+    from difflib import get_close_matches
+
+    from flowctl.cli.commands._common import open_project
+    from flowctl.errors import UsageError
+
+    wanted = [s[len("invoke:"):] for s in scopes if s.startswith("invoke:")]
+    if not wanted:
+        return
+    known = sorted(open_project(project_root(root)).contracts)
+    for tool in wanted:
+        if tool not in known:
+            near = get_close_matches(tool, known, n=1)
+            raise UsageError(f"scope 'invoke:{tool}': the project has no contract '{tool}'",
+                             hint=(f"did you mean invoke:{near[0]}? " if near else "")
+                             + ("contracts: " + ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
+                                if known else "the project has no contracts"))

@@ -20,7 +20,7 @@ from flowctl.engine.calls import notify, recover_notify
 from flowctl.engine.clock import iso
 from flowctl.engine.payload import not_json
 from flowctl.engine.tokens import TOKEN_ATTEMPTS, TOKEN_WINDOW, hash_token, new_token
-from flowctl.errors import (ExpressionError, FlowFailed, ReviewDataInvalid, ReviewTimeout, UsageError, handler_names,
+from flowctl.errors import (DecisionInvalid, ExpressionError, FlowFailed, ReviewDataInvalid, ReviewTimeout, UsageError, handler_names,
                             run_error)
 from flowctl.expr.expressions import compile_expr
 from flowctl.expr.scope import build
@@ -102,6 +102,11 @@ def decide(ctx, token, decision, data, by) -> None:
         ctx.emit("review_refused", pending["state"], reason="wrong token",
                  attempts_left=max(0, TOKEN_ATTEMPTS - len(recent) - 1))
         ctx.commit()
+        if hash_token(token) in (pending.get("replaced") or ()):  # a token reissue_token or a reminder replaced
+            raise UsageError(f"this token of run {ctx.id} was replaced by a newer one (reissued, or sent again "
+                             "with a reminder) and no longer works",
+                             hint="use the newest token: the one flowctl reviews --reissue printed or the last "
+                                  "notify sent")
         raise UsageError(f"wrong token for run {ctx.id}", hint="use the token printed when the run paused (or sent by "
                          f"its notify tool); if it is lost, issue a new one: flowctl reviews --reissue {ctx.id}")
     if ctx.review_expired():
@@ -110,7 +115,7 @@ def decide(ctx, token, decision, data, by) -> None:
         raise UsageError(f"the review of run {ctx.id} expired at {iso(pending['deadline'])}",
                          hint=f"its on_timeout applies on the next: flowctl resume {ctx.id}")
     if decision not in pending["decisions"]:
-        raise UsageError(f"decision '{decision}' is not one of {', '.join(pending['decisions'])}")
+        raise DecisionInvalid(f"decision '{decision}' is not one of {', '.join(pending['decisions'])}")
     data = check_data(ctx.project.states.get(pending["state"]), data)
     at = iso(ctx.clock.time())
     if ctx.secrets is not None:
@@ -154,7 +159,7 @@ def remind(ctx) -> None:
     pending = ctx.cursor.pending
     state = ctx.project.states[pending["state"]]
     token, token_hash = new_token()
-    ctx.cursor.pending = dict(pending, token_hash=token_hash, reminded=True)
+    ctx.cursor.pending = dict(pending, token_hash=token_hash, reminded=True, replaced=_replaced(pending))
     ctx.emit("review_reminded", state.id)
     if state.notify:
         try:
@@ -170,10 +175,20 @@ def remind(ctx) -> None:
 def reissue(ctx, by=None) -> str:
     """A new one-time token for the pending review (the old one stops working, refusals reset); committed."""
     token, token_hash = new_token()
-    ctx.cursor.pending = dict(ctx.cursor.pending, token_hash=token_hash, refused_at=[])
+    ctx.cursor.pending = dict(ctx.cursor.pending, token_hash=token_hash, refused_at=[],
+                              replaced=_replaced(ctx.cursor.pending))
     ctx.emit("review_token_reissued", ctx.cursor.pending.get("state"), by=by)
     ctx.commit()
     return token
+
+
+#: replaced tokens' hashes a pending review keeps, newest first, to tell a replaced token from a wrong one
+REPLACED_KEPT = 5
+
+
+def _replaced(pending: dict) -> list:
+    """The hashes of the tokens replaced so far, the current one included (it is being replaced)."""
+    return ([pending["token_hash"]] + list(pending.get("replaced") or ()))[:REPLACED_KEPT]
 
 
 __all__ = ["run", "decide", "check_data", "remind", "reissue", "timed_out"]
