@@ -543,21 +543,22 @@ def test_a_sealed_run_killed_inside_a_side_effect_resumes_once_and_leaves_no_pla
     assert CARD.encode() not in _sqlite_bytes(db)
 
 
-def test_redaction_by_value_covers_numbers_escaped_forms_and_keys_and_short_values_only_whole():
+def test_redaction_by_value_covers_numbers_escaped_forms_and_keys_and_short_values_whole_or_quoted():
     from flowctl.engine.sensitive import Secrets
 
     s = Secrets(["pin", "card.number", "token"])
     s.learn({"pin": "42", "card": {"number": 4111111111111111}, "token": 'to"k\\en'})
     got = s.scrub({
-        "a": "pin 42 is short",                     # under 4 characters: only a whole value is redacted
-        "b": "42",
+        "a": "pin 42 is short",                     # under 4 characters: a whole value, or quoted in text
+        "b": "42", "q": "at /pin: '42' is too short", "r": 'got "42"',  # a schema's or policy's reason
         "c": 4111111111111111, "d": "4111111111111111", "e": "no. 4111111111111111 ok",
         "f": 'say "to\\"k\\\\en"',                  # the JSON-escaped form, as in a raw output text
         "g": {"4111111111111111": True},            # a key
         "h": {"number": "x"}, "card": {"number": "y"},  # a dotted path matches from the top only
         "i": [True, False, None, 1],
     })
-    assert got == {"a": "pin 42 is short", "b": REDACTED, "c": REDACTED, "d": REDACTED, "e": f"no. {REDACTED} ok",
+    assert got == {"a": "pin 42 is short", "b": REDACTED, "q": f"at /pin: {REDACTED} is too short",
+                   "r": f"got {REDACTED}", "c": REDACTED, "d": REDACTED, "e": f"no. {REDACTED} ok",
                    "f": f'say "{REDACTED}"', "g": {REDACTED: True}, "h": {"number": "x"},
                    "card": {"number": REDACTED}, "i": [True, False, None, 1]}
     same = {"x": ["nothing", {"here": 1}]}

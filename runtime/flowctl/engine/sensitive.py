@@ -10,7 +10,7 @@ tool's input or output, a review decision's data, a child run's secrets — and 
 * by value: a known value is replaced wherever it appears in what is stored — whole values of any
   type (a number too), and inside longer text (exception messages, schema and policy reasons,
   condition results, review ``show`` data under another name, dict keys) for values of at least
-  :data:`MIN_INSIDE` characters; each value's escaped forms (:func:`text_forms`: JSON ``\\u``
+  :data:`MIN_INSIDE` characters, and shorter text values where they are quoted; each value's escaped forms (:func:`text_forms`: JSON ``\\u``
   escapes, ``repr``, ``ascii``, ``unicode_escape``, its UTF-8 bytes' ``repr``) are matched too.
 
 What is stored for a sensitive run: audit events redacted (engine fields such as ``to`` stay
@@ -26,7 +26,9 @@ resumed run redacts what it redacted before.
 What it does not do: a value first seen in plaintext under a name no contract marks sensitive,
 before it was seen under a sensitive one, stays where it was already recorded (the audit log is
 append-only); a transformed value (masked, hashed, encoded, split) is not recognised; values
-shorter than :data:`MIN_INSIDE` characters are redacted only where they are a whole value.
+shorter than :data:`MIN_INSIDE` characters (a PIN, a CVV) are redacted where they are a whole value
+and, inside text, only where they are quoted as messages quote a value (``'123'``, ``"123"``:
+schema and policy reasons do); a short number inside text stays (``123 is greater than …``).
 """
 from __future__ import annotations
 
@@ -125,6 +127,10 @@ class Secrets:
             forms = (text, repr(v))
         for form in forms:
             if len(form) >= MIN_INSIDE:
+                self._needles.add(form)
+                self._shortest = min(self._shortest, len(form))
+        if isinstance(v, str) and len(v) < MIN_INSIDE:  # a PIN or CVV: inside text only where quoted
+            for form in {repr(v), json.dumps(v), json.dumps(v, ensure_ascii=False)}:
                 self._needles.add(form)
                 self._shortest = min(self._shortest, len(form))
         self._pattern = None
