@@ -7,8 +7,9 @@ audit log. ``verify(input, output, call) -> bool`` and ``compensate(input, outpu
 
 Timeouts (seconds): in the main thread a ``SIGALRM`` interrupts the tool where it stands (Python
 code and interruptible system calls), sent by the watchdog thread when the deadline passes
-(:mod:`flowctl.engine.watchdog`; a ``setitimer`` timer where ``pthread_kill`` is missing); elsewhere the tool runs on a helper thread and the
-caller stops waiting at the deadline. Either way :class:`~flowctl.errors.ToolTimeout` is raised
+(:mod:`flowctl.engine.watchdog`; a ``setitimer`` timer where ``pthread_kill`` is missing); elsewhere the tool runs on the
+calling thread's own tool thread (:mod:`flowctl.engine.toolthread`: never queued behind another
+caller's tool) and the caller stops waiting at the deadline. Either way :class:`~flowctl.errors.ToolTimeout` is raised
 within the timeout plus a few milliseconds. A thread that is given up on cannot be killed: its
 tool should honour ``call.deadline``.
 """
@@ -19,11 +20,10 @@ import signal
 import sys
 import threading
 from threading import get_ident
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import FrozenInstanceError
 from operator import itemgetter
 
+from flowctl.engine import toolthread
 from flowctl.engine.watchdog import WATCHDOG
 from flowctl.errors import ToolCrashed, ToolTimeout, UsageError  # ToolCrashed: re-exported
 
@@ -198,18 +198,6 @@ def _install_alarm() -> None:
     _installed = True
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="flowctl-tool")
-        return _pool
-
-
 MIN_TIMEOUT = 0.001  # seconds; shorter timeouts are raised to this
 
 
@@ -275,8 +263,7 @@ def _call(fn, args, timeout, what):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             _armed = False
-    future = _executor().submit(fn, *args)
-    try:
-        return future.result(timeout=timeout)
-    except FutureTimeout:
+    try:  # another thread: on the caller's tool thread (flowctl.engine.toolthread), never queued
+        return toolthread.call(fn, args, timeout)
+    except toolthread.TimedOut:
         raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None
