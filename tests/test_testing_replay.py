@@ -106,6 +106,30 @@ def test_a_run_cancelled_at_its_review_replays_to_the_same_point_without_a_false
     assert replay(load_recording(store, run.run_id), other, "changed/").step == 2
 
 
+def test_a_policy_change_that_drops_a_review_diverges_though_the_path_is_the_same(tmp_path):
+    """(new-user finding: a policy that no longer asked for a review replayed as "same path and
+    outcome": the weakened gate was invisible in review)"""
+    gated = "policy: allow\napplies_to: [pay]\nallow: []\nreview_when: \"input.amount > `5`\"\n"
+    root = project(tmp_path, **{"policies/allow.yaml": gated})
+    store = open_store(f"sqlite:///{tmp_path}/rec.db")
+    engine = flowctl.Engine(flowctl.load_project(root), store, clock=FakeClock(), max_inline_wait=1e9)
+    tk(root)[1]["X-1"] = [{"status": "ok", "amount": 10}]
+    paused = engine.run("f", {"id": "X-1"})
+    assert paused.status == "paused"  # the gate asked for a review of the payment
+    run = engine.resume(paused.run_id, token=paused.review["token"], decision="approve", by="alice")
+    assert run.status == "succeeded"
+    same = replay(load_recording(store, run.run_id), flowctl.load_project(root))
+    assert not same.diverged, same.text()
+    other = tmp_path / "ungated"
+    shutil.copytree(root / "orchestration", other / "orchestration")
+    (other / "orchestration" / "policies" / "allow.yaml").write_text("policy: allow\napplies_to: [pay]\nallow: []\n")
+    result = replay(load_recording(store, run.run_id), flowctl.load_project(other), "ungated/")
+    assert result.diverged and result.step == 2 and result.replayed_path == result.recorded_path
+    text = result.text()
+    assert "recorded: the gate answered review for pay@1.0.0 in 'pay' (policy allow, rule review_when)" in text
+    assert "replayed: the gate answered allow for pay@1.0.0 in 'pay' (policy allow, rule allow)" in text
+
+
 def test_a_definition_that_calls_more_tools_than_recorded_stops_the_replay(tmp_path):
     root = project(tmp_path)
     store, run = record(root, [{"status": "missing"}])

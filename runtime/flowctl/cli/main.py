@@ -420,8 +420,9 @@ def test_cmd(flow, contracts, min_coverage, suggest, junit, record, root):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def replay(run_id, definition, root, db, fmt):
     """Re-run recorded RUN under another definition with its recorded tool outputs, uuid() and now()
-    values and review decisions (no tool is called), and report the first step where the path
-    diverges. Exit 0 same path and outcome, 1 diverged, 2 unusable.
+    values and review decisions (no tool is called), and report the first step where the path,
+    or a gate decision (a review no longer asked for, a call now allowed or denied), differs.
+    Exit 0 same path and outcome, 1 diverged, 2 unusable.
 
     \b
     Examples:

@@ -201,6 +201,9 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
     result.notes.extend(tools.notes)
     result.notes.extend(prompt_changes(digests, seen))
     _locate(result, rec.events, seen, run is not None)
+    gate = gate_difference(rec.events, seen)
+    if gate is not None and (result.step is None or gate[0] <= result.step):
+        result.step, result.reason = gate
     if run is not None or tools.children:
         child = _child_divergence(tools, rec, rec.run_id, every, engine.store, label)
         at = _step_of(rec, child.where["state"]) if child is not None else None
@@ -250,6 +253,45 @@ def prompt_changes(recorded: dict, seen: list) -> list:
                              f"recorded ones (digest {str(before[i])[:12]} -> {str(digest)[:12]}): the recorded reply was used")
                 break
     return notes
+
+
+def _decisions(events) -> list:
+    """``[(step, state, tool, outcome, policy, rule)]``: a run's gate decisions in order, each with
+    the 1-based step (state entered) it was made in."""
+    out, step = [], 0
+    for ev in events:
+        if ev["type"] == "state_entered":
+            step += 1
+        elif ev["type"] == "policy_decided":
+            d = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+            out.append((step, ev.get("state"), d.get("tool"), d.get("outcome"), d.get("policy"), d.get("rule")))
+    return out
+
+
+def gate_difference(recorded_events, replayed_events):
+    """``(step, reason lines)`` of the first gate decision the replay did not make as recorded
+    (another outcome, policy or rule, or one the other side did not ask for), or None: a
+    definition that drops a review, or allows what was denied, changes the run even where the
+    path stays the same (new-user finding: a policy change removing a review replayed as "same")."""
+    rec, rep = _decisions(recorded_events), _decisions(replayed_events)
+    for i in range(max(len(rec), len(rep))):
+        a = rec[i] if i < len(rec) else None
+        b = rep[i] if i < len(rep) else None
+        if a is not None and b is not None and a[1:] == b[1:]:
+            continue
+        step = min(x[0] for x in (a, b) if x is not None) or 1
+        reason = [_said("recorded", a), _said("replayed", b)]
+        if a is not None and a[5] in ("rate", "dedupe"):
+            reason.append("  (rate and dedupe count the calls of other runs too, which a replay does not see)")
+        return step, reason
+    return None
+
+
+def _said(side: str, d) -> str:
+    if d is None:
+        return f"{side}: no gate decision here"
+    _, state, tool, outcome, policy, rule = d
+    return f"{side}: the gate answered {outcome} for {tool} in '{state}' (policy {policy or '-'}, rule {rule or '-'})"
 
 
 def _step_of(rec: Recording, state) -> int:
