@@ -721,7 +721,8 @@ def test_import_check_finds_a_tool_that_cannot_be_called_as_the_engine_calls_it(
     root = make_project({**TASK, "contracts/pay.v1.0.0.yaml": "id: pay\nversion: 1.0.0\nentrypoint: sigcheck_tk:pay\n",
                          "tools/sigcheck_tk.py": "def pay(input):\n    return {}\n"})
     found = of(problems(root, import_check=True), "FC603")
-    assert found and "cannot be called as pay(input, call)" in found[0].message
+    assert found and "'pay(input)' cannot take the 2 positional arguments flowctl calls it with, pay(input, call)" in \
+        found[0].message, found[0].message  # (new-user finding: it said only Python's "too many positional arguments")
 
 
 def test_fc607_a_sensitive_name_no_schema_declares_is_a_typo_warning_with_the_real_field(make_project):
@@ -778,3 +779,11 @@ def test_fc406_a_bare_word_compared_with_eq_is_told_to_quote_it(make_project):
     hint = _fc406_hint(make_project, {**MINIMAL, "transitions/flow.yaml": flow("begin>done?'input.plan == team'",
                                                                               "begin>done")})
     assert "'team' (in single quotes)" in hint and "item" not in hint
+
+
+@pytest.mark.parametrize("expr", ["contains(input.tags, urgent)", "starts_with(input.plan, team)",
+                                  "contains([team, ''gold''], input.plan)"])
+def test_fc406_a_bare_word_searched_for_or_listed_is_told_to_quote_it(make_project, expr):
+    """(new-user finding: only a bare word beside == was told to quote it)"""
+    hint = _fc406_hint(make_project, {**MINIMAL, "transitions/flow.yaml": flow(f"begin>done?'{expr}'", "begin>done")})
+    assert "'team' (in single quotes) for the string" in hint or "'urgent' (in single quotes) for the string" in hint, hint

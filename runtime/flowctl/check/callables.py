@@ -67,9 +67,12 @@ def resolve_callable_problem(ref: str, called_with: tuple = ()):
         import inspect
 
         try:
-            inspect.signature(obj).bind(*called_with)
-        except TypeError as exc:
-            return f"'{attr}' cannot be called as {attr}({', '.join(called_with)}): {exc}"
+            signature = inspect.signature(obj)
+            signature.bind(*called_with)
+        except TypeError as exc:  # Python's words ("too many positional arguments") speak of the call
+            n = len(called_with)
+            return (f"'{attr}{signature}' cannot take the {n} positional arguments flowctl calls it with, "
+                    f"{attr}({', '.join(called_with)}) ({exc})")
         except ValueError:
             pass  # no signature to read (some builtins): calling it will tell
     return None

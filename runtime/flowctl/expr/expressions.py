@@ -301,25 +301,40 @@ def _unknown_names(text: str, names: tuple, suggest: tuple) -> list:
         close = difflib.get_close_matches(name, suggest, n=1)
         hint = f"did you mean '{close[0]}'?" if close else "an expression starts from one of: " + ", ".join(suggest)
         if name in compared:
-            hint = (f"a bare word is a field name in JMESPath: write '{name}' (in single quotes) to compare "
-                    f"with the string" + (f"; or did you mean '{close[0]}'?" if close else ""))
+            hint = (f"a bare word is a field name in JMESPath: write '{name}' (in single quotes) for the "
+                    f"string" + (f"; or did you mean '{close[0]}'?" if close else ""))
         offset = _identifier_offset(text, name)
         problems.append(("FC406", offset, f"'{name}' is not in the scope of this expression, so it is always null",
                          hint))
     return problems
 
 
+#: string functions whose second argument is most often a literal string (``contains(x, 'a')``)
+_SEARCHED = frozenset({"contains", "starts_with", "ends_with"})
+
+
 def _compared_words(tree) -> set:
-    """Bare field names that are a whole side of a ``==``/``!=`` (``team`` in ``input.plan == team``:
-    most likely a string meant)."""
+    """Bare field names that most likely mean a string: a whole side of a ``==``/``!=`` (``team``
+    in ``input.plan == team``), the searched-for argument of ``contains``/``starts_with``/
+    ``ends_with`` (``urgent`` in ``contains(input.tags, urgent)``) and an element of a list written
+    out (``gold`` in ``contains([gold, silver], input.plan)``)."""
     found, stack = set(), [tree]
+
+    def bare(nodes):
+        return (c["value"] for c in nodes if isinstance(c, dict) and c.get("type") == "field")
+
     while stack:
         n = stack.pop()
         if not isinstance(n, dict):
             continue
         children = n.get("children") or []
-        if n.get("type") == "comparator" and n.get("value") in ("eq", "ne"):
-            found.update(c["value"] for c in children if isinstance(c, dict) and c.get("type") == "field")
+        kind = n.get("type")
+        if kind == "comparator" and n.get("value") in ("eq", "ne"):
+            found.update(bare(children))
+        elif kind == "function_expression" and n.get("value") in _SEARCHED and len(children) == 2:
+            found.update(bare(children[1:]))
+        elif kind == "multi_select_list" and len(children) > 1:
+            found.update(bare(children))
         stack.extend(children)
     return found
 
