@@ -52,6 +52,18 @@ def test_init_refuses_an_existing_project_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["mine.txt", "orchestration"]
 
 
+def test_init_inside_a_project_says_the_new_project_is_nested_in_it(tmp_path):
+    """(new-user finding: init in a project's subfolder nested a project, and commands run there
+    silently stopped finding the outer one)"""
+    assert _flowctl(tmp_path, "init").returncode == 0
+    (tmp_path / "sub").mkdir()
+    done = _flowctl(tmp_path / "sub", "init", "inner")
+    assert done.returncode == 0, done.stderr
+    assert f"inside the flowctl project at {tmp_path.resolve()}" in done.stderr and "--root" in done.stderr
+    beside = _flowctl(tmp_path.parent, "init", str(tmp_path.parent / (tmp_path.name + "-beside")))
+    assert beside.returncode == 0 and "inside the flowctl project" not in beside.stderr
+
+
 def test_an_unknown_template_is_a_usage_error_naming_the_choices(tmp_path):
     with pytest.raises(UsageError) as caught:
         init(tmp_path / "p", "nope")

@@ -33,11 +33,24 @@ def program(folder: str, argv0: str | None = None, on_path: str | None = None) -
     return rel if os.sep in rel else os.path.join(".", rel)
 
 
+def enclosing_project(folder: str):
+    """The root of a project ``folder`` would be nested in (the nearest ancestor with
+    ``orchestration/``), or None."""
+    from pathlib import Path
+
+    here = Path(folder or ".").resolve()
+    return next((p for p in here.parents if (p / "orchestration").is_dir()), None)
+
+
 def run(folder: str, template: str) -> int:
     from flowctl.scaffold import init, next_steps
 
+    outer = enclosing_project(folder)
     written = init(folder, template)
     click.echo(f"created a flowctl project ({template} template) in {folder}: {len(written)} files")
+    if outer is not None:  # (new-user finding: init in a project's subfolder nested a project silently)
+        click.echo(f"note: {folder} is inside the flowctl project at {outer}: commands run in {folder} (or below it) "
+                   f"now find the new project, not that one (--root {outer} reaches it)", err=True)
     for rel in written:
         click.echo(f"  {rel.as_posix()}")
     steps = next_steps(template, program(folder))
