@@ -61,7 +61,14 @@ class FlowctlError(Exception):
 
 
 class UsageError(FlowctlError):
+    """``field``: which part of a request was unusable, when one was (``flow``, ``input``,
+    ``params``): ``flowctl serve`` answers such an error 422 with a pointer to it."""
+
     code = "USAGE"
+
+    def __init__(self, message: str = "", *, hint: str = "", field: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.field = field
 
 
 class ReviewDataInvalid(UsageError):

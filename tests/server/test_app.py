@@ -58,8 +58,10 @@ def test_a_submitted_run_is_queued_for_workers_and_can_be_cancelled(api):
     assert r.status_code == 201 and r.json()["status"] == "queued"
     run_id = r.json()["run_id"]
     assert api.store.get_run(run_id)["status"] == "queued"
-    bad = api.client.post("/v1/runs", json={"flow": "nope"}, headers=h)
-    assert bad.status_code == 400 and bad.json()["code"] == "USAGE"
+    bad = api.client.post("/v1/runs", json={"flow": "nope"}, headers=h)  # located in the request (was a bare 400)
+    assert bad.status_code == 422 and (bad.json()["code"], bad.json()["pointer"]) == ("USAGE", "/body/flow")
+    extra = api.client.post("/v1/runs", json={"flow": "charge", "params": {"zz": 1}}, headers=h)
+    assert extra.status_code == 422 and extra.json()["pointer"] == "/body/params" and "'zz'" in extra.json()["detail"]
     cancelled = api.client.post(f"/v1/runs/{run_id}/cancel", json={"compensate": True}, headers=h)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     events = api.store.events(run_id)

@@ -64,7 +64,7 @@ def no_flow(flow_id: str, flows):
     ``no flow 'x'`` with :func:`unknown_flow_hint`."""
     from flowctl.errors import UsageError
 
-    return UsageError(f"no flow '{flow_id}'", hint=unknown_flow_hint(flow_id, flows))
+    return UsageError(f"no flow '{flow_id}'", hint=unknown_flow_hint(flow_id, flows), field="flow")
 
 
 def _fast(kind: str):

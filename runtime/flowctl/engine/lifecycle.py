@@ -97,20 +97,22 @@ def _check_start(flow, run_id, run_input, params) -> None:
         if bad is not None:
             at = f" at {bad[0]}" if bad[0] else ""
             raise UsageError(f"{what}{at}: {bad[1]}", hint="pass JSON values only: numbers, text, true/false, null, "
-                             "lists and objects")
+                             "lists and objects", field="input" if what == "run input" else "params")
     size = len(canonical(run_input).encode())
     if size > MAX_PAYLOAD:
-        raise UsageError(f"run input is {size} bytes; the limit is {MAX_PAYLOAD}", hint="pass a reference, not the data")
+        raise UsageError(f"run input is {size} bytes; the limit is {MAX_PAYLOAD}", hint="pass a reference, not the data",
+                         field="input")
     if flow.input_schema:
         problem = check_instance(flow.input_schema, run_input)
         if problem:
             raise UsageError(f"input does not match the input_schema of flow '{flow.id}': {problem}",
-                             hint=f"pass --input JSON or @file; the schema is at {flow.where('input_schema')}")
+                             hint=f"the flow's input_schema is at {flow.where('input_schema')}", field="input")
     unknown = sorted(set(params) - set(flow.params))
     if unknown:
         declared = ", ".join(sorted(flow.params)) or "none"
         raise UsageError(f"flow '{flow.id}' has no param {', '.join(repr(u) for u in unknown)}",
-                         hint=did_you_mean(unknown[0], flow.params) or f"declared params: {declared} ({flow.where('flow')})")
+                         hint=did_you_mean(unknown[0], flow.params) or f"declared params: {declared} ({flow.where('flow')})",
+                         field="params")
 
 
 def resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=None,

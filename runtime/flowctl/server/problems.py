@@ -6,7 +6,7 @@ flowctl's stable code (:mod:`flowctl.errors`, plus the HTTP-level ones below); `
 into the request — ``/body/input/amount``, ``/query/limit``, ``/path/run_id`` — and ``errors``
 lists every problem found ``[{pointer, detail}]``.
 
-Statuses: bad input 400 (``MALFORMED_JSON``) or 422 (``INVALID_REQUEST``; ``REVIEW_DATA_INVALID``, a
+Statuses: bad input 400 (``MALFORMED_JSON``) or 422 (``INVALID_REQUEST``; ``USAGE`` with a ``pointer`` to the flow, input or params a submit named; ``REVIEW_DATA_INVALID``, a
 decision's data that its review's ``data_schema`` rejects, ``pointer`` into ``/body/data``;
 ``REVIEW_DECISION_INVALID``, a decision the review does not offer, at ``/body/decision``), 401 ``UNAUTHORIZED``,
 403 ``FORBIDDEN``, 404 ``NOT_FOUND`` / ``RUN_NOT_FOUND``, 405 ``METHOD_NOT_ALLOWED``, 409 a run that
@@ -96,6 +96,9 @@ def of_error(exc: Exception):
     if isinstance(exc, errors.ReviewDataInvalid):  # located in the request: /body/data/amount
         at = "/body/data" + ("" if exc.pointer == "/" else exc.pointer)
         extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
+    elif isinstance(exc, errors.UsageError) and getattr(exc, "field", None):
+        at = f"/body/{exc.field}"
+        extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
     elif isinstance(exc, errors.DecisionInvalid):
         extra = {"pointer": "/body/decision", "errors": [{"pointer": "/body/decision", "detail": exc.message}]}
     return status, headers, body_of(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, **extra)
@@ -123,6 +126,8 @@ def status_of(exc: errors.FlowctlError) -> int:
         return 413
     if isinstance(exc, (errors.ReviewDataInvalid, errors.DecisionInvalid)):
         return 422
+    if isinstance(exc, errors.UsageError) and getattr(exc, "field", None):
+        return 422  # a named part of the request (the flow, its input, its params) is unusable
     if isinstance(exc, (errors.UsageError, errors.StepError)):
         return 409 if getattr(exc, "conflict", False) else 400
     return 500
