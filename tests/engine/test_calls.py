@@ -35,6 +35,15 @@ def undo_half(input, output, call):
     assert h.run().status == "failed"
     assert [x[0] for x in h.ledger()] == ["half", "undo_half"]
 
+def test_a_tool_returning_a_plain_message_is_told_what_a_tool_returns(tmp_path):
+    """(new-user finding: a tool's 'sent' failed with only the JSON parser's 'Expecting value')"""
+    root = build(tmp_path, {**contract("msg", "msg"), **task("a", "msg@1.0.0"), **flow("a", linear("a"))},
+                 TOOLS + "\ndef msg(input, call):\n    return 'sent'\n")
+    result = Harness(root).run()
+    assert result.error["code"] == "SCHEMA_MISMATCH"
+    assert "returned the text 'sent', which is not JSON" in result.error["message"]
+    assert "a tool returns a dict, or JSON text" in result.error["message"]
+
 def test_timeout_as_expression(tmp_path):
     root = build(tmp_path, {**contract("slow", "slow"), **task("a", "slow@1.0.0", extra="timeout: {expr: input.seconds}\n"),
                             **flow("a", linear("a"))}, TOOLS)

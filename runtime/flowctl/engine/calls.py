@@ -502,8 +502,10 @@ def _parse_output(raw, contract):
             if "\\u" in raw or not raw.isascii():  # a lone surrogate (escaped or not): UTF-8 cannot hold it
                 _STRICT.encode(parsed).encode("utf-8")
             return parsed, raw, (parsed, raw), None  # fresh, size unknown: measured by the event
-        except ValueError as exc:
-            raise SchemaMismatch(f"{contract.ref} returned text that is not JSON: {exc}") from None
+        except ValueError as exc:  # (new-user finding: a plain message returned read as a JSON parser's error)
+            shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            raise SchemaMismatch(f"{contract.ref} returned the text {shown!r}, which is not JSON ({exc}): a tool returns "
+                                 "a dict, or JSON text such as '{\"status\": \"sent\"}'") from None
     if raw is None:
         return {}, None, True, "{}"
     text = flat_text(raw)  # the stored text of a flat output (eventtext), made once
