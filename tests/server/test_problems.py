@@ -108,3 +108,43 @@ def test_a_lone_surrogate_or_a_body_nested_too_deeply_is_a_400_problem_not_a_500
     deep = b'{"tool": "refund", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     r = api.client.post("/v1/gate/check", content=deep, headers={**h, "Content-Type": "application/json"})
     assert 400 <= r.status_code < 500 and r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_body_that_never_finishes_arriving_is_a_408_not_a_request_held_for_ever():
+    """(breaker finding: a Content-Length larger than the body sent held the request, its handler
+    and the connection with no end)"""
+    import asyncio
+
+    from flowctl.server.guard import Guard
+
+    reached = []
+
+    async def app(scope, receive, send):
+        reached.append((await receive())["body"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def _collect(sent):
+        async def send(message):
+            sent.append(message)
+        return send
+
+    async def ask(messages):
+        sent, pending = [], list(messages)
+
+        async def receive():
+            if pending:
+                return pending.pop(0)
+            await asyncio.Event().wait()  # the rest of the body never comes
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/gate/check",
+                 "headers": [(b"content-length", b"1000")]}
+        await Guard(app, body_timeout=0.05)(scope, receive, _collect(sent))
+        return sent
+
+    stalled = asyncio.run(ask([{"type": "http.request", "body": b"{\"tool\":", "more_body": True}]))
+    assert stalled[0]["status"] == 408 and json.loads(stalled[1]["body"])["code"] == "REQUEST_TIMEOUT"
+    assert reached == []  # the application never saw the half body
+    whole = asyncio.run(ask([{"type": "http.request", "body": b"{}", "more_body": True},
+                             {"type": "http.request", "body": b"", "more_body": False}]))
+    assert whole[0]["status"] == 200 and reached == [b"{}"]

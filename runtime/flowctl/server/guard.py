@@ -2,13 +2,17 @@
 
 :class:`Guard` reads a request body before the application sees it, at most ``max_body`` bytes
 (default :data:`MAX_BODY`, 1 MiB: the largest payload the store keeps): a ``Content-Length`` over it,
-or a streamed body growing past it, is answered 413 ``PAYLOAD_TOO_LARGE`` without reading more. Any
+or a streamed body growing past it, is answered 413 ``PAYLOAD_TOO_LARGE`` without reading more; a
+body that has not all arrived :data:`BODY_TIMEOUT` seconds after the request began (a client that
+declared more than it sends, or sends it a byte at a time) is answered 408 ``REQUEST_TIMEOUT``
+instead of holding the connection and its handler for ever. Any
 exception the application lets through (a bug: every expected error is a problem already, see
 :mod:`flowctl.server.problems`) is logged and answered 500 ``INTERNAL`` as a problem, never as a
 traceback.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -18,6 +22,8 @@ log = logging.getLogger("flowctl.server")
 
 #: Bytes of a request body, at most.
 MAX_BODY = MAX_PAYLOAD
+#: Seconds a request's body may take to arrive, at most (a megabyte on a slow link takes a few).
+BODY_TIMEOUT = 30.0
 
 
 async def _send_problem(send, status: int, code: str, detail: str) -> None:
@@ -31,11 +37,29 @@ async def _send_problem(send, status: int, code: str, detail: str) -> None:
 
 
 class Guard:
-    """ASGI middleware: ``Guard(app, max_body=bytes)``."""
+    """ASGI middleware: ``Guard(app, max_body=bytes, body_timeout=seconds)``."""
 
-    def __init__(self, app, max_body: int = MAX_BODY):
+    def __init__(self, app, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT):
         self.app = app
         self.max_body = max_body
+        self.body_timeout = body_timeout
+
+    async def _read(self, receive, chunks: list) -> bool:
+        """Read the body into ``chunks``; False if the client disconnected; a last ``None`` in
+        ``chunks`` when it grew past ``max_body`` (nothing more is read)."""
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return False
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                chunks.append(None)
+                return True
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return True
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -49,18 +73,16 @@ class Guard:
                     return await _send_problem(send, 400, "INVALID_REQUEST", "Content-Length is not a number")
                 if declared > self.max_body:
                     return await _send_problem(send, 413, "PAYLOAD_TOO_LARGE", too_big)
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                return await _send_problem(send, 413, "PAYLOAD_TOO_LARGE", too_big)
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
+        chunks = []
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                if not await self._read(receive, chunks):
+                    return None  # the client went away
+        except TimeoutError:  # (breaker finding: a Content-Length the body never filled held the request)
+            return await _send_problem(send, 408, "REQUEST_TIMEOUT", f"the request body did not arrive within "
+                                       f"{self.body_timeout:g}s")
+        if chunks and chunks[-1] is None:
+            return await _send_problem(send, 413, "PAYLOAD_TOO_LARGE", too_big)
         body = b"".join(chunks)
         sent = False
 
@@ -87,4 +109,4 @@ class Guard:
                 await _send_problem(send, 500, "INTERNAL", "the server failed to answer this request; it was logged")
 
 
-__all__ = ["MAX_BODY", "Guard"]
+__all__ = ["BODY_TIMEOUT", "MAX_BODY", "Guard"]
