@@ -116,6 +116,25 @@ def test_a_dedupe_denial_names_what_sent_the_input_before_a_run_or_a_gate_sessio
         assert (again.outcome, again.rule) == ("deny", "dedupe") and by in again.reason, again.reason
 
 
+def test_a_policy_still_governs_a_tool_whose_contract_declares_no_side_effects(tmp_path):
+    """(new-user finding: taking side_effects out of a contract turned the gate off for it — its
+    policy's range no longer applied, and validate said nothing.) A policy names what it governs."""
+    from flowctl.gate.policy import Gate
+
+    files = {**contract("pay", "pay"), **task("charge", "pay@^1", extra="input: {amount: input.amount}\n"),
+             "policies/cap.yaml": "policy: cap\napplies_to: [pay]\nallow:\n  - {field: input.amount, range: [0, 100]}\n",
+             **_flow("charge", ("charge", "done", None))}
+    h = Harness(build(tmp_path, files, TOOLS))
+    assert h.run(input={"amount": 5}).status == "succeeded"
+    over = h.run(input={"amount": 500})
+    assert over.status == "failed" and over.error["type"] == "PolicyDenied"
+    assert [e for e in h.ledger() if e[0] == "pay"] == [("pay", 5)]  # the denied call never ran
+    pay = h.project.resolve_tool("pay")
+    decided = Gate(h.project, h.store, h.clock).decide(pay, {"amount": 500}, run_id="r")
+    assert (decided.outcome, decided.policy) == ("deny", "cap")
+    assert Gate(h.project, h.store, h.clock).decide(h.project.resolve_tool("pay"), {"amount": 1}).rule == "allow"
+
+
 def test_technical_retry_of_an_allowed_call_is_not_counted_twice(tmp_path):
     h = _charge_project(tmp_path, "allow: []\nrate: {max: 1, window: 1h, per: flow}\n")
     from flowctl.engine.tools import resolve

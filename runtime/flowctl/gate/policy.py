@@ -85,9 +85,13 @@ class Gate:
     def guards(self, contract, also=()) -> bool:
         """Whether calls of ``contract`` go through the checks: it, or another contract on the same
         function (the same ``entrypoint``, or one of ``also``: ids whose entrypoint resolved to the
-        same object, see :func:`function_aliases`), declares side effects."""
+        same object, see :func:`function_aliases`), declares side effects — or a policy applies to
+        one of them. (A policy names the tools it governs: taking ``side_effects`` out of a contract
+        must not switch its policy off; new-user finding.)"""
         return (contract.side_effecting or contract.entrypoint in self._gated
-                or any(i in self._effect_ids for i in also))
+                or any(i in self._effect_ids for i in also)
+                or contract.id in self._by_tool or bool(self._shared.get(contract.entrypoint))
+                or any(i in self._by_tool for i in also))
 
     def _policies(self, contract, also) -> list:
         found = self._shared.get(contract.entrypoint) or self._by_tool.get(contract.id, ())
