@@ -132,6 +132,25 @@ def test_the_callers_idempotency_key_is_the_calls_key(api):
     assert derived["idempotency_key"] == f"{sid}:get_order:2"  # <session>:<tool>:<n>
 
 
+def test_a_call_repeated_with_its_idempotency_key_answers_its_recorded_outcome_and_calls_nothing(api):
+    """(new-user finding: the same invoke sent twice with the same idempotency_key sent two e-mails;
+    an agent retrying after a lost answer must not repeat a side effect)"""
+    h = api.key("agent", *AGENT)
+    sid = open_session(api, h)
+    first = invoke(api, h, sid, "refund", {"amount": 10}, idempotency_key="ticket-1-refund")
+    assert first["status"] == "succeeded" and first["replayed"] is False
+    calls = len(ledger(api))
+    again = invoke(api, h, sid, "refund", {"amount": 10}, idempotency_key="ticket-1-refund")
+    assert len(ledger(api)) == calls  # the tool was not called again
+    assert (again["status"], again["output"], again["replayed"]) == ("succeeded", first["output"], True)
+    assert again["decision"]["rule"] == "idempotent-replay" and again["idempotency_key"] == "ticket-1-refund"
+    other = api.client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                            json={"input": {"amount": 99}, "idempotency_key": "ticket-1-refund"})
+    assert other.status_code == 422 and other.json()["pointer"] == "/body/idempotency_key", other.text
+    assert len(ledger(api)) == calls
+    assert invoke(api, h, sid, "refund", {"amount": 10}, idempotency_key="ticket-1-refund-2")["replayed"] is False
+
+
 def test_only_the_server_acts_in_an_open_session_and_cancel_compensates_it(api):
     h = api.key("agent", *AGENT)
     sid = open_session(api, h)

@@ -252,6 +252,8 @@ class Invoked(BaseModel):
     idempotency_key: Optional[str] = Field(default=None, description="the key the tool was called with")
     seq: int = Field(description="the session run's last audit event seq after this call")
     review: Optional[HeldReview] = Field(default=None, description="status review: the pending review")
+    replayed: bool = Field(default=False, description="true: a call of this tool with this idempotency_key "
+                           "succeeded before in this session; this is its recorded output, the tool was not called again")
 
 
 class Compensated(BaseModel):

@@ -20,6 +20,10 @@ then holds for a session without a second implementation of any of them.
   the session stays open; :meth:`Sessions.close` ends it ``succeeded`` (compensating first when
   asked). ``flowctl cancel SESSION`` compensates and ends it ``cancelled``, as for any run.
 
+A call repeated with the ``idempotency_key`` of a call of the same tool that succeeded in the
+session (still in its saga) answers that call's recorded output (``replayed: true``) and calls
+nothing; the same key with another input is refused (422): a key names one call.
+
 The answer of an invoke is a 200 with ``status``: ``succeeded`` (``output``), ``denied``
 (``decision``: the rule and reason that refused it; nothing was called), ``failed`` (the tool raised
 or its output broke the schema: ``error``; its effect, if verify confirmed one, is in the saga). An
@@ -160,6 +164,15 @@ class Sessions:
             digest = input_digest(tool_input)
             out = {"session": ctx.id, "tool": ref, "status": "denied", "decision": None, "output": None,
                    "error": None, "idempotency_key": None, "seq": None, "review": None}
+            if idempotency_key and contract is not None:
+                done = _done_before(ctx, contract, idempotency_key, tool_input)
+                if done is not None:  # the same call again: its recorded outcome, the tool not called twice
+                    return dict(out, status="succeeded", output=redact(done["output"], contract.sensitive),
+                                decision={"decision": "allow", "policy": "", "rule": "idempotent-replay",
+                                          "reason": f"{ref} with idempotency key {idempotency_key!r} succeeded at "
+                                                    f"step {done.get('step')} of this session: its recorded output; "
+                                                    "the tool was not called again"},
+                                idempotency_key=idempotency_key, seq=ctx.last_seq, replayed=True)
             timed_out = False
             if ctx.row["status"] == "paused":
                 held = ctx.cursor.pending
@@ -315,6 +328,23 @@ def _last(ctx, type_: str, committed: bool = False) -> dict | None:
                 return data or {}
             if found == "state_entered":
                 return None
+    return None
+
+
+def _done_before(ctx, contract, key: str, tool_input):
+    """The saga entry of a call of ``contract`` this session already made with idempotency key
+    ``key`` (succeeded, not undone), or None. Raises :class:`UsageError` (422, ``field``
+    ``idempotency_key``) when that call had another input: a key names one call."""
+    for entry in reversed(ctx.cursor.saga):
+        if entry.get("idempotency_key") != key or str(entry.get("tool", "")).partition("@")[0] != contract.id:
+            continue
+        kept = input_digest(entry.get("input"))  # the input as the saga keeps it (sensitive fields maybe redacted)
+        if kept not in (input_digest(tool_input), input_digest(redact(tool_input, contract.sensitive))):
+            raise UsageError(f"idempotency key {key!r} was used by the call of {entry.get('tool')} at step "
+                             f"{entry.get('step')} of this session with another input",
+                             hint="a key names one call: repeat it with the same input, or give this call a new key",
+                             field="idempotency_key")
+        return entry
     return None
 
 
