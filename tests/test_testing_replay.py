@@ -130,6 +130,25 @@ def test_a_policy_change_that_drops_a_review_diverges_though_the_path_is_the_sam
     assert "replayed: the gate answered allow for pay@1.0.0 in 'pay' (policy allow, rule allow)" in text
 
 
+def test_a_run_whose_input_was_redacted_replays_without_a_false_divergence(tmp_path, run_flowctl):
+    """(new-user finding: the init template's own signup run, its e-mail redacted in the record,
+    failed the input_schema on replay: 'the replay did not start', exit 1 under the same definition)"""
+    import json
+
+    from flowctl.scaffold import init
+
+    init(tmp_path, "basic")
+    ran = run_flowctl(["run", "signup", "--format", "json", "-q", "--input",
+                       json.dumps({"email": "ada@example.com", "plan": "team"})], tmp_path)
+    run_id = json.loads(ran.stdout)["run_id"]
+    replayed = run_flowctl(["replay", run_id, "--format", "json"], tmp_path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    out = json.loads(replayed.stdout)
+    assert not out["diverged"] and out["replayed"]["status"] == "succeeded"
+    assert any("email is redacted in the record" in n for n in out["notes"]), out["notes"]
+    assert "ada@example.com" not in replayed.stdout
+
+
 def test_a_definition_that_calls_more_tools_than_recorded_stops_the_replay(tmp_path):
     root = project(tmp_path)
     store, run = record(root, [{"status": "missing"}])

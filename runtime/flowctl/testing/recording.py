@@ -196,30 +196,37 @@ class RecordedTools:
         return key not in self._undone and key in self._answered
 
     def _unredact(self, output, contract, state, run_input=None):
-        from flowctl.store.audit import REDACTED
-
-        replaced = []
-
-        def walk(value, schema, path):
-            if isinstance(value, dict):
-                props = (schema or {}).get("properties") or {} if isinstance(schema, dict) else {}
-                return {k: walk(v, props.get(k), path + [k]) for k, v in value.items()}
-            if isinstance(value, list):
-                items = schema.get("items") if isinstance(schema, dict) else None
-                return [walk(v, items, path) for v in value]
-            if value == REDACTED:
-                found = _stand_in(path[-1] if path else "", schema, run_input if run_input is not None else self.run_input)
-                if found != REDACTED:
-                    replaced.append(".".join(path))
-                return found
-            return value
-
-        out = walk(output, contract.output_schema, [])
+        out, replaced = unredact(output, contract.output_schema, run_input if run_input is not None else self.run_input)
         if replaced:
             self.notes.append(f"'{state}': sensitive field{'s' * (len(replaced) != 1)} {', '.join(replaced)} of "
                               f"{contract.id} {'are' if len(replaced) != 1 else 'is'} redacted in the audit log; "
                               "replayed with a stand-in value")
         return out
+
+
+def unredact(value, schema, run_input=None) -> tuple:
+    """``(value, [dotted paths replaced])``: ``value`` with each redacted leaf that ``schema`` (a
+    JSON Schema, at that place) rejects replaced by a stand-in (:func:`_stand_in`: the run input's
+    value of the same name when the schema takes it, else a sample of the schema)."""
+    from flowctl.store.audit import REDACTED
+
+    replaced = []
+
+    def walk(v, sub, path):
+        if isinstance(v, dict):
+            props = (sub or {}).get("properties") or {} if isinstance(sub, dict) else {}
+            return {k: walk(x, props.get(k), path + [k]) for k, x in v.items()}
+        if isinstance(v, list):
+            items = sub.get("items") if isinstance(sub, dict) else None
+            return [walk(x, items, path) for x in v]
+        if v == REDACTED:
+            found = _stand_in(path[-1] if path else "", sub, run_input)
+            if found != REDACTED:
+                replaced.append(".".join(path))
+            return found
+        return v
+
+    return walk(value, schema, []), replaced
 
 
 def _stand_in(name, schema, run_input):

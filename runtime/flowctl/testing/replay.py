@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flowctl.testing.recording import (
-    RecordedTools, Recording, ReplayStop, load_children, load_recording, recording)
+    RecordedTools, Recording, ReplayStop, load_children, load_recording, recording, unredact)
 from flowctl.testing.runner import explain, first_difference, one_line
 
 
@@ -121,6 +121,11 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         result.step = 1
         result.reason = [f"the flow '{row['flow']}' is not in {label}"]
         return result
+    run_input, replaced = unredact(row.get("input") or {}, flow.input_schema)
+    if replaced:  # (new-user finding: a redacted input failed the flow's input_schema, a false divergence)
+        result.notes.append(f"sensitive input field{'s' * (len(replaced) != 1)} {', '.join(replaced)} "
+                            f"{'are' if len(replaced) != 1 else 'is'} redacted in the record; replayed with a "
+                            "stand-in value the input_schema accepts")
     seen: list = []
     tools = RecordedTools(rec, _sensitive(project, flow), seen)
     clock = FakeClock(start=row["created_at"])
@@ -144,7 +149,7 @@ def replay(rec: Recording, project, label: str = "the working tree") -> ReplayRe
         result.notes.append(f"params no longer declared by the flow were left out: {', '.join(dropped)}")
     run = None
     try:
-        run = engine.run(flow.id, row.get("input") or {}, params=params, run_id=row["id"])
+        run = engine.run(flow.id, run_input, params=params, run_id=row["id"])
         reviews = list(rec.reviews)
         child_reviews: dict = {}
         for _ in range(10_000):  # bounded: each round decides a review or advances the clock

@@ -485,8 +485,9 @@ def _other(value, schema, avoid=()):
 
 
 def sample(schema, name: str = ""):
-    """A value that fits ``schema`` where that is easy (enums, consts, defaults, types); strings it
-    cannot guess are ``"TODO"``."""
+    """A value that fits ``schema`` where that is easy (enums, consts, defaults, examples, types, a
+    string a ``pattern`` matches: :mod:`flowctl.testing.patterns`); strings it cannot guess are
+    ``"TODO"``."""
     if not isinstance(schema, dict):
         return "TODO"
     if "const" in schema:
@@ -495,6 +496,8 @@ def sample(schema, name: str = ""):
         return schema["enum"][0]
     if "default" in schema:
         return copy.deepcopy(schema["default"])
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return copy.deepcopy(schema["examples"][0])
     for key in ("oneOf", "anyOf"):
         options = [o for o in schema.get(key) or () if not (isinstance(o, dict) and o.get("type") == "null")]
         if options:
@@ -519,4 +522,10 @@ def sample(schema, name: str = ""):
         return False
     if t == "null":
         return None
+    if isinstance(schema.get("pattern"), str):  # a string the pattern matches, if one can be built
+        from flowctl.testing.patterns import example
+
+        found = example(schema["pattern"])
+        if found is not None and len(found) >= schema.get("minLength", 0):
+            return found
     return "TODO"
