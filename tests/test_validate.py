@@ -373,10 +373,20 @@ def test_fc401_incomplete_expression_in_a_state_input(make_project):
 
 
 def test_fc402_double_quoted_literal_is_a_field_name(make_project):
-    root = make_project({**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'response.status == "ok"'""", "begin>done")})
+    # a name the scope has: a field read, if most likely not what was meant (a warning)
+    root = make_project({**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'response.status == "input"'""", "begin>done")})
     d = one(problems(root), "FC402")
     assert (d.severity, *where(d)) == ("warning", FLOW, 5, 31)
-    assert d.hint == "write the string as 'ok' (single quotes)"
+    assert d.hint == "write the string as 'input' (single quotes)"
+
+
+def test_a_double_quoted_literal_no_scope_has_is_an_error_it_is_always_null(make_project):
+    """(new-user finding: review.decision == "approve" was a warning, so every approval took the
+    reject branch of a flow that validated)"""
+    root = make_project({**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'response.status == "ok"'""", "begin>done")})
+    d = one(problems(root), "FC406")
+    assert (d.severity, *where(d)) == ("error", FLOW, 5, 31)
+    assert "always null" in d.message and d.hint == "write the string as 'ok' (single quotes)"
 
 
 def test_fc403_bare_backtick_literal(make_project):
@@ -662,7 +672,7 @@ CATALOGUE = {
     "FC303": {**MINIMAL, "transitions/flow.yaml": flow("begin>done", extra="on_error:\n  - errors: [X]\n    goto: done\n"
                                                                             "  - errors: [X]\n    goto: done\n")},
     "FC401": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?input.[", "begin>done")},
-    "FC402": {**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'a == "b"'""", "begin>done")},
+    "FC402": {**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'a == "input"'""", "begin>done")},
     "FC403": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?a == `b`", "begin>done")},
     "FC404": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?nope(a)", "begin>done")},
     "FC406": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?respons.ok", "begin>done")},

@@ -239,6 +239,8 @@ def lint(text: str, names: tuple | None = None, suggest: tuple | None = None) ->
         found = _lint(text)
         if names is not None and not found:
             found = _unknown_names(text, names, names if suggest is None else suggest)
+        elif names is not None:
+            found = _unscoped_quoted(text, found, names)
         if len(_LINT_CACHE) < 100_000:
             _LINT_CACHE[key] = found
     return list(found)
@@ -283,6 +285,26 @@ def root_names(text: str, tree) -> list:
         if len(_ROOTS) < 200_000:
             _ROOTS[text] = found
     return found
+
+
+def _unscoped_quoted(text: str, found: list, names: tuple) -> list:
+    """``found`` with each FC402 (a double-quoted "literal" beside a comparison) whose name is read
+    from the scope itself and is not in it made an FC406 error: it is always null, so the
+    comparison never holds (``review.decision == "approve"`` sends every approval down the other
+    branch; new-user finding), not a style warning."""
+    if not any(p[0] == "FC402" for p in found):
+        return found
+    try:
+        roots = set(root_names(text, parsed(text)))
+    except Exception:  # noqa: BLE001 - no tree: the syntax problems stand as they are
+        return found
+    out = []
+    for code, offset, message, hint in found:
+        name = message[1:message.find('" is a field name')] if code == "FC402" else None
+        if name is not None and name in roots and name not in names:
+            code, message = "FC406", f'{message}: no field "{name}" is in the scope of this expression, so it is always null'
+        out.append((code, offset, message, hint))
+    return out
 
 
 def _unknown_names(text: str, names: tuple, suggest: tuple) -> list:
