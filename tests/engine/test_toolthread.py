@@ -119,3 +119,18 @@ def test_a_timeout_longer_than_a_lock_can_wait_is_no_limit_off_the_main_thread(t
         return [call_with_timeout(lambda n=n: effects.append(n) or n, (), timeout, "tool") for n in (1, 2)]
 
     assert _in_thread(calls) == {"value": [1, 2]} and effects == [1, 2]
+
+
+def test_an_outer_tool_s_deadline_met_in_a_nested_call_is_the_outer_tool_s_timeout():
+    """(it was reported as ToolCrashed 'inner raised _Deadline', which no ToolTimeout retry or
+    handler matches)"""
+    release = threading.Event()
+
+    def outer():
+        return call_with_timeout(release.wait, (30,), 30.0, "inner")
+
+    try:
+        with pytest.raises(ToolTimeout, match="outer did not return within"):
+            call_with_timeout(outer, (), 0.05, "outer")
+    finally:
+        release.set()
