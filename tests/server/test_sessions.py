@@ -293,3 +293,36 @@ def test_a_call_that_fails_before_its_tool_runs_is_recorded_and_keeps_its_approv
         assert [e["type"] for e in events(api, sid)].count("review_requested") == 1
     finally:
         api.close()
+
+
+def test_an_invoke_answers_a_tool_s_error_and_output_redacted_as_the_session_records_them(tmp_path):
+    """(breaker finding: a session's invoke answered the tool's error message as raised and its
+    output redacted by field name only: a card number and a CVV the tool quoted came back in
+    plaintext, though the session's audit log has them redacted)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    card = "4111-2222-3333-4444"
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+        said = []
+        for decline in (True, False):
+            r = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                            json={"input": {"card": card, "cvv": "737", "decline": decline}})
+            assert r.status_code == 200, r.text
+            said.append(r.json())
+        failed, ok = said
+        assert failed["status"] == "failed" and "declined" in failed["error"]["message"]
+        assert ok["status"] == "succeeded" and "charged card" in ok["output"]["receipt"]
+        for text in (failed["error"]["message"], ok["output"]["receipt"]):
+            assert card not in text and "737" not in text, said
+    finally:
+        store.close()

@@ -212,7 +212,7 @@ class Sessions:
             except Exception as exc:  # noqa: BLE001 - the tool's own error (tool_failed) or the call's: answered
                 failed = exc
                 code = exc.code if isinstance(exc, FlowctlError) else "TOOL_ERROR"
-                message = str(exc)
+                message = _redacted(ctx, str(exc))  # as it is recorded: a tool's message may quote a secret
                 if isinstance(exc, ExpressionError):
                     message += ("; a session call has no run: run_input is {} and context is {} (give the call's "
                                 "idempotency_key, or make the contract's expressions read input)")
@@ -223,7 +223,7 @@ class Sessions:
                     out.update(status="review", decision=_decision(found) if found else None, idempotency_key=key,
                                review=_review(ctx.id, ctx.cursor.pending))
                 else:
-                    out.update(status="succeeded", output=redact(output, contract.sensitive),
+                    out.update(status="succeeded", output=_redacted(ctx, redact(output, contract.sensitive)),
                                decision={"decision": "allow", **_allowed(ctx)})
             tool_event = _last(ctx, "tool_invoked", committed=True)
             if tool_event:  # the key itself; an expression's value as recorded (hashed in a sensitive session)
@@ -299,6 +299,12 @@ class Sessions:
         with self._guard:
             self._locks.pop(session_id, None)
         return {"session": ctx.id, "status": "succeeded", "calls": calls, "compensated": undone, "residue": residue}
+
+
+def _redacted(ctx, value):
+    """``value`` redacted by value with the session's secrets (what its audit log records), for
+    the answer: a tool's error message or output quoting a card number under another name."""
+    return value if ctx.secrets is None else ctx.secrets.scrub(value)
 
 
 def _last(ctx, type_: str, committed: bool = False) -> dict | None:
