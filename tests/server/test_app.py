@@ -231,3 +231,29 @@ def test_the_answer_of_a_decide_that_ran_the_run_into_an_error_quoting_a_secret_
         assert CARD not in r.text and "737" not in r.json()["error"]["message"], r.text  # (a run id may hold 737)
     finally:
         store.close()
+
+
+def test_the_answer_of_a_cancel_whose_compensation_failed_quoting_a_secret_redacts_its_residue(tmp_path):
+    """(breaker finding: the residue of POST /v1/runs/{id}/cancel was the in-memory result's: the
+    failed compensation's message quoting the card and the CVV came back in plaintext)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        asgi = create_app(flowctl.load_project(make_declining_project(tmp_path)), store)
+        _, key = keys_of(store).create("ops", ["runs:write"])
+        run = asgi.app.state.service.engine.run("charge_then_review", {"card": CARD, "cvv": "737", "undo_fails": True})
+        assert run.status == "paused"
+        r = _Client(asgi).post(f"/v1/runs/{run.run_id}/cancel", json={"compensate": True},
+                               headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        (residue,) = r.json()["residue"]
+        assert "cannot refund card" in residue["error"]
+        assert CARD not in r.text and "737" not in residue["error"], r.text
+    finally:
+        store.close()

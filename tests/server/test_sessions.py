@@ -326,3 +326,30 @@ def test_an_invoke_answers_a_tool_s_error_and_output_redacted_as_the_session_rec
             assert card not in text and "737" not in text, said
     finally:
         store.close()
+
+
+def test_compensate_answers_a_failed_undo_s_message_redacted(tmp_path):
+    """(breaker finding: the residue compensate answered quoted the card and the CVV in plaintext)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    card = "4111-2222-3333-4444"
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+        called = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                             json={"input": {"card": card, "cvv": "737", "undo_fails": True}})
+        assert called.json()["status"] == "succeeded", called.text
+        r = client.post(f"/v1/sessions/{sid}/compensate", headers=h)
+        (residue,) = r.json()["residue"]
+        assert "cannot refund card" in residue["error"]
+        assert card not in r.text and "737" not in residue["error"], r.text
+    finally:
+        store.close()

@@ -78,17 +78,19 @@ def verify_refund(input, output, call):
     return True
 
 def undo_refund(input, output, call):
-    pass
+    if input.get("undo_fails"):
+        raise RuntimeError(f"cannot refund card {input['card']!r} (cvv {input['cvv']!r})")
 """
 
 
 def make_declining_project(tmp_path):
     """Flows whose tool quotes the sensitive card and cvv it was given: ``review_then_charge``
     (a review, then the charge: it fails, its error message quoting both, when ``decline``) and
-    ``charge`` (succeeds, its output quoting both under a name no contract marks sensitive)."""
+    ``charge`` (succeeds, its output quoting both under a name no contract marks sensitive) and
+    ``charge_then_review``; the charge's compensation fails, quoting both, when ``undo_fails``."""
     from support.enginekit import allow_all
 
-    charge = "input: {card: input.card, cvv: input.cvv, decline: input.decline}\n"
+    charge = "input: {card: input.card, cvv: input.cvv, decline: input.decline, undo_fails: input.undo_fails}\n"
     files = {
         **effect_contract("refund", "refund", extra="sensitive: [card, cvv]\n"),
         **allow_all("refund"),
@@ -97,6 +99,8 @@ def make_declining_project(tmp_path):
         "states/done.yaml": "id: done\ntype: succeed\n",
         "transitions/review_then_charge.yaml": "flow: review_then_charge\nversion: 1\nstart: ask\ntransitions:\n"
                                                "  - {from: ask, to: charge}\n  - {from: charge, to: done}\n",
+        "transitions/charge_then_review.yaml": "flow: charge_then_review\nversion: 1\nstart: charge\ntransitions:\n"
+                                               "  - {from: charge, to: ask}\n  - {from: ask, to: done}\n",
         "transitions/charge.yaml": "flow: charge\nversion: 1\nstart: charge\noutput: {receipt: response.receipt}\n"
                                    "transitions:\n  - {from: charge, to: done}\n",
         "tools/tk.py": textwrap.dedent(DECLINING),

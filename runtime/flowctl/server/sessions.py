@@ -276,7 +276,7 @@ class Sessions:
             residue = ctx.cursor.residue[before:]
             failed = {r.get("idempotency_key") for r in residue}
             return {"session": ctx.id, "status": ctx.row["status"], "compensated": undone,
-                    "residue": [dict(r) for r in residue], "failed": len(failed)}
+                    "residue": _redacted(ctx, [dict(r) for r in residue]), "failed": len(failed)}
 
     def close(self, caller, session_id: str, compensate: bool = False) -> dict:
         """End the session ``succeeded`` (after undoing its effects when ``compensate``):

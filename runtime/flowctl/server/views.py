@@ -85,15 +85,17 @@ def stored(store, result):
 def outcome(project, result, store=None) -> dict:
     """A :class:`~flowctl.engine.result.RunResult` as the API returns it: no review token. The
     result holds what the engine had in memory (an error message quoting a secret, in plaintext):
-    with ``store``, the error is the stored one (redacted by value) and everything is redacted with
+    with ``store``, the error and residue are the stored ones (redacted by value) and everything is redacted with
     the run's own :func:`secrets_of`; without, by name only."""
     row = stored(store, result) if store is not None else None
     if row is not None:
         s = secrets_of(project, row)
         error = row.get("error")
+        residue = (row.get("cursor") or {}).get("residue") if isinstance(row.get("cursor"), dict) else None
     else:
         s = Secrets(flow_fields(project, project.flows[result.flow]) if result.flow in project.flows else ())
-        error = result.error
+        error, residue = result.error, None
+    residue = result.residue if residue is None else residue
     review = None
     if result.review:
         r = result.review
@@ -102,7 +104,7 @@ def outcome(project, result, store=None) -> dict:
                   "policy": bool(r.get("policy"))}
     return {"run_id": result.run_id, "flow": result.flow, "status": result.status, "error": _error(s, error),
             "steps": result.steps, "cancel_requested": bool(result.cancel_requested),
-            "residue": s.scrub(list(result.residue or ())), "review": review}
+            "residue": s.scrub(list(residue or ())), "review": review}
 
 
 __all__ = ["detail", "event", "outcome", "review_item", "secrets_of", "stored", "summary"]
