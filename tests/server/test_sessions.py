@@ -353,3 +353,32 @@ def test_compensate_answers_a_failed_undo_s_message_redacted(tmp_path):
         assert card not in r.text and "737" not in residue["error"], r.text
     finally:
         store.close()
+
+
+def test_a_call_refused_by_the_input_schema_neither_answers_nor_records_the_secret_it_quotes(tmp_path):
+    """(breaker finding: the input_schema's reason quoted the CVV, and the session answered it and
+    recorded it in its audit log in plaintext — the input of a refused call was never learnt as a
+    secret; POST /v1/gate/check redacted the same reason)"""
+    import json
+
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+        r = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                        json={"input": {"card": "4111-2222-3333-4444", "cvv": "73x"}})
+        decision = r.json()["decision"]
+        assert r.json()["status"] == "denied" and decision["rule"] == "input-schema", r.text
+        assert "does not match" in decision["reason"] and "73x" not in r.text, r.text
+        assert "73x" not in json.dumps([e["data"] for e in store.events(sid)])
+    finally:
+        store.close()

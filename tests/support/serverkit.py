@@ -87,12 +87,14 @@ def make_declining_project(tmp_path):
     """Flows whose tool quotes the sensitive card and cvv it was given: ``review_then_charge``
     (a review, then the charge: it fails, its error message quoting both, when ``decline``) and
     ``charge`` (succeeds, its output quoting both under a name no contract marks sensitive) and
-    ``charge_then_review``; the charge's compensation fails, quoting both, when ``undo_fails``."""
+    ``charge_then_review``; the charge's compensation fails, quoting both, when ``undo_fails``; a
+    CVV that is not three digits fails the contract's input_schema (whose reason quotes it)."""
     from support.enginekit import allow_all
 
     charge = "input: {card: input.card, cvv: input.cvv, decline: input.decline, undo_fails: input.undo_fails}\n"
     files = {
-        **effect_contract("refund", "refund", extra="sensitive: [card, cvv]\n"),
+        **effect_contract("refund", "refund", extra="sensitive: [card, cvv]\ninput_schema:\n  type: object\n"
+                                                    "  properties:\n    cvv: {type: string, pattern: '^[0-9]{3}$'}\n"),
         **allow_all("refund"),
         **task("charge", "refund", extra=charge),
         "states/ask.yaml": "id: ask\ntype: review\ndecisions: [approve, reject]\n",

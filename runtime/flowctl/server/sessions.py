@@ -183,8 +183,10 @@ class Sessions:
             ctx.emit("state_entered", sid, 1, type="call", step=c.step, visit=c.visits[sid], tool=ref, by=caller.by,
                      **({"idempotency_key": idempotency_key} if idempotency_key else {}))
             if refused is not None:
+                if ctx.secrets is not None and contract is not None:  # an input_schema's reason quotes the input
+                    ctx.secrets.learn(tool_input)
                 ctx.emit("policy_decided", sid, 1, tool=ref, **refused.as_dict())
-                out["decision"] = _decision(refused.as_dict())
+                out["decision"] = _decision(_redacted(ctx, refused.as_dict()))
                 return self._done(ctx, out)
             if timed_out:
                 return self._timed_out(ctx, sid, out)
