@@ -54,9 +54,9 @@ from flowctl.engine.adhoc import PREFIX, SessionFlow, is_session
 from flowctl.engine.calls import call_tool
 from flowctl.engine.clock import iso
 from flowctl.engine.context import PARKED, RunContext, trusted_project
+from flowctl.engine.gatecall import call_digest
 from flowctl.errors import (ExpressionError, FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError,
                             error_record, handler_names)
-from flowctl.gate.policy import input_digest
 from flowctl.server import gatecheck
 from flowctl.store.audit import redact
 
@@ -157,7 +157,7 @@ class Sessions:
             refused, contract = gatecheck.refusal(self.service, tool, tool_input)
             ref = contract.ref if contract is not None else tool
             sid = contract.id if contract is not None else tool.partition("@")[0]
-            digest = input_digest(tool_input)
+            digest = call_digest(ctx.secrets, tool_input)  # keyed in a sensitive session, as the engine's
             out = {"session": ctx.id, "tool": ref, "status": "denied", "decision": None, "output": None,
                    "error": None, "idempotency_key": None, "seq": None, "review": None}
             timed_out = False
