@@ -55,3 +55,29 @@ def test_a_call_a_policy_denies_records_the_decision_and_never_reaches_the_tool(
     assert decided["rule"].startswith("allow[0]") and '"2"' in decided["reason"]
     assert h.ledger() == []  # the tool never ran
     assert "tool_invoked" not in h.types()
+
+
+def test_a_sensitive_run_records_its_calls_input_digest_keyed_and_its_review_still_matches_the_call(tmp_path):
+    """(breaker finding: a gate review's pending call recorded the plain SHA-256 of the tool input,
+    shown by GET /v1/runs/{id}/events: with the rest of the input readable, a CVV or PIN in it was
+    found in at most 10,000 tries; now keyed by the store's key in a sensitive run)"""
+    import json
+
+    from flowctl.gate.policy import input_digest
+    from flowctl.store.sql import open_store
+    from support.serverkit import make_server_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        h = Harness(make_server_project(tmp_path), store=store)
+        tool_input = {"amount": 60, "card": "7371"}
+        paused = h.run("charge", tool_input)  # refund: sensitive card; review_when amount > 50
+        assert paused.status == "paused" and paused.review["token"]
+        recorded = json.dumps([e["data"] for e in store.events(paused.run_id)])
+        assert '"digest": "' in recorded and input_digest(tool_input) not in recorded
+        assert "7371" not in recorded
+        done = h.engine.resume(paused.run_id, token=paused.review["token"], decision="approve", by="alice")
+        assert done.status == "paused" and done.review["state"] == "ask"  # the approved call ran; the flow's own review
+        assert h.ledger() == [("refund", 60)]
+    finally:
+        store.close()

@@ -85,3 +85,52 @@ def test_a_tool_thread_ends_when_its_calling_thread_ends():
     _in_thread(calls)
     seen["thread"].join(10)
     assert not seen["thread"].is_alive()
+
+
+def test_a_call_whose_wait_is_interrupted_leaves_no_late_result_for_the_next_call():
+    """A tool on the main thread that calls a tool with a timeout waits on a tool thread; its own
+    deadline (a signal) interrupts that wait. The given-up inner call's late result must not
+    answer the next call (it did, and the call after that raised 'release unlocked lock')."""
+    release, ended = threading.Event(), threading.Event()
+
+    def inner():
+        release.wait(30)
+        ended.set()
+        return "stale"
+
+    def outer(fn):
+        return call_with_timeout(fn, (), 30.0, "inner")
+
+    with pytest.raises(Exception):  # noqa: B017 - the outer deadline, whatever it is reported as
+        call_with_timeout(outer, (inner,), 0.05, "outer")  # inner blocks: the outer deadline comes first
+    release.set()
+    assert ended.wait(10)  # the given-up inner call has finished on its tool thread
+    assert [call_with_timeout(outer, (lambda n=n: n,), 30.0, "outer") for n in ("fresh", "again")] == \
+        ["fresh", "again"]
+
+
+@pytest.mark.parametrize("timeout", [1e10, float("inf")])
+def test_a_timeout_longer_than_a_lock_can_wait_is_no_limit_off_the_main_thread(timeout):
+    """(a lock's acquire() raises OverflowError beyond threading.TIMEOUT_MAX: the call ran anyway,
+    its caller got the OverflowError and its next call the previous call's result)"""
+    effects = []
+
+    def calls():
+        return [call_with_timeout(lambda n=n: effects.append(n) or n, (), timeout, "tool") for n in (1, 2)]
+
+    assert _in_thread(calls) == {"value": [1, 2]} and effects == [1, 2]
+
+
+def test_an_outer_tool_s_deadline_met_in_a_nested_call_is_the_outer_tool_s_timeout():
+    """(it was reported as ToolCrashed 'inner raised _Deadline', which no ToolTimeout retry or
+    handler matches)"""
+    release = threading.Event()
+
+    def outer():
+        return call_with_timeout(release.wait, (30,), 30.0, "inner")
+
+    try:
+        with pytest.raises(ToolTimeout, match="outer did not return within"):
+            call_with_timeout(outer, (), 0.05, "outer")
+    finally:
+        release.set()

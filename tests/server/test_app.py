@@ -207,3 +207,55 @@ def test_every_free_form_field_of_a_request_refuses_what_json_cannot_hold(api):
             assert r.json()["pointer"] == field + at and why in r.json()["detail"], (url, r.text)
     assert [r["id"] for r in api.store.list_runs(limit=0)] == [sid]  # no run submitted, no gate decision's run
     assert api.store.get_run(sid)["last_seq"] == seq  # no call made in the session
+
+
+def test_the_answer_of_a_decide_that_ran_the_run_into_an_error_quoting_a_secret_redacts_it(tmp_path):
+    """(breaker finding: the outcome of decide/resume/cancel was the engine's in-memory result,
+    redacted by field name only: a tool's error message quoting the card and the CVV it was given
+    came back in plaintext, though the stored run and GET /v1/runs/{id} had it redacted)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        asgi = create_app(flowctl.load_project(make_declining_project(tmp_path)), store)
+        _, key = keys_of(store).create("rev", ["reviews"])
+        run = asgi.app.state.service.engine.run("review_then_charge", {"card": CARD, "cvv": "737", "decline": True})
+        assert run.status == "paused"
+        r = _Client(asgi).post(f"/v1/reviews/{run.run_id}/decide", json={"decision": "approve"},
+                               headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200 and r.json()["status"] == "failed", r.text
+        assert r.json()["error"]["type"] == "ValueError" and "declined" in r.json()["error"]["message"]
+        assert CARD not in r.text and "737" not in r.json()["error"]["message"], r.text  # (a run id may hold 737)
+    finally:
+        store.close()
+
+
+def test_the_answer_of_a_cancel_whose_compensation_failed_quoting_a_secret_redacts_its_residue(tmp_path):
+    """(breaker finding: the residue of POST /v1/runs/{id}/cancel was the in-memory result's: the
+    failed compensation's message quoting the card and the CVV came back in plaintext)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        asgi = create_app(flowctl.load_project(make_declining_project(tmp_path)), store)
+        _, key = keys_of(store).create("ops", ["runs:write"])
+        run = asgi.app.state.service.engine.run("charge_then_review", {"card": CARD, "cvv": "737", "undo_fails": True})
+        assert run.status == "paused"
+        r = _Client(asgi).post(f"/v1/runs/{run.run_id}/cancel", json={"compensate": True},
+                               headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        (residue,) = r.json()["residue"]
+        assert "cannot refund card" in residue["error"]
+        assert CARD not in r.text and "737" not in residue["error"], r.text
+    finally:
+        store.close()

@@ -174,3 +174,31 @@ def test_mcp_over_http_holds_each_key_to_its_request_rate_as_serve_does(project)
         service.lane.close()
     finally:
         store.close()
+
+
+def test_a_flow_run_over_mcp_answers_its_output_and_error_redacted_by_value(tmp_path):
+    """(breaker finding: the output and error of a flow run over MCP were the engine's in-memory
+    result, redacted by field name only: a secret quoted under another name came back in plaintext)"""
+    import json
+
+    import flowctl
+    from flowctl.server.app import Service
+    from flowctl.server.mcp import Bridge
+    from support.serverkit import make_declining_project
+
+    card = "4111-2222-3333-4444"
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        service = Service(flowctl.load_project(make_declining_project(tmp_path)), store)
+        bridge = Bridge(service)
+        ok = bridge.call(None, "flow.charge", {"card": card, "cvv": "737", "decline": False})
+        failed = bridge.call(None, "flow.charge", {"card": card, "cvv": "737", "decline": True})
+        ok_text, failed_text = ok.content[0].text, failed.content[0].text
+        assert not ok.is_error and json.loads(ok_text)["status"] == "succeeded"
+        receipt = json.loads(ok_text)["output"]["receipt"]  # (a run id may hold 737: the fields are looked at)
+        assert "charged card" in receipt and card not in receipt and "737" not in receipt, ok_text
+        assert failed.is_error and "declined" in failed_text and card not in failed_text, failed_text
+        assert "737" not in failed_text.partition("declined")[0].partition("card")[2], failed_text
+        service.lane.close()
+    finally:
+        store.close()

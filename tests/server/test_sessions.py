@@ -312,3 +312,92 @@ def test_a_call_that_fails_before_its_tool_runs_is_recorded_and_keeps_its_approv
         assert [e["type"] for e in events(api, sid)].count("review_requested") == 1
     finally:
         api.close()
+
+
+def test_an_invoke_answers_a_tool_s_error_and_output_redacted_as_the_session_records_them(tmp_path):
+    """(breaker finding: a session's invoke answered the tool's error message as raised and its
+    output redacted by field name only: a card number and a CVV the tool quoted came back in
+    plaintext, though the session's audit log has them redacted)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    card = "4111-2222-3333-4444"
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+        said = []
+        for decline in (True, False):
+            r = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                            json={"input": {"card": card, "cvv": "737", "decline": decline}})
+            assert r.status_code == 200, r.text
+            said.append(r.json())
+        failed, ok = said
+        assert failed["status"] == "failed" and "declined" in failed["error"]["message"]
+        assert ok["status"] == "succeeded" and "charged card" in ok["output"]["receipt"]
+        for text in (failed["error"]["message"], ok["output"]["receipt"]):
+            assert card not in text and "737" not in text, said
+    finally:
+        store.close()
+
+
+def test_compensate_answers_a_failed_undo_s_message_redacted(tmp_path):
+    """(breaker finding: the residue compensate answered quoted the card and the CVV in plaintext)"""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    card = "4111-2222-3333-4444"
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+        called = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                             json={"input": {"card": card, "cvv": "737", "undo_fails": True}})
+        assert called.json()["status"] == "succeeded", called.text
+        r = client.post(f"/v1/sessions/{sid}/compensate", headers=h)
+        (residue,) = r.json()["residue"]
+        assert "cannot refund card" in residue["error"]
+        assert card not in r.text and "737" not in residue["error"], r.text
+    finally:
+        store.close()
+
+
+def test_a_call_refused_by_the_input_schema_neither_answers_nor_records_the_secret_it_quotes(tmp_path):
+    """(breaker finding: the input_schema's reason quoted the CVV, and the session answered it and
+    recorded it in its audit log in plaintext — the input of a refused call was never learnt as a
+    secret; POST /v1/gate/check redacted the same reason)"""
+    import json
+
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+        r = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
+                        json={"input": {"card": "4111-2222-3333-4444", "cvv": "73x"}})
+        decision = r.json()["decision"]
+        assert r.json()["status"] == "denied" and decision["rule"] == "input-schema", r.text
+        assert "does not match" in decision["reason"] and "73x" not in r.text, r.text
+        assert "73x" not in json.dumps([e["data"] for e in store.events(sid)])
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ from flowctl.engine.clock import iso
 from flowctl.engine.tokens import new_token
 from flowctl.errors import PolicyDenied
 from flowctl.gate.policy import function_aliases, input_digest
-from flowctl.store.audit import redact
+from flowctl.store.audit import canonical, redact
 
 
 def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallback=False):
@@ -28,7 +28,7 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
     if not checked:  # read-only everywhere: allowed without a word (policy.py rule 1)
         return
     c = ctx.cursor
-    digest = input_digest(tool_input)
+    digest = call_digest(ctx.secrets, tool_input)
     granted = [c.step, contract.id, digest] + (["fallback"] if fallback else [])  # a fallback is a new call
     repeat = c.gate_granted == granted
     approved = _approved(ctx, state, contract, digest)
@@ -63,6 +63,18 @@ def guarded(ctx, contract, fn) -> tuple:
         also = tuple(i for i in function_aliases(ctx.engine, ctx.project, fn, ctx.tools_folder) if i != contract.id)
         found = ctx.guards[key] = (fn, also, ctx.gate.guards(contract, also))
     return found[1], found[2]
+
+
+def call_digest(secrets, tool_input) -> str:
+    """The digest of a call's input the gate counts (dedupe), a review shows and the run records.
+    In a sensitive run (``secrets``: its :class:`~flowctl.engine.sensitive.Secrets`), keyed by
+    the store's key: a plain SHA-256 of an input holding a CVV or a PIN gives it away to anyone
+    who reads the events and tries the 1,000 (or 10,000) values; otherwise
+    :func:`~flowctl.gate.policy.input_digest`."""
+    keyring = getattr(secrets, "keyring", None)
+    if keyring is None:
+        return input_digest(tool_input)
+    return keyring.digest("gate-input:" + canonical(tool_input)).partition(":")[2]  # 64 hex digits, as the gate table keeps
 
 
 def _call_shown(contract, digest, policy, rule) -> dict:

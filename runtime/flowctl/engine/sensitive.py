@@ -14,7 +14,8 @@ tool's input or output, a review decision's data, a child run's secrets — and 
   escapes, ``repr``, ``ascii``, ``unicode_escape``, its UTF-8 bytes' ``repr``) are matched too.
 
 What is stored for a sensitive run: audit events redacted (engine fields such as ``to`` stay
-readable); idempotency keys as a keyed digest (:meth:`Secrets.digest`); the steps table's input,
+readable); idempotency keys as a keyed digest (:meth:`Secrets.digest`), as are the gate's input digests
+(:func:`flowctl.engine.gatecall.call_digest`); the steps table's input,
 output and keys redacted; ``raw`` (the tool's raw output text) kept only for a tool whose contract
 has no sensitive fields and whose output holds no known value; the run row's ``input``,
 ``params`` and ``cursor`` — which the live run needs in plaintext — sealed with AES-GCM

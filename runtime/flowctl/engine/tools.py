@@ -226,7 +226,7 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
                 WATCHDOG.deadline = None  # WATCHDOG.disarm()
                 _armed = False
         return _call(fn, args, timeout, what)
-    except (Exception, KeyboardInterrupt):
+    except (Exception, KeyboardInterrupt, _Deadline):  # _Deadline: an outer tool's, met in a nested call
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, custom BaseExceptions
         crashed = ToolCrashed(type(exc).__name__, f"{what} raised {type(exc).__name__}: {exc}")

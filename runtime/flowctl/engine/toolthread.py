@@ -83,6 +83,17 @@ def _stop(slot: _Slot) -> None:
             slot.go.release()  # job None: exit
 
 
+def _give_up(slot: _Slot) -> bool:
+    """The caller stops waiting: True if the call is still running (given up: its outcome is
+    dropped, and the caller gets a new tool thread next time), False if its outcome has arrived."""
+    with slot.mutex:
+        if slot.done.acquire(blocking=False):
+            return False
+        slot.abandoned = True
+        _local.owner = None
+        return True
+
+
 def call(fn, args: tuple, timeout: float):
     """``fn(*args)`` on the calling thread's tool thread; its result, or what it raised (any
     ``BaseException``), re-raised here. Raises :class:`TimedOut` after ``timeout`` seconds."""
@@ -90,14 +101,18 @@ def call(fn, args: tuple, timeout: float):
     if owner is None:
         owner = _local.owner = _Owner()
     slot = owner.slot
+    if not timeout < threading.TIMEOUT_MAX:  # longer (or NaN) is no limit; acquire() would raise
+        timeout = threading.TIMEOUT_MAX
     slot.job = (fn, args)
     slot.go.release()
-    if not slot.done.acquire(timeout=timeout):
-        with slot.mutex:
-            if not slot.done.acquire(blocking=False):  # still running: given up, and a new thread next time
-                slot.abandoned = True
-                _local.owner = None
-                raise TimedOut()
+    try:
+        finished = slot.done.acquire(timeout=timeout)
+    except BaseException:  # a signal handler's exception while waiting (an outer tool's deadline, Ctrl-C)
+        if not _give_up(slot):
+            slot.outcome = None  # it had just arrived: dropped, and the tool thread is kept
+        raise
+    if not finished and _give_up(slot):
+        raise TimedOut()
     ok, value = slot.outcome
     slot.outcome = None
     if ok:

@@ -241,7 +241,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         result = _conflict(lambda: service.engine.cancel(run_id, compensate=compensate, by=caller.by))
         service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "run_cancelled",
                                          "outcome": result.status, "data": {"run_id": result.run_id}})
-        return views.outcome(project, result)
+        return views.outcome(project, result, store)
 
     @app.post("/v1/runs/{run_id}/pause", response_model=models.PauseRequested, responses=errs, tags=["runs"])
     def pause_run(body: models.PauseRun, run_id: str = RUN_ID, caller: Caller = Depends(need("runs:write"))):
@@ -258,7 +258,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         result = _conflict(lambda: service.engine.resume(run_id, by=caller.by))
         service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "run_resumed",
                                          "outcome": result.status, "data": {"run_id": result.run_id}})
-        return views.outcome(project, result)
+        return views.outcome(project, result, store)
 
     @app.get("/v1/reviews", response_model=list[models.ReviewItem], responses=errs, tags=["reviews"])
     def list_reviews(caller: Caller = Depends(need("reviews"))):
@@ -280,7 +280,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "review_decided",
                                          "outcome": body.decision, "data": {"run_id": result.run_id,
                                                                             "status": result.status}})
-        return views.outcome(project, result)
+        return views.outcome(project, result, store)
 
     from flowctl.server.console import mount  # the operator console under /console (issue 20)
 

@@ -43,7 +43,7 @@ from mcp.server import Server
 
 from flowctl.errors import FlowctlError
 from flowctl.server.auth import Caller, authorize
-from flowctl.server.views import outcome, secrets_of
+from flowctl.server.views import outcome, secrets_of, stored
 
 FLOW_PREFIX = "flow."
 #: The caller of a stdio connection: the local user who launched ``flowctl mcp``.
@@ -165,9 +165,10 @@ class Bridge:
         self.service.log.append(caller.name, {"at": time.time(), "caller": caller.name, "kind": "run_submitted",
                                               "data": {"run_id": result.run_id, "flow": flow_id, "via": "mcp"}})
         out = {"run_id": result.run_id, "flow": flow_id, "status": result.status}
-        if result.status == "succeeded":
-            out["output"] = secrets_of(self.service.project, self.service.store.get_run(result.run_id)).scrub(
-                result.output)
+        if result.status == "succeeded":  # the stored output: redacted by value (the result's is not)
+            row = stored(self.service.store, result)
+            out["output"] = secrets_of(self.service.project, row).scrub(row.get("output")) if row is not None \
+                else secrets_of(self.service.project, self.service.store.get_run(result.run_id)).scrub(result.output)
             return _text(out)
         if result.status == "paused" and result.review:
             r = result.review
@@ -180,7 +181,7 @@ class Bridge:
             out["waiting"] = result.status
             out["how"] = f"the run continues on its own (flowctl recover / a worker); follow it: flowctl trace {result.run_id}"
             return _text(out)
-        out["error"] = outcome(self.service.project, result)["error"]
+        out["error"] = outcome(self.service.project, result, self.service.store)["error"]
         return _text(out, True)
 
 

@@ -58,9 +58,9 @@ from flowctl.engine.adhoc import PREFIX, SessionFlow, is_session
 from flowctl.engine.calls import call_tool
 from flowctl.engine.clock import iso
 from flowctl.engine.context import PARKED, RunContext, trusted_project
+from flowctl.engine.gatecall import call_digest
 from flowctl.errors import (ExpressionError, FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError,
                             error_record, handler_names)
-from flowctl.gate.policy import input_digest
 from flowctl.server import gatecheck
 from flowctl.store.audit import redact
 
@@ -161,7 +161,7 @@ class Sessions:
             refused, contract = gatecheck.refusal(self.service, tool, tool_input)
             ref = contract.ref if contract is not None else tool
             sid = contract.id if contract is not None else tool.partition("@")[0]
-            digest = input_digest(tool_input)
+            digest = call_digest(ctx.secrets, tool_input)  # keyed in a sensitive session, as the engine's
             out = {"session": ctx.id, "tool": ref, "status": "denied", "decision": None, "output": None,
                    "error": None, "idempotency_key": None, "seq": None, "review": None}
             if idempotency_key and contract is not None:
@@ -196,8 +196,10 @@ class Sessions:
             ctx.emit("state_entered", sid, 1, type="call", step=c.step, visit=c.visits[sid], tool=ref, by=caller.by,
                      **({"idempotency_key": idempotency_key} if idempotency_key else {}))
             if refused is not None:
+                if ctx.secrets is not None and contract is not None:  # an input_schema's reason quotes the input
+                    ctx.secrets.learn(tool_input)
                 ctx.emit("policy_decided", sid, 1, tool=ref, **refused.as_dict())
-                out["decision"] = _decision(refused.as_dict())
+                out["decision"] = _decision(_redacted(ctx, refused.as_dict()))
                 return self._done(ctx, out)
             if timed_out:
                 return self._timed_out(ctx, sid, out)
@@ -225,7 +227,7 @@ class Sessions:
             except Exception as exc:  # noqa: BLE001 - the tool's own error (tool_failed) or the call's: answered
                 failed = exc
                 code = exc.code if isinstance(exc, FlowctlError) else "TOOL_ERROR"
-                message = str(exc)
+                message = _redacted(ctx, str(exc))  # as it is recorded: a tool's message may quote a secret
                 if isinstance(exc, ExpressionError):
                     message += ("; a session call has no run: run_input is {} and context is {} (give the call's "
                                 "idempotency_key, or make the contract's expressions read input)")
@@ -236,7 +238,7 @@ class Sessions:
                     out.update(status="review", decision=_decision(found) if found else None, idempotency_key=key,
                                review=_review(ctx.id, ctx.cursor.pending))
                 else:
-                    out.update(status="succeeded", output=redact(output, contract.sensitive),
+                    out.update(status="succeeded", output=_redacted(ctx, redact(output, contract.sensitive)),
                                decision={"decision": "allow", **_allowed(ctx)})
             tool_event = _last(ctx, "tool_invoked", committed=True)
             if tool_event:  # the key itself; an expression's value as recorded (hashed in a sensitive session)
@@ -289,7 +291,7 @@ class Sessions:
             residue = ctx.cursor.residue[before:]
             failed = {r.get("idempotency_key") for r in residue}
             return {"session": ctx.id, "status": ctx.row["status"], "compensated": undone,
-                    "residue": [dict(r) for r in residue], "failed": len(failed)}
+                    "residue": _redacted(ctx, [dict(r) for r in residue]), "failed": len(failed)}
 
     def close(self, caller, session_id: str, compensate: bool = False) -> dict:
         """End the session ``succeeded`` (after undoing its effects when ``compensate``):
@@ -312,6 +314,12 @@ class Sessions:
         with self._guard:
             self._locks.pop(session_id, None)
         return {"session": ctx.id, "status": "succeeded", "calls": calls, "compensated": undone, "residue": residue}
+
+
+def _redacted(ctx, value):
+    """``value`` redacted by value with the session's secrets (what its audit log records), for
+    the answer: a tool's error message or output quoting a card number under another name."""
+    return value if ctx.secrets is None else ctx.secrets.scrub(value)
 
 
 def _last(ctx, type_: str, committed: bool = False) -> dict | None:

@@ -70,18 +70,41 @@ def review_item(project, row) -> dict | None:
     return dict(p, run_id=row["id"], flow=row["flow"], parent_id=row.get("parent_id"))
 
 
-def outcome(project, result) -> dict:
-    """A :class:`~flowctl.engine.result.RunResult` as the API returns it: no review token."""
-    s = Secrets(flow_fields(project, project.flows[result.flow]) if result.flow in project.flows else ())
+def stored(store, result):
+    """The run row of ``result`` as stored now (None when it cannot be read): what a view of a
+    result just returned by the engine redacts with, and takes the error and output from."""
+    from flowctl.errors import FlowctlError
+
+    try:
+        row = store.get_run(result.run_id, exact=True)
+    except FlowctlError:
+        return None
+    return row if row.get("status") == result.status else None
+
+
+def outcome(project, result, store=None) -> dict:
+    """A :class:`~flowctl.engine.result.RunResult` as the API returns it: no review token. The
+    result holds what the engine had in memory (an error message quoting a secret, in plaintext):
+    with ``store``, the error and residue are the stored ones (redacted by value) and everything is redacted with
+    the run's own :func:`secrets_of`; without, by name only."""
+    row = stored(store, result) if store is not None else None
+    if row is not None:
+        s = secrets_of(project, row)
+        error = row.get("error")
+        residue = (row.get("cursor") or {}).get("residue") if isinstance(row.get("cursor"), dict) else None
+    else:
+        s = Secrets(flow_fields(project, project.flows[result.flow]) if result.flow in project.flows else ())
+        error, residue = result.error, None
+    residue = result.residue if residue is None else residue
     review = None
     if result.review:
         r = result.review
         review = {"state": r.get("state"), "decisions": list(r.get("decisions") or ()), "show": s.scrub(r.get("show")),
                   "deadline": r.get("deadline") if isinstance(r.get("deadline"), (int, float)) else None,
                   "policy": bool(r.get("policy"))}
-    return {"run_id": result.run_id, "flow": result.flow, "status": result.status, "error": _error(s, result.error),
+    return {"run_id": result.run_id, "flow": result.flow, "status": result.status, "error": _error(s, error),
             "steps": result.steps, "cancel_requested": bool(result.cancel_requested),
-            "residue": s.scrub(list(result.residue or ())), "review": review}
+            "residue": s.scrub(list(residue or ())), "review": review}
 
 
-__all__ = ["detail", "event", "outcome", "review_item", "secrets_of", "summary"]
+__all__ = ["detail", "event", "outcome", "review_item", "secrets_of", "stored", "summary"]
