@@ -59,6 +59,7 @@ from flowctl.engine.calls import call_tool
 from flowctl.engine.clock import iso
 from flowctl.engine.context import PARKED, RunContext, trusted_project
 from flowctl.engine.gatecall import call_digest
+from flowctl.gate.policy import input_digest
 from flowctl.errors import (ExpressionError, FlowctlError, PolicyDenied, RunNotFound, ScopeError, UsageError,
                             error_record, handler_names)
 from flowctl.server import gatecheck
@@ -167,7 +168,8 @@ class Sessions:
             if idempotency_key and contract is not None:
                 done = _done_before(ctx, contract, idempotency_key, tool_input)
                 if done is not None:  # the same call again: its recorded outcome, the tool not called twice
-                    return dict(out, status="succeeded", output=redact(done["output"], contract.sensitive),
+                    kept = _redacted(ctx, redact(done["output"], contract.sensitive))
+                    return dict(out, status="succeeded", output=kept,
                                 decision={"decision": "allow", "policy": "", "rule": "idempotent-replay",
                                           "reason": f"{ref} with idempotency key {idempotency_key!r} succeeded at "
                                                     f"step {done.get('step')} of this session: its recorded output; "
