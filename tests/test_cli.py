@@ -56,3 +56,22 @@ def test_audit_verify_expect_head_that_is_not_seq_hash_is_a_usage_error(tmp_path
                                        "--expect-head", head])
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--expect-head'" in result.output and "is not SEQ:HASH" in result.output
+
+
+def test_progress_names_the_run_of_lines_from_another_run_fired_before_the_new_one():
+    """(new-user finding: `flowctl run` fired an unrelated run's due review timeout first, and its
+    '→ rejected (fail, step 3)' read as the start of the new run)"""
+    import io
+
+    from flowctl.cli.commands._common import Progress
+
+    out = io.StringIO()
+    progress = Progress(out)
+    entered = {"type": "state_entered", "state": "rejected", "run_id": "01a2b3c4d5e6f7a8", "attempt": 1,
+               "data": {"type": "fail", "step": 3}}
+    progress.others = True
+    progress(entered)
+    progress.others = False
+    progress(dict(entered, run_id="ffff0000", state="start", data={"type": "task", "step": 1}))
+    assert out.getvalue().splitlines() == ["[earlier run 01a2b3c4d5e6] → rejected (fail, step 3)",
+                                           "→ start (task, step 1)"]

@@ -413,6 +413,10 @@ class Progress:
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
+        #: True while other runs' due review timeouts fire before this command's run: their lines
+        #: name their run (new-user finding: they read as the start of the new run)
+        self.others = False
+        self._run = None
 
     kind = None  # the type of the state being run
 
@@ -421,10 +425,13 @@ class Progress:
         return f"{'call' if self.kind == 'agent' else 'attempt'} {ev['attempt']}"
 
     def _out(self, text, **style):
+        if self.others and self._run:
+            text = f"[earlier run {self._run[:12]}] {text}"
         click.echo(click.style(text, **style) if self.tty else text, file=self.stream)
 
     def __call__(self, ev) -> None:
         t, d, s = ev["type"], ev["data"], ev["state"]
+        self._run = ev.get("run_id")
         if t == "state_entered":
             self.kind = d.get("type")
             self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)

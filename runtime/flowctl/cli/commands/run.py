@@ -10,7 +10,14 @@ def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt)
                          flow=flow)
     try:
         with tools_print_to_stderr(fmt):
-            engine.fire_due_reviews()  # timeouts that came due while nothing ran fire on the next run
+            listener = engine.listener if hasattr(engine.listener, "others") else None
+            if listener is not None:
+                listener.others = True
+            try:  # timeouts that came due while nothing ran fire on the next run (their lines name their run)
+                engine.fire_due_reviews()
+            finally:
+                if listener is not None:
+                    listener.others = False
             result = engine.run(flow, run_input, params=parse_params(params, params_file))
     finally:
         engine.store.close()
