@@ -49,6 +49,9 @@ def run(host, port, root, db, rate, burst) -> int:
         sock = _listen(host, port)  # bound here, so a port in use is a clear error before anything is said
         port = sock.getsockname()[1]
         click.echo(f"flowctl serve: http://{host}:{port} (OpenAPI at /openapi.json; store {store.url})", err=True)
+        click.echo(f"definitions: {len(project.flows)} flows, {len(project.contracts)} contracts, {len(project.policies)} "
+                   f"policies (snapshot {project.digest()[:12]}), read once: restart flowctl serve after changing "
+                   "them", err=True)  # (new-user finding: an edited policy was silently not in force)
         server = uvicorn.Server(wire.config(app, host, port))
         graceful(server, sockets=[sock])
         click.echo("flowctl serve: stopped", err=True)
