@@ -52,6 +52,7 @@ def test_a_run_refused_because_its_tool_does_not_import_starts_nothing(tmp_path)
     write_project(tmp_path, dict(FILES, **{"tools/tk.py": TOOLS + "\ndef broken(:\n"}))
     code, out = _flowctl(tmp_path, "run", "f")
     assert code == 2 and "cannot import tool module 'tk'" in out and "Traceback" not in out, out
+    assert "at orchestration/tools/tk.py:" in out, out  # the file of the syntax error, located (new-user finding)
     code, out = _flowctl(tmp_path, "runs", "--all")
     assert code == 0 and "no runs" in out, out  # nothing a later `recover` could complete
     assert not (tmp_path / "ledger.txt").exists()

@@ -122,7 +122,10 @@ def _resolve(ref: str, tools_folder: str, key, packages=()):
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import time included
-        raise UsageError(f"cannot import tool module '{module_name}' for {ref}: {type(exc).__name__}: {exc}",
+        where = ""
+        if isinstance(exc, SyntaxError) and exc.filename:  # the file as a path, not its name alone (new-user finding)
+            where = f" at {_shown_path(exc.filename)}:{exc.lineno or 1}:{exc.offset or 1}"
+        raise UsageError(f"cannot import tool module '{module_name}' for {ref}{where}: {type(exc).__name__}: {exc}",
                          hint=f"tool code is imported from {tools_folder}; "
                               "flowctl validate --import-check finds this before a run") from None
     module = obj
@@ -159,6 +162,17 @@ def _evict_foreign(module_name: str, tools_folder: str) -> None:
         sys.path.remove(folder)
     sys.path.insert(0, folder)
     importlib.invalidate_caches()
+
+
+def _shown_path(filename: str) -> str:
+    """``filename`` relative to the current folder when it is under it, else as it is."""
+    import os
+
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:  # another drive (Windows)
+        return filename
+    return filename if rel.startswith("..") else rel
 
 
 class _Deadline(BaseException):
