@@ -273,3 +273,20 @@ def test_a_non_finite_result_fails_the_state_and_is_never_stored(tmp_path):
     for table, in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
         for row in con.execute(f"SELECT * FROM {table}"):
             assert not any(isinstance(v, str) and ("Infinity" in v or "NaN" in v) for v in row), (table, row)
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("context.amount > 100", "write `100`"),
+    ("context.n == -1", "write `-1`"),
+    ("context.rate > 1.5", "write `1.5`"),
+    ("refunded ok", "\"'refunded ok'\""),
+])
+def test_a_number_or_text_without_its_quotes_is_told_how_to_write_it(text, hint):
+    """(new-user finding: both got only the address of the JMESPath specification)"""
+    (code, _, _, got), = lint(text, names=("context", "input"))
+    assert code == "FC401" and hint in got, got
+
+
+def test_a_whole_expression_of_one_bare_word_is_told_yaml_took_its_quotes():
+    (code, _, _, hint), = lint("done", names=("context", "input"))
+    assert code == "FC406" and "\"'done'\"" in hint and "YAML" in hint

@@ -34,6 +34,7 @@ import difflib
 import fnmatch
 import json
 import math
+import re
 from datetime import datetime, timedelta, timezone
 
 import jmespath
@@ -322,6 +323,9 @@ def _unknown_names(text: str, names: tuple, suggest: tuple) -> list:
 
         close = difflib.get_close_matches(name, suggest, n=1)
         hint = f"did you mean '{close[0]}'?" if close else "an expression starts from one of: " + ", ".join(suggest)
+        if text.strip() == name and not close:  # the whole expression one bare word: text meant, YAML took its quotes
+            hint = (f"a bare word is a field name in JMESPath: for the text write '{name}'; in YAML inside double "
+                    f"quotes, \"'{name}'\" (YAML takes a single pair of quotes off)")
         if name in compared:
             hint = (f"a bare word is a field name in JMESPath: write '{name}' (in single quotes) for the "
                     f"string" + (f"; or did you mean '{close[0]}'?" if close else ""))
@@ -393,6 +397,20 @@ def _identifier_offset(text: str, name: str) -> int:
     return 0
 
 
+def _syntax_hint(text: str, exc) -> str:
+    """The hint of a parse error: what the most common mistakes need (new-user finding: the spec's
+    address alone for ``context.amount > 100`` and for text whose YAML quotes were taken off)."""
+    token = getattr(exc, "token_value", None)
+    if str(getattr(exc, "token_type", "")).lower() == "number":
+        number = re.match(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", text[exc.lex_position or 0:])
+        shown = number.group(0) if number else token
+        return f"a number in JMESPath is a JSON literal in backticks: write `{shown}`"
+    if re.fullmatch(r"[A-Za-z][\w ,.!?'-]*", text) and " " in text.strip():
+        return (f"text is a literal in single quotes: write '{text}'; in YAML put it inside double quotes, "
+                f"\"'{text}'\" (YAML takes a single pair of quotes off)")
+    return _SYNTAX_HINT
+
+
 def _lint(text: str) -> list:
     if not text:
         return [("FC401", 0, "the expression is empty", "write a JMESPath expression, e.g. input.order_id")]
@@ -412,7 +430,7 @@ def _lint(text: str) -> list:
         else:
             what = f"unexpected {exc.token_value!r}"
         pos = exc.lex_position or 0
-        return [("FC401", pos, f"invalid expression {text!r}: {what} (column {pos + 1})", _SYNTAX_HINT)]
+        return [("FC401", pos, f"invalid expression {text!r}: {what} (column {pos + 1})", _syntax_hint(text, exc))]
     except ValueError as exc:  # after ParseError (a ValueError too): e.g. an index of more digits than int() takes
         what = "a number in it has too many digits" if "digits" in str(exc) else str(exc)[:120]
         return [("FC401", 0, f"invalid expression: {what}", "write indices and numbers of at most a few digits")]
