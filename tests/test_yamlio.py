@@ -319,3 +319,16 @@ def test_loads_returns_data_or_raises_value_error_with_location():
         yamlio.loads("a: 1\na: 2\n", "x.yaml")
     with pytest.raises(ValueError):
         yamlio.loads("")
+
+
+@pytest.mark.parametrize("text, where, hint", [
+    ('id: a\ntype: task\ntool: "x\ninput: {a: b}\n', "that starts at 3:7", "the quote opened at line 3, column 7 is not closed"),
+    ("id: a\ntype: task\ninput:\n\ta: b\n", "", "never tabs"),
+    ('id: a\ntool: "x\ninput: {a: b}\nnext: "c"\nmore: d\n', "that starts at 1:1", "a quote or bracket opened on an earlier line"),
+])
+def test_a_yaml_syntax_error_says_where_what_it_was_reading_began_and_how_to_fix_the_usual_causes(text, where, hint):
+    """(new-user finding: an unclosed quote was reported lines later with no hint, a tab with none)"""
+    from flowctl.definition.yamlio import read_document
+
+    (d,) = read_document("s.yaml", text).diagnostics
+    assert d.code == "FC001" and where in d.message and hint in d.hint, (d.message, d.hint)

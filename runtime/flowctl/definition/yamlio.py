@@ -372,6 +372,24 @@ def _describe(value: str) -> str:
     return "a string"
 
 
+def _line_of(content, line: int) -> str:
+    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else str(content)
+    lines = text.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _parse_hint(exc, started, text_line: str = "") -> str:
+    """What the most common YAML mistakes need (new-user finding: a tab, an unclosed quote)."""
+    problem, context = exc.problem or "", exc.context or ""
+    if "cannot start any token" in problem and "\t" in text_line:
+        return "YAML indents with spaces, never tabs: replace the tab with spaces"
+    if "quoted scalar" in context and started is not None:
+        return f"the quote opened at line {started.line + 1}, column {started.column + 1} is not closed"
+    if "expected key" in problem or "expected <block end>" in problem:
+        return ("a quote or bracket opened on an earlier line may not be closed, or this line is indented "
+                "differently from the keys above it")
+    return ""
+
 def read_document(file: str, content: bytes | str) -> Document:
     """Parse one definition file. Never raises for bad content: problems become diagnostics.
 
@@ -409,9 +427,14 @@ def read_document(file: str, content: bytes | str) -> Document:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
+        started = exc.context_mark
+        if started is not None and (started.line, started.column) == (mark.line, mark.column):
+            started = None
         if exc.context and exc.problem:
-            problem = f"{exc.problem} ({exc.context})"
-        doc.diagnostics.append(Diagnostic("FC001", f"cannot parse: {problem}", file, line, col))
+            begun = f" that starts at {started.line + 1}:{started.column + 1}" if started is not None else ""
+            problem = f"{exc.problem} ({exc.context}{begun})"
+        doc.diagnostics.append(Diagnostic("FC001", f"cannot parse: {problem}", file, line, col,
+                                          hint=_parse_hint(exc, started, _line_of(content, line))))
         return doc
     except yaml.YAMLError as exc:
         doc.diagnostics.append(Diagnostic("FC001", f"cannot parse: {exc}", file))
