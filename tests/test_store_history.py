@@ -251,3 +251,21 @@ def test_reads_go_on_while_another_process_holds_the_sqlite_write_lock(tmp_path,
     assert got == {"run": "succeeded", "listed": ["r0001"], "steps": []}
     for s in {id(first): first, id(store): store}.values():
         s.close()
+
+
+def test_a_step_whose_call_verify_found_done_after_a_crash_says_so():
+    """(new-user finding: after kill -9 and recover, the trace said 'ok' as for a call made once
+    in the normal way; only `flowctl events` showed step_recovered)"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, **data):
+        return {"type": t, "state": "pay", "ts": 1.0, "attempt": 1, "data": data}
+
+    recovered = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="pay@1.0.0"),
+                          ev("step_recovered", tool="pay@1.0.0", happened=True),
+                          ev("tool_succeeded", tool="pay@1.0.0"), ev("transition_taken", to="done")])
+    again = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="pay@1.0.0"),
+                      ev("step_recovered", tool="pay@1.0.0", happened=False),
+                      ev("tool_succeeded", tool="pay@1.0.0"), ev("transition_taken", to="done")])
+    assert [s["outcome"] for s in recovered] == ["ok (recovered: verify found it done)"]
+    assert [s["outcome"] for s in again] == ["ok"]  # not done before: called again, an ordinary success

@@ -275,10 +275,13 @@ def iter_steps(events):
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":
             current["tool"] = d.get("tool")
             current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
+        elif t == "step_recovered":  # a call in flight when its process died (or timed out), asked of verify
+            current["recovered"] = bool(d.get("happened"))
         elif t == "tool_succeeded":
             current["duration_ms"] += d.get("duration_ms") or 0
             # a call recovered after a crash whose verify confirmed it but could not give its output
-            current["outcome"] = "ok (recovered, output unknown)" if d.get("output_unknown") else "ok"
+            current["outcome"] = ("ok (recovered, output unknown)" if d.get("output_unknown")
+                                  else "ok (recovered: verify found it done)" if current.get("recovered") else "ok")
         elif t == "tool_failed":
             current["duration_ms"] += d.get("duration_ms") or 0
             current["outcome"] = "failed"

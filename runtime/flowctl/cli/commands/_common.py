@@ -435,6 +435,9 @@ class Progress:
         if t == "state_entered":
             self.kind = d.get("type")
             self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)
+        elif t == "step_recovered":  # (new-user finding: a recovered call looked like a fresh "ok in 0ms")
+            self._out(f"    {d.get('tool')} was in flight when its process stopped: verify says it "
+                      + ("had happened (not called again)" if d.get("happened") else "had not happened"), fg="yellow")
         elif t == "tool_succeeded":
             self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms ({self._nth(ev)})", fg="green")
         elif t == "tool_failed":
