@@ -35,6 +35,8 @@ def test_a_side_effecting_tool_no_policy_covers_and_an_unknown_tool_are_denied(a
     assert (wipe["decision"], wipe["rule"], wipe["policy"]) == ("deny", "default-deny", "")
     ghost = check(api, h, "drop_database", {})
     assert (ghost["decision"], ghost["rule"]) == ("deny", "unknown-tool")
+    typo = check(api, h, "refnd", {"amount": 1})
+    assert typo["rule"] == "unknown-tool" and "did you mean 'refund'?" in typo["reason"]
     none_satisfies = check(api, h, "refund@^2", {"amount": 1})  # no version in that range
     assert none_satisfies["decision"] == "deny" and none_satisfies["rule"] == "unknown-tool"
 

@@ -62,7 +62,11 @@ def refusal(service, tool: str, tool_input) -> tuple:
     (rules 1 and 2 above), or None and the contract the gate decides for."""
     contract = service.project.resolve_tool(tool)
     if contract is None:
-        return Decision("deny", rule="unknown-tool", reason=f"no contract matches '{tool}' (default deny)"), None
+        import difflib
+
+        near = difflib.get_close_matches(tool.partition("@")[0], list(service.project.contracts), n=1)
+        also = f"; did you mean '{near[0]}'?" if near else ""  # (new-user finding: the CLI said so, the API did not)
+        return Decision("deny", rule="unknown-tool", reason=f"no contract matches '{tool}' (default deny){also}"), None
     if contract.input_schema:
         problem = check_instance(contract.input_schema, tool_input)
         if problem:
