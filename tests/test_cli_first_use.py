@@ -248,3 +248,12 @@ def test_a_worker_stopped_while_it_is_still_importing_exits_0(monkeypatch):
         monkeypatch.setattr(importlib, "import_module", lambda name, *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
         invoke.call("run")
     assert other.value.code == 130
+
+
+def test_a_run_without_input_whose_flow_requires_one_says_no_input_was_given(tmp_path):
+    """(new-user finding: only "'order_id' is a required property", not that --input was missing)"""
+    from flowctl.scaffold import init
+
+    init(tmp_path, "basic")
+    code, out = _flowctl(tmp_path, "run", "signup")
+    assert code == 2 and "'email' is a required property" in out and "no --input was given" in out, out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from flowctl.cli.commands._common import open_engine, parse_json_arg, parse_params, print_result, tools_print_to_stderr
+from flowctl.errors import UsageError
 
 
 def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt) -> int:
@@ -18,7 +19,13 @@ def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt)
             finally:
                 if listener is not None:
                     listener.others = False
-            result = engine.run(flow, run_input, params=parse_params(params, params_file))
+            try:
+                result = engine.run(flow, run_input, params=parse_params(params, params_file))
+            except UsageError as exc:
+                if getattr(exc, "field", None) == "input":  # say how to give it (new-user finding)
+                    given = "no --input was given (the input is {})" if input is None else "pass --input JSON or @file"
+                    exc.hint = f"{given}; {exc.hint}" if exc.hint else given
+                raise
     finally:
         engine.store.close()
     return print_result(result, fmt=fmt, db=db)
