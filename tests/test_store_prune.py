@@ -82,7 +82,7 @@ def test_prune_round_trip_archive_and_verify(tmp_path, url):
             "with --archive DIR)") in verified.output
     whole = _cli("audit", "verify", rid, "--archive", tmp_path / "arch", "--root", root, "--db", url)
     assert whole.exit_code == 0, whole.output
-    assert f"{len(before)} events (with 1 archived range), hash chain intact; run row, 1 step records" in whole.output
+    assert f"{len(before)} events (with 1 archived range), hash chain intact; run row, 1 step record (one per side-effecting call)" in whole.output
     alone = _cli("audit", "verify", "--archive", tmp_path / "arch")
     assert alone.exit_code == 0 and f"run {rid}: {len(before)} archived events" in alone.output
     again = _cli("prune", "--older-than", "90d", "--archive", tmp_path / "arch", "--root", root, "--db", url)
@@ -383,7 +383,7 @@ def test_verify_checks_the_default_archive_folder(tmp_path, url):
     assert out.exit_code == 0, out.output
     verified = _cli("audit", "verify", rid, "--expect-head", head, "--root", root, "--db", url)
     assert verified.exit_code == 0, verified.output
-    assert f"{n} events (with 1 archived range), hash chain intact; run row, 1 step records" in verified.output
+    assert f"{n} events (with 1 archived range), hash chain intact; run row, 1 step record (one per side-effecting call)" in verified.output
     (path,) = (root / ".flowctl" / "archive").iterdir()
     with gzip.open(path, "rb") as f:  # the same content, compressed again: other bytes
         content = f.read()

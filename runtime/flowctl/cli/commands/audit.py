@@ -65,7 +65,8 @@ def run(run_id, root, db, expect_head=None, archive=None, all_runs=False) -> int
              f" (with {n} archived, {len(result.unchecked)} not checked)" if n else
              " in the store" if result.unchecked else "")
     click.echo(f"run {row['id']}: {result.events} events{where}, hash chain intact; run row, "
-               f"{result.steps} step records and definition snapshot match it{anchored}")
+               f"{result.steps} step record{'s' if result.steps != 1 else ''} (one per side-effecting call) and "
+               f"definition snapshot match it{anchored}")
     for note in result.notes:
         click.echo(f"run {row['id']}: {note}")
     return EXIT_OK
