@@ -87,7 +87,8 @@ def test_sensitive_values_do_not_reach_the_recorded_reason(api):
     # a value shorter than 4 characters (a CVV) is redacted where the reason quotes it (breaker finding)
     short = check(api, h, "refund", {"amount": "737", "card": "737"}, session="cvv")
     assert short["decision"] == "deny" and "737" not in short["reason"] and REDACTED in short["reason"]
-    assert "737" not in str(api.service.log.session("cvv"))
+    rows = api.service.log.session("cvv")  # the reason: a digest or a timestamp may hold "737" by chance
+    assert rows and all("737" not in r["reason"] and REDACTED in r["reason"] for r in rows)
 
 
 def test_a_recorded_check_is_one_write_transaction_on_a_sql_store(api):
