@@ -2,6 +2,8 @@
 leave in plaintext, paging is stable, submit/cancel/decide act through the engine and record who did."""
 from __future__ import annotations
 
+import contextlib
+
 import json
 import socket
 import threading
@@ -9,6 +11,9 @@ import time
 
 import httpx
 import uvicorn
+
+from flowctl.store.apikeys import keys_of
+from server.conftest import _Client
 
 CARD = "4111-2222-3333-4444"
 
@@ -213,16 +218,7 @@ def test_the_answer_of_a_decide_that_ran_the_run_into_an_error_quoting_a_secret_
     """(breaker finding: the outcome of decide/resume/cancel was the engine's in-memory result,
     redacted by field name only: a tool's error message quoting the card and the CVV it was given
     came back in plaintext, though the stored run and GET /v1/runs/{id} had it redacted)"""
-    import flowctl
-    from flowctl.server import create_app
-    from flowctl.store.apikeys import keys_of
-    from flowctl.store.sql import open_store
-    from server.conftest import _Client
-    from support.serverkit import make_declining_project
-
-    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
-    try:
-        asgi = create_app(flowctl.load_project(make_declining_project(tmp_path)), store)
+    with _declining_app(tmp_path) as (asgi, store):
         _, key = keys_of(store).create("rev", ["reviews"])
         run = asgi.app.state.service.engine.run("review_then_charge", {"card": CARD, "cvv": "737", "decline": True})
         assert run.status == "paused"
@@ -231,23 +227,12 @@ def test_the_answer_of_a_decide_that_ran_the_run_into_an_error_quoting_a_secret_
         assert r.status_code == 200 and r.json()["status"] == "failed", r.text
         assert r.json()["error"]["type"] == "ValueError" and "declined" in r.json()["error"]["message"]
         assert CARD not in r.text and "737" not in r.json()["error"]["message"], r.text  # (a run id may hold 737)
-    finally:
-        store.close()
 
 
 def test_the_answer_of_a_cancel_whose_compensation_failed_quoting_a_secret_redacts_its_residue(tmp_path):
     """(breaker finding: the residue of POST /v1/runs/{id}/cancel was the in-memory result's: the
     failed compensation's message quoting the card and the CVV came back in plaintext)"""
-    import flowctl
-    from flowctl.server import create_app
-    from flowctl.store.apikeys import keys_of
-    from flowctl.store.sql import open_store
-    from server.conftest import _Client
-    from support.serverkit import make_declining_project
-
-    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
-    try:
-        asgi = create_app(flowctl.load_project(make_declining_project(tmp_path)), store)
+    with _declining_app(tmp_path) as (asgi, store):
         _, key = keys_of(store).create("ops", ["runs:write"])
         run = asgi.app.state.service.engine.run("charge_then_review", {"card": CARD, "cvv": "737", "undo_fails": True})
         assert run.status == "paused"
@@ -257,5 +242,19 @@ def test_the_answer_of_a_cancel_whose_compensation_failed_quoting_a_secret_redac
         (residue,) = r.json()["residue"]
         assert "cannot refund card" in residue["error"]
         assert CARD not in r.text and "737" not in residue["error"], r.text
+
+
+@contextlib.contextmanager
+def _declining_app(tmp_path):
+    """``(asgi app, store)`` of the declining project (support.serverkit: its tools quote the card
+    and the CVV in what they say) on a fresh SQLite store."""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.sql import open_store
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        yield create_app(flowctl.load_project(make_declining_project(tmp_path)), store), store
     finally:
         store.close()

@@ -3,6 +3,8 @@ task path, every call recorded in the session run's audit log with who asked; co
 the calls newest first; a denial is an answer the agent reads, never a call."""
 from __future__ import annotations
 
+import contextlib
+
 from click.testing import CliRunner
 
 from flowctl.cli.main import main
@@ -319,20 +321,8 @@ def test_an_invoke_answers_a_tool_s_error_and_output_redacted_as_the_session_rec
     """(breaker finding: a session's invoke answered the tool's error message as raised and its
     output redacted by field name only: a card number and a CVV the tool quoted came back in
     plaintext, though the session's audit log has them redacted)"""
-    import flowctl
-    from flowctl.server import create_app
-    from flowctl.store.apikeys import keys_of
-    from flowctl.store.sql import open_store
-    from server.conftest import _Client
-    from support.serverkit import make_declining_project
-
     card = "4111-2222-3333-4444"
-    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
-    try:
-        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
-        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
-        h = {"Authorization": f"Bearer {key}"}
-        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+    with _declining_session(tmp_path) as (client, h, sid):
         said = []
         for decline in (True, False):
             r = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
@@ -344,26 +334,12 @@ def test_an_invoke_answers_a_tool_s_error_and_output_redacted_as_the_session_rec
         assert ok["status"] == "succeeded" and "charged card" in ok["output"]["receipt"]
         for text in (failed["error"]["message"], ok["output"]["receipt"]):
             assert card not in text and "737" not in text, said
-    finally:
-        store.close()
 
 
 def test_compensate_answers_a_failed_undo_s_message_redacted(tmp_path):
     """(breaker finding: the residue compensate answered quoted the card and the CVV in plaintext)"""
-    import flowctl
-    from flowctl.server import create_app
-    from flowctl.store.apikeys import keys_of
-    from flowctl.store.sql import open_store
-    from server.conftest import _Client
-    from support.serverkit import make_declining_project
-
     card = "4111-2222-3333-4444"
-    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
-    try:
-        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
-        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
-        h = {"Authorization": f"Bearer {key}"}
-        sid = client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
+    with _declining_session(tmp_path) as (client, h, sid):
         called = client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
                              json={"input": {"card": card, "cvv": "737", "undo_fails": True}})
         assert called.json()["status"] == "succeeded", called.text
@@ -371,8 +347,6 @@ def test_compensate_answers_a_failed_undo_s_message_redacted(tmp_path):
         (residue,) = r.json()["residue"]
         assert "cannot refund card" in residue["error"]
         assert card not in r.text and "737" not in residue["error"], r.text
-    finally:
-        store.close()
 
 
 def test_a_call_refused_by_the_input_schema_neither_answers_nor_records_the_secret_it_quotes(tmp_path):
@@ -400,5 +374,26 @@ def test_a_call_refused_by_the_input_schema_neither_answers_nor_records_the_secr
         assert r.json()["status"] == "denied" and decision["rule"] == "input-schema", r.text
         assert "does not match" in decision["reason"] and "73x" not in r.text, r.text
         assert "73x" not in json.dumps([e["data"] for e in store.events(sid)])
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def _declining_session(tmp_path):
+    """``(client, headers, session id)``: a session of key ``agent`` on the declining project
+    (support.serverkit: a refund tool that quotes the card and the CVV in what it says)."""
+    import flowctl
+    from flowctl.server import create_app
+    from flowctl.store.apikeys import keys_of
+    from flowctl.store.sql import open_store
+    from server.conftest import _Client
+    from support.serverkit import make_declining_project
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db", create=True)
+    try:
+        client = _Client(create_app(flowctl.load_project(make_declining_project(tmp_path)), store))
+        _, key = keys_of(store).create("agent", ["gate", "invoke:refund"])
+        h = {"Authorization": f"Bearer {key}"}
+        yield client, h, client.post("/v1/sessions", json={"name": "s"}, headers=h).json()["session"]
     finally:
         store.close()
