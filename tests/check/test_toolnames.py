@@ -55,3 +55,13 @@ def test_an_installed_or_unknown_module_is_left_to_the_import_check(make_project
     root = make_project({**BASE, "contracts/look.v1.0.0.yaml":
                          "id: look\nversion: 1.0.0\nentrypoint: elsewhere:get_order\n"})
     assert of(problems(root), "FC608") == []
+
+
+def test_a_tools_module_that_does_not_parse_is_an_error_once_located_in_the_tool_code(make_project):
+    """(new-user finding: a syntax error in tool code passed plain validate; only --import-check, which
+    runs the modules, or the run itself found it)"""
+    root = make_project({**BASE, "contracts/other.v1.0.0.yaml": "id: other\nversion: 1.0.0\nentrypoint: shop.orders:get_order\n",
+                         "tools/shop/orders.py": BASE["tools/shop/orders.py"] + "\ndef broken(:\n"})
+    (d,) = of(problems(root), "FC603")  # once, though two contracts name the module
+    assert d.severity == "error" and "orchestration/tools/shop/orders.py:6:12: invalid syntax" in d.message, d.message
+    assert not of(problems(root), "FC608")

@@ -1,5 +1,5 @@
 """FC608: the function a contract names exists in its ``orchestration/tools/`` module, read without
-importing it.
+importing it (and FC603 when that module does not even parse).
 
 ``entrypoint: shop_tools.payments:refund_paymnt`` fails only when the run calls it, and
 ``--import-check`` (FC603) finds it only by running the tools' top-level code. This check reads the
@@ -27,6 +27,7 @@ def check_tool_names(project: Project):
     ``orchestration/tools/`` that is missing or does not define the name."""
     tools = project.orchestration / "tools"
     modules: dict = {}
+    told: set = set()  # modules whose syntax error was reported: once, at the first reference to them
     for found in project.contracts.values():
         for c in found:
             for key in ("entrypoint",) + HELPERS:
@@ -36,14 +37,21 @@ def check_tool_names(project: Project):
                 problem = ref_name_problem(ref, tools, modules)
                 if problem:
                     message, hint = problem
-                    yield c.doc.diag("FC608", f"{key} {ref}: {message}", (key,), hint=hint)
+                    code = "FC603" if message.startswith("the module does not compile") else "FC608"
+                    if code == "FC603":
+                        if message in told:
+                            continue
+                        told.add(message)
+                    yield c.doc.diag(code, f"{key} {ref}: {message}", (key,), hint=hint)
 
 
 def ref_name_problem(ref: str, tools: Path, cache: dict | None = None) -> tuple | None:
     """``(message, hint)`` when ``ref`` (``module:attr``) names a module under ``tools`` that is missing
     or does not define ``attr``'s first part; None when it does, or when this cannot be told without
-    importing (a module outside ``tools``, a module that makes names at run time, a syntax error,
-    which the import reports). ``cache`` maps a module name to its defined names (or None)."""
+    importing (a module outside ``tools``, a module that makes names at run time). A module with a
+    syntax error is a problem of its own (FC603: it cannot be imported; the message starts "the
+    module does not compile"). ``cache`` maps a module name to its defined names, None, or
+    ``("syntax", message)``."""
     module, _, attr = ref.partition(":")
     parts = module.split(".")
     if not parts[0] or not ((tools / f"{parts[0]}.py").is_file() or (tools / parts[0]).is_dir()):
@@ -54,6 +62,10 @@ def ref_name_problem(ref: str, tools: Path, cache: dict | None = None) -> tuple 
     names = cache[module]
     if names is None:
         return None
+    if isinstance(names, tuple):  # ("syntax", where and what): no run could import it (new-user finding)
+        return (f"the module does not compile: {names[1]}",
+                "fix the tool code; flowctl run would refuse this flow (flowctl validate --import-check also runs "
+                "the modules' top-level code)")
     if names == "missing":
         where = "/".join(parts)
         return (f"orchestration/tools has no module '{module}' (looked for {where}.py and {where}/__init__.py)",
@@ -67,8 +79,9 @@ def ref_name_problem(ref: str, tools: Path, cache: dict | None = None) -> tuple 
 
 
 def _defined_names(tools: Path, parts: list):
-    """The top-level names the module's source defines; "missing" when no file holds it; None when
-    the source cannot be judged (it makes names at run time, or does not parse)."""
+    """The top-level names the module's source defines; "missing" when no file holds it;
+    ``("syntax", "file:line:col: what")`` when it does not parse; None when the source cannot be
+    judged (it makes names at run time, or cannot be read)."""
     base = tools.joinpath(*parts)
     for path in (base.with_name(base.name + ".py"), base / "__init__.py"):
         if path.is_file():
@@ -78,7 +91,10 @@ def _defined_names(tools: Path, parts: list):
     try:
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source, filename=str(path))
-    except (OSError, UnicodeError, SyntaxError, ValueError):
+    except SyntaxError as exc:
+        shown = "/".join(["orchestration", "tools", *path.relative_to(tools).parts])
+        return "syntax", f"{shown}:{exc.lineno or 1}:{exc.offset or 1}: {exc.msg}"
+    except (OSError, UnicodeError, ValueError):
         return None
     if any(marker in source for marker in _DYNAMIC):
         return None
