@@ -69,9 +69,8 @@ def test_progress_names_the_run_of_lines_from_another_run_fired_before_the_new_o
     progress = Progress(out)
     entered = {"type": "state_entered", "state": "rejected", "run_id": "01a2b3c4d5e6f7a8", "attempt": 1,
                "data": {"type": "fail", "step": 3}}
-    progress.others = True
-    progress(entered)
-    progress.others = False
+    with progress.naming_runs():
+        progress(entered)
     progress(dict(entered, run_id="ffff0000", state="start", data={"type": "task", "step": 1}))
     assert out.getvalue().splitlines() == ["[earlier run 01a2b3c4d5e6] → rejected (fail, step 3)",
                                            "→ start (task, step 1)"]

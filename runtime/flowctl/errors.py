@@ -84,9 +84,13 @@ class ReviewDataInvalid(UsageError):
 
 
 class DecisionInvalid(UsageError):
-    """A review decision the pending review does not offer (its ``decisions``); nothing was decided."""
+    """A review decision the pending review does not offer (its ``decisions``); nothing was decided.
+    Its ``field`` is ``decision``."""
 
     code = "REVIEW_DECISION_INVALID"
+
+    def __init__(self, message: str = "", *, hint: str = "") -> None:
+        super().__init__(message, hint=hint, field="decision")
 
 
 class ProjectError(FlowctlError):

@@ -36,9 +36,8 @@ def check_tool_names(project: Project):
                     continue
                 problem = ref_name_problem(ref, tools, modules)
                 if problem:
-                    message, hint = problem
-                    code = "FC603" if message.startswith("the module does not compile") else "FC608"
-                    if code == "FC603":
+                    code, message, hint = problem
+                    if code == "FC603":  # the module's syntax error: once, however many contracts name it
                         if message in told:
                             continue
                         told.add(message)
@@ -46,11 +45,11 @@ def check_tool_names(project: Project):
 
 
 def ref_name_problem(ref: str, tools: Path, cache: dict | None = None) -> tuple | None:
-    """``(message, hint)`` when ``ref`` (``module:attr``) names a module under ``tools`` that is missing
+    """``(code, message, hint)`` when ``ref`` (``module:attr``) names a module under ``tools`` that is missing
     or does not define ``attr``'s first part; None when it does, or when this cannot be told without
     importing (a module outside ``tools``, a module that makes names at run time). A module with a
-    syntax error is a problem of its own (FC603: it cannot be imported; the message starts "the
-    module does not compile"). ``cache`` maps a module name to its defined names, None, or
+    syntax error is a problem of its own (FC603: it cannot be imported; else the code is FC608).
+    ``cache`` maps a module name to its defined names, None, or
     ``("syntax", message)``."""
     module, _, attr = ref.partition(":")
     parts = module.split(".")
@@ -63,19 +62,19 @@ def ref_name_problem(ref: str, tools: Path, cache: dict | None = None) -> tuple 
     if names is None:
         return None
     if isinstance(names, tuple):  # ("syntax", where and what): no run could import it (new-user finding)
-        return (f"the module does not compile: {names[1]}",
+        return ("FC603", f"the module does not compile: {names[1]}",
                 "fix the tool code; flowctl run would refuse this flow (flowctl validate --import-check also runs "
                 "the modules' top-level code)")
     if names == "missing":
         where = "/".join(parts)
-        return (f"orchestration/tools has no module '{module}' (looked for {where}.py and {where}/__init__.py)",
+        return ("FC608", f"orchestration/tools has no module '{module}' (looked for {where}.py and {where}/__init__.py)",
                 "check the module path before the ':'")
     name = attr.split(".")[0]
     if name in names:
         return None
     close = get_close_matches(name, sorted(names), n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"define {name} in the module, or fix the name after the ':'"
-    return f"module '{module}' defines no '{name}'", hint
+    return "FC608", f"module '{module}' defines no '{name}'", hint
 
 
 def _defined_names(tools: Path, parts: list):

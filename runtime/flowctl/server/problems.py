@@ -36,8 +36,8 @@ PAYLOAD_TOO_LARGE = errors.PayloadTooLarge.code
 INTERNAL = "INTERNAL"
 
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-          408: "Request Timeout", 409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
-          429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+          408: "Request Timeout", 409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type",
+          422: "Unprocessable Content", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 def body_of(status: int, code: str, detail: str, *, hint: str = "", **extra) -> dict:
@@ -96,11 +96,9 @@ def of_error(exc: Exception):
     if isinstance(exc, errors.ReviewDataInvalid):  # located in the request: /body/data/amount
         at = "/body/data" + ("" if exc.pointer == "/" else exc.pointer)
         extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
-    elif isinstance(exc, errors.UsageError) and getattr(exc, "field", None):
+    elif isinstance(exc, errors.UsageError) and getattr(exc, "field", None):  # /body/flow, /body/decision …
         at = f"/body/{exc.field}"
         extra = {"pointer": at, "errors": [{"pointer": at, "detail": exc.message}]}
-    elif isinstance(exc, errors.DecisionInvalid):
-        extra = {"pointer": "/body/decision", "errors": [{"pointer": "/body/decision", "detail": exc.message}]}
     return status, headers, body_of(status, exc.code, exc.message or str(exc) or exc.code, hint=exc.hint, **extra)
 
 
@@ -124,10 +122,10 @@ def status_of(exc: errors.FlowctlError) -> int:
         return 503
     if isinstance(exc, errors.PayloadTooLarge):
         return 413
-    if isinstance(exc, (errors.ReviewDataInvalid, errors.DecisionInvalid)):
+    if isinstance(exc, errors.ReviewDataInvalid):
         return 422
     if isinstance(exc, errors.UsageError) and getattr(exc, "field", None):
-        return 422  # a named part of the request (the flow, its input, its params) is unusable
+        return 422  # a named part of the request (the flow, its input, its params, the decision) is unusable
     if isinstance(exc, (errors.UsageError, errors.StepError)):
         return 409 if getattr(exc, "conflict", False) else 400
     return 500

@@ -424,6 +424,15 @@ class Progress:
         """An agent's tool calls are numbered by call (the N-th call of the visit), a task's by attempt."""
         return f"{'call' if self.kind == 'agent' else 'attempt'} {ev['attempt']}"
 
+    @contextlib.contextmanager
+    def naming_runs(self):
+        """Within it, each line names the run it is about (other runs driven before the command's own)."""
+        self.others = True
+        try:
+            yield
+        finally:
+            self.others = False
+
     def _out(self, text, **style):
         if self.others and self._run:
             text = f"[earlier run {self._run[:12]}] {text}"

@@ -1,6 +1,8 @@
 """``flowctl run FLOW``: start a run and drive it. Exit 0 succeeded, 1 failed, 3 paused/waiting."""
 from __future__ import annotations
 
+import contextlib
+
 from flowctl.cli.commands._common import open_engine, parse_json_arg, parse_params, print_result, tools_print_to_stderr
 from flowctl.errors import UsageError
 
@@ -11,14 +13,9 @@ def run(flow, input, params, params_file, root, db, max_inline_wait, quiet, fmt)
                          flow=flow)
     try:
         with tools_print_to_stderr(fmt):
-            listener = engine.listener if hasattr(engine.listener, "others") else None
-            if listener is not None:
-                listener.others = True
-            try:  # timeouts that came due while nothing ran fire on the next run (their lines name their run)
+            naming = getattr(engine.listener, "naming_runs", contextlib.nullcontext)
+            with naming():  # timeouts that came due while nothing ran fire on the next run (their lines name their run)
                 engine.fire_due_reviews()
-            finally:
-                if listener is not None:
-                    listener.others = False
             try:
                 result = engine.run(flow, run_input, params=parse_params(params, params_file))
             except UsageError as exc:
