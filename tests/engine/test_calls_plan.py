@@ -1,5 +1,5 @@
 """A state's step plan (flowctl.engine.calls.StepPlan) and the plain call it allows: from the second
-call of a read-only, ungated state in a run, :func:`calls._call_plain` does the call. It must record
+call of a read-only, ungated state in a run, :func:`calls.call_plain` does the call. It must record
 exactly what the general path records, and refuse and fail exactly as it does: every case below is
 run both ways (the plain call switched off by making every contract count as gated for the plan)
 and the stored events, the checkpoint and the result must be the same."""
@@ -11,29 +11,8 @@ import pytest
 
 from flowctl.engine import calls
 from support.enginekit import Harness, build, contract, task
-from support.engineflows import flow
+from support.engineflows import STEP_TOOLS as TOOLS, flow
 
-TOOLS = """
-import time
-
-def step(input, call):
-    n = input.get("n") or 0
-    if n == 2:
-        mode = input.get("mode")
-        if mode == "raise":
-            raise ValueError("no second helping")
-        if mode == "bad_output":
-            return {"m": 1}
-        if mode == "slow":
-            time.sleep(2)
-        if mode == "text":
-            return '{"n": 3, "note": "as text"}'
-        if mode == "nested":
-            return {"n": n + 1, "deep": {"list": [1, 2]}}
-        if mode == "mutate":
-            input["n"] = 99
-    return {"n": n + 1}
-"""
 
 CASES = ["ok", "raise", "bad_output", "slow", "text", "nested", "mutate", "bad_input"]
 
@@ -83,9 +62,9 @@ def test_a_plain_call_records_and_fails_exactly_as_the_general_path(tmp_path, mo
 
 def test_the_plain_call_is_taken_from_the_second_call_and_not_for_a_gated_tool(tmp_path, monkeypatch):
     taken = []
-    real = calls._call_plain
-    monkeypatch.setattr(calls, "_call_plain", lambda ctx, state, p, attempt: taken.append(state.id)
-                        or real(ctx, state, p, attempt))
+    real = calls.call_plain
+    monkeypatch.setattr(calls, "call_plain", lambda ctx, state, p, attempt, *rest: taken.append(state.id)
+                        or real(ctx, state, p, attempt, *rest))
     h = Harness(_project(tmp_path / "p", "ok"), check=False)
     assert h.run("f", {}).status == "succeeded"
     assert taken == ["a", "a", "a"]  # four calls of a: the first asks the gate and makes the plan

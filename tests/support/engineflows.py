@@ -122,3 +122,32 @@ def mutate(input, call):
 def nan(input, call):
     return {"value": float("nan")}
 """
+
+
+#: ``tk.step``: a counter tool whose call with ``n == 2`` misbehaves as ``input.mode`` asks (raise, a
+#: bad or nested or text output, too slow, changing its input; ``flaky``: refuse the first two attempts)
+STEP_TOOLS = """
+import time
+
+def step(input, call):
+    n = input.get("n") or 0
+    mode = input.get("mode")
+    if n == 2:
+        if mode == "raise":
+            raise ValueError("no second helping")
+        if mode == "bad_output":
+            return {"m": 1}
+        if mode == "slow":
+            time.sleep(2)
+        if mode == "text":
+            return '{"n": 3, "note": "as text"}'
+        if mode == "nested":
+            return {"n": n + 1, "deep": {"list": [1, 2]}}
+        if mode == "mutate":
+            input["n"] = 99
+        if mode == "unicode":
+            return {"n": n + 1, "name": "caf\\u00e9"}
+    if mode == "flaky" and n == 2 and call.attempt < 3:
+        raise ConnectionError(f"attempt {call.attempt} refused")
+    return {"n": n + 1}
+"""

@@ -177,7 +177,7 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     p = plan(ctx, state, contract)
     if p.plain and tool_input is None and not fallback and not purpose and not key and not timeout \
             and ctx.secrets is None:
-        return _call_plain(ctx, state, p, attempt)
+        return call_plain(ctx, state, p, attempt)
     c = ctx.cursor
     built = tool_input is None  # a notify payload is given, not built from the state's input mapping
     if built:
@@ -238,11 +238,11 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     started = time.perf_counter()
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
         raw = call_with_timeout(fn, (given, call), timeout, p.what)
-        output, raw_text, owned, output_text = _parse_output(raw, contract)
+        output, raw_text, owned, output_text = parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
         if span is not None:
             tracing.end(span, outcome="failed", error=exc)
-        _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call,
+        record_failure(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call,
                 tool_input if stored_input is None else stored_input)
         raise
     if span is not None:
@@ -252,7 +252,7 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
                      stored_input=stored_input, output_text=output_text, check=p.output or False)
 
 
-def _failed(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input=None) -> None:
+def record_failure(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input=None) -> None:
     """The tool raised ``exc``: its names for the handlers, ``tool_failed``, and for a side effect
     the ``failed`` step record (and, if the contract asks, compensation of a partial effect; after
     a timeout, the effect that may have happened in the saga: :func:`_timed_out`)."""
@@ -296,12 +296,14 @@ def _join_saga(ctx, state, contract, kept_input, output, key) -> None:
                    "output": output, "idempotency_key": key, "at": ctx.clock.time()})
 
 
-def _call_plain(ctx, state, p, attempt):
+def call_plain(ctx, state, p, attempt, scope=None, visit=None):
     """:func:`call_tool` for a plain call (:attr:`StepPlan.plain`: read-only, no gate check, nothing
     to redact or snapshot, a constant timeout, the default idempotency key) of a run without
-    secrets: the same checks, records and copies, without the branches that cannot apply."""
+    secrets: the same checks, records and copies, without the branches that cannot apply.
+    ``scope``: the run's scope as it stands (made here when None); ``visit``: the state's visit
+    number (read from the cursor when None). The lean step (:mod:`flowctl.engine.lean`) passes both."""
     contract = p.contract
-    tool_input = p.build(ctx.scope())
+    tool_input = p.build(ctx.scope() if scope is None else scope)
     if p.state_input is not None:
         problem = p.state_input(tool_input)
         if problem:
@@ -312,44 +314,45 @@ def _call_plain(ctx, state, p, attempt):
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
     c = ctx.cursor
     sid, ref, timeout = state.id, contract.ref, p.timeout
-    key = f"{ctx.id}:{sid}:{c.visits.get(sid, 1)}"
+    key = f"{ctx.id}:{sid}:{c.visits.get(sid, 1) if visit is None else visit}"
     span = headers = None
     if ctx.span is not None:  # tracing on: the call's span, its context handed to the tool
         span, headers = spans.tool(ctx, ref, attempt)
     call = ToolCall(ctx.id, c.step, sid, attempt, key, ctx.clock.time() + timeout, ref, headers)
+    data = {"tool": ref, "input": tool_input, "idempotency_key": key, "timeout_s": timeout}
     input_text = flat_text(tool_input)
-    if input_text is not None:  # flat, small and plain: its stored text made at once, the tool's copy shallow
+    frame = p.invoked
+    k = key_text(key) if input_text is not None and frame is not None else None
+    if k is not None:  # flat, small and plain: its stored text made at once, the tool's copy shallow
         given = dict(tool_input)
-        frame, k = p.invoked, key_text(key)
-        text = None if frame is None or k is None else f'{frame[0]}{input_text},"idempotency_key":{k}{frame[1]}'
+        ctx.emit_known("tool_invoked", sid, attempt, f'{frame[0]}{input_text},"idempotency_key":{k}{frame[1]}', data)
     else:
-        given = flat_copy(tool_input)
-        text = None
-    ctx.emit("tool_invoked", sid, attempt, owned=True if given is not None and len(key) <= FIT_STRING
-             else (tool_input, key), text=text, tool=ref, input=tool_input, idempotency_key=key, timeout_s=timeout)
-    if given is None:
-        given = copy.deepcopy(tool_input)
+        given = dict(tool_input) if input_text is not None else flat_copy(tool_input)
+        ctx.emit("tool_invoked", sid, attempt, owned=True if given is not None and len(key) <= FIT_STRING
+                 else (tool_input, key), **data)
+        if given is None:
+            given = copy.deepcopy(tool_input)
     started = time.perf_counter()
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
-        output, raw_text, owned, output_text = _parse_output(call_with_timeout(p.fn, (given, call), timeout, p.what),
-                                                             contract)
+        output, raw_text, owned, output_text = parse_output(call_with_timeout(p.fn, (given, call), timeout, p.what),
+                                                            contract)
     except Exception as exc:  # noqa: BLE001
         if span is not None:
             tracing.end(span, outcome="failed", error=exc)
-        _failed(ctx, state, contract, attempt, exc, started, key, tool_input, tool_input, call)
+        record_failure(ctx, state, contract, attempt, exc, started, key, tool_input, tool_input, call)
         raise
     if span is not None:
         tracing.end(span, outcome="ok")
     took = round((time.perf_counter() - started) * 1000, 3)
     problem = p.output(output) if p.output is not None else None
-    text = None
     if raw_text is not None:
-        data = {"tool": ref, "output": output, "duration_ms": took, "raw": raw_text}
+        ctx.emit("tool_succeeded", sid, attempt, strict=True, owned=owned, tool=ref, output=output, duration_ms=took,
+                 raw=raw_text)
+    elif output_text is not None and p.succeeded is not None:  # took: a finite float, as _number formats it
+        ctx.emit_known("tool_succeeded", sid, attempt, f'{p.succeeded}{output_text},"duration_ms":{took!r}}}',
+                       {"tool": ref, "output": output, "duration_ms": took})
     else:
-        data = {"tool": ref, "output": output, "duration_ms": took}
-        if output_text is not None and p.succeeded is not None:  # took: a finite float, as _number formats it
-            text = f'{p.succeeded}{output_text},"duration_ms":{took!r}}}'
-    ctx.emit("tool_succeeded", sid, attempt, strict=True, owned=owned, text=text, **data)
+        ctx.emit("tool_succeeded", sid, attempt, strict=True, owned=owned, tool=ref, output=output, duration_ms=took)
     if problem:
         raise SchemaMismatch(f"output of {ref} in '{sid}' does not match its output_schema {problem}")
     return output
@@ -490,7 +493,7 @@ def _undo_partial(ctx, state, contract, tool_input, call, *, output=None, checke
         ctx.emit("compensation_succeeded", state.id, call.attempt, tool=contract.ref)
 
 
-def _parse_output(raw, contract):
+def parse_output(raw, contract):
     """``(output, raw JSON text or None, owned, output text or None)``. ``owned`` (see :meth:`RunContext.emit <flowctl.engine.context.RunContext.emit>`): ``True`` for a
     fresh output known to be small, else a tuple of the values to measure. The output is always a
     fresh object: a copy of what the tool returned, or parsed from the text it returned."""
@@ -579,4 +582,4 @@ def _step_row(c, attempt, state, contract, key, status, tool_input, output, star
     return row
 
 
-__all__ = ["call_tool", "run_fallback", "notify", "recover_notify", "recover_inflight", "undo_inflight"]
+__all__ = ["call_tool", "call_plain", "parse_output", "record_failure", "run_fallback", "notify", "recover_notify", "recover_inflight", "undo_inflight"]

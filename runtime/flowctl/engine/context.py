@@ -74,6 +74,10 @@ class RunContext:
         #: per-run caches of the step: ``(state id, contract ref)`` -> its :class:`flowctl.engine.calls.StepPlan`,
         #: ``state id`` -> its transitions and their texts (:func:`flowctl.engine.transitions.advance`)
         self.plans: dict = {}
+        #: ``state id`` -> its :class:`flowctl.engine.lean.LeanStep` in this run, or False (general path)
+        self.lean: dict = {}
+        #: the ``uuid()``/``now()`` recorder of the drive under way (:class:`flowctl.expr.expressions.Recorder`)
+        self.recorder = None
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit
         #: the run's pause request as the last commit handed it back (flowctl.engine.pause), or None
         self.pause_request = None
@@ -131,16 +135,33 @@ class RunContext:
             if text is not None:
                 ev["data_json"] = text
             self.events.append(ev)
-        listener = self.engine.listener
-        if listener is not None:  # its own copy: a listener cannot change the record
-            ev = {"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": copy.deepcopy(data)}
-            if text is not None:
-                ev["data_json"] = text
-            ev["run_id"] = self.id
-            try:
-                listener(ev)
-            except Exception:  # noqa: BLE001 - a watcher (live progress into a closed pipe) never fails the run
-                self.engine.listener = None  # nor is asked again
+        if self.engine.listener is not None:
+            self._notify(seq, ts, type_, state, attempt, text, data)
+
+    def emit_known(self, type_: str, state: str, attempt: int, text: str, data: dict) -> None:
+        """:meth:`emit` of an event whose stored text ``text`` is made already and small
+        (:mod:`flowctl.engine.eventtext`) and whose ``data`` nothing changes later, in a run
+        without secrets: the step's own events, recorded without :meth:`emit`'s branches."""
+        seq = self.last_seq + len(self.events) + 1
+        ts = self.clock.time()
+        if self.lazy:
+            self.events.append((seq, ts, type_, state, attempt, text, data))
+        else:
+            self.events.append({"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": data,
+                                "data_json": text})
+        if self.engine.listener is not None:
+            self._notify(seq, ts, type_, state, attempt, text, data)
+
+    def _notify(self, seq, ts, type_, state, attempt, text, data) -> None:
+        """Hand the engine's listener its own copy of an event (a listener cannot change the record)."""
+        ev = {"seq": seq, "ts": ts, "type": type_, "state": state, "attempt": attempt, "data": copy.deepcopy(data)}
+        if text is not None:
+            ev["data_json"] = text
+        ev["run_id"] = self.id
+        try:
+            self.engine.listener(ev)
+        except Exception:  # noqa: BLE001 - a watcher (live progress into a closed pipe) never fails the run
+            self.engine.listener = None  # nor is asked again
 
     def take_events(self) -> list:
         """The events not committed yet, as dicts (``seq``, ``ts``, ``type``, ``state``, ``attempt``,

@@ -14,9 +14,9 @@ from __future__ import annotations
 from flowctl.engine import saga, spans
 from flowctl.engine.calls import run_fallback
 from flowctl.engine.cancel import finish_cancel, stopped_by_sibling
-from flowctl.engine.clock import iso
 from flowctl.engine.context import DONE, PARKED, RunContext
-from flowctl.engine.eventtext import entered_text
+from flowctl.engine import lean as lean_steps
+from flowctl.engine.lean import PATH_KEPT, enter
 from flowctl.engine.pause import pause_here
 from flowctl.engine.result import RunResult
 from flowctl.engine.states import HANDLERS
@@ -26,9 +26,6 @@ from flowctl.errors import (FlowctlError, MaxStepsExceeded, RunTimeout, StepErro
 from flowctl.expr.expressions import RECORDER, Recorder
 from flowctl.expr.scope import apply_set
 
-# States of the path kept in the checkpoint. The checkpoint is re-encoded and rewritten on every step,
-# so a longer tail makes each durable step of a long run slower; the audit log keeps all of them.
-PATH_KEPT = 32
 LIMIT_ERRORS = (MaxStepsExceeded, RunTimeout)
 
 
@@ -40,6 +37,7 @@ class Runner(RunContext):
         factory = getattr(self.engine, "recorder_factory", None)
         recorder = factory(self) if factory is not None else Recorder(self.clock)
         token = RECORDER.set(recorder)
+        self.recorder = recorder
         halt = getattr(self.engine, "halt", None)  # a worker's checkpoint flag (flowctl.workers.worker.Worker.halt)
         c = self.cursor
         states = self.project.states
@@ -68,6 +66,7 @@ class Runner(RunContext):
                     break
         finally:
             RECORDER.reset(token)
+            self.recorder = None
             if self.span is not None:
                 spans.finish(self)
         return self.result()
@@ -91,6 +90,9 @@ class Runner(RunContext):
         """One step of ``state``: enter, handle, transition; errors through the layers. ``PARKED``
         when the run parked, else None."""
         try:
+            lean = lean_steps.lean_step(self, state)
+            if lean is not None:
+                return lean_steps.run(self, lean)
             if not self.cursor.entered:
                 self.enter(state)
             handler = HANDLERS.get(state.type)
@@ -119,30 +121,7 @@ class Runner(RunContext):
     def enter(self, state) -> None:
         """Count the step and the visit (raising ``MaxStepsExceeded`` / ``RunTimeout`` over the
         flow's limits), append to the path, record ``state_entered``."""
-        c = self.cursor
-        limits = self.flow.limits
-        step = c.step + 1
-        if step > limits.max_steps:
-            raise MaxStepsExceeded(f"run took {limits.max_steps} steps (limits.max_steps) and would enter '{state.id}'")
-        sid = state.id
-        visits = c.visits.get(sid, 0) + 1
-        if limits.max_visits is not None and visits > limits.max_visits:
-            raise MaxStepsExceeded(f"state '{sid}' would be entered {visits} times (limits.max_visits {limits.max_visits})")
-        if limits.timeout is not None and self.clock.time() - self.row["created_at"] > limits.timeout:
-            raise RunTimeout(f"run exceeded limits.timeout ({limits.timeout:g}s)")
-        c.step = step
-        c.visits = {**c.visits, sid: visits}  # a new dict: an earlier scope keeps its own
-        path = c.path
-        path.append(sid)
-        if len(path) > PATH_KEPT:  # long loops: the checkpoint keeps the recent path only
-            c.path_dropped = (c.path_dropped or 0) + len(path) - PATH_KEPT
-            del path[:-PATH_KEPT]
-        c.entered = True
-        c.attempt = 1
-        c.state_info = {"id": sid, "entered_at": iso(self.clock.time()), "attempt": 1}
-        kind = state.type
-        self.emit("state_entered", sid, 1, owned=True, text=entered_text(kind, step, visits),
-                  type=kind, step=step, visit=visits)
+        enter(self, state.id, state.type, self.flow.limits)
 
     # ------------------------------------------------------------------ error layers
     def handle_error(self, state, exc, *, skip_state_layer: bool = False) -> None:

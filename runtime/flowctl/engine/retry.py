@@ -19,29 +19,34 @@ def retry_rule(state, exc):
     return None
 
 
-def with_retries(ctx, state, attempt_fn):
+def with_retries(ctx, state, attempt_fn, failed: Exception | None = None):
     """``attempt_fn()`` (it reads ``ctx.cursor.attempt`` for the attempt number) under the state's
-    ``retry`` rules: its result, ``PARKED`` (waiting out a long delay), or the error no rule retries."""
+    ``retry`` rules: its result, ``PARKED`` (waiting out a long delay), or the error no rule retries.
+    ``failed``: the error of the attempt already made at ``ctx.cursor.attempt`` (the lean step's
+    first call, :mod:`flowctl.engine.lean`), decided on before ``attempt_fn`` is called again."""
     c = ctx.cursor
     while True:
         attempt = c.attempt
-        try:
-            return attempt_fn()
-        except Exception as exc:  # noqa: BLE001 - retried, or raised to the handler layers
-            rule = retry_rule(state, exc)
-            if rule is None or attempt >= rule.max_attempts:
-                raise
-            delay = min(rule.interval * rule.backoff ** (attempt - 1), rule.max_delay or float("inf"))
-            if rule.jitter == "full":
-                delay = random.uniform(0, delay)
-            c.attempt = attempt + 1
-            c.state_info = dict(c.state_info or {}, attempt=attempt + 1)
-            ctx.emit("retry_scheduled", state.id, attempt, error=handler_names(exc)[0], message=str(exc),
-                     delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
-            if delay > ctx.engine.max_inline_wait:
-                return ctx.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
-                                ctx.clock.time() + delay)
-            ctx.clock.sleep(delay)
+        if failed is None:
+            try:
+                return attempt_fn()
+            except Exception as exc:  # noqa: BLE001 - retried, or raised to the handler layers
+                failed = exc
+        exc, failed = failed, None
+        rule = retry_rule(state, exc)
+        if rule is None or attempt >= rule.max_attempts:
+            raise exc
+        delay = min(rule.interval * rule.backoff ** (attempt - 1), rule.max_delay or float("inf"))
+        if rule.jitter == "full":
+            delay = random.uniform(0, delay)
+        c.attempt = attempt + 1
+        c.state_info = dict(c.state_info or {}, attempt=attempt + 1)
+        ctx.emit("retry_scheduled", state.id, attempt, error=handler_names(exc)[0], message=str(exc),
+                 delay_s=round(delay, 6), next_attempt=attempt + 1, rule=rule.line())
+        if delay > ctx.engine.max_inline_wait:
+            return ctx.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
+                            ctx.clock.time() + delay)
+        ctx.clock.sleep(delay)
 
 
 __all__ = ["retry_rule", "with_retries"]

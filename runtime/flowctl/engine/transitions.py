@@ -33,7 +33,7 @@ def moves(project, flow, state_id) -> tuple:
     return found
 
 
-def _texts(project, flow, state_id) -> dict:
+def taken_texts(project, flow, state_id) -> dict:
     """``{results of the conditions evaluated: transition_taken's stored text}`` of ``state_id``'s
     small outcomes (every result true, false or null), cached on the project per flow and state."""
     key = ("taken", flow.id, state_id)
@@ -43,16 +43,21 @@ def _texts(project, flow, state_id) -> dict:
     return found
 
 
-def advance(ctx, state, response) -> None:
+def advance(ctx, state, response, scope=None, found=None) -> None:
     """``response`` becomes the scope's; take the first transition that holds (a
     ``transition_taken`` event with every condition evaluated) and commit. Raises
-    :class:`NoTransitionMatched`, or what a ``when`` or ``set`` raises."""
+    :class:`NoTransitionMatched`, or what a ``when`` or ``set`` raises. ``scope``: the run's scope
+    with ``response`` in it already (made here when None); ``found``: the state's ``(moves, texts)``
+    (looked up here when None). The lean step (:mod:`flowctl.engine.lean`) passes both."""
     c = ctx.cursor
     c.response = response
-    scope = ctx.scope()
-    found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per run
+    if scope is None:
+        scope = ctx.scope()
     if found is None:
-        found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id), _texts(ctx.project, ctx.flow, state.id))
+        found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per run
+        if found is None:
+            found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id),
+                                           taken_texts(ctx.project, ctx.flow, state.id))
     chosen = None
     evaluated = []
     results = []
@@ -78,7 +83,7 @@ def advance(ctx, state, response) -> None:
         c.context = chosen.apply_set(c.context, scope, ctx.check_size)
     c.error = None  # the state completed: the caught error leaves the scope
     data = {"to": chosen.to, "conditions": evaluated, "line": chosen.line}
-    recorder = RECORDER.get()
+    recorder = ctx.recorder if ctx.recorder is not None else RECORDER.get()
     if recorder is not None and recorder.recorded:
         data["recorded"] = list(recorder.recorded)
         recorder.recorded.clear()
@@ -91,9 +96,12 @@ def advance(ctx, state, response) -> None:
         text = taken.get(outcome)
         if text is None:
             text = taken[outcome] = encode_data(data)
-    ctx.emit("transition_taken", state.id, c.attempt, owned=True if small else (evaluated, data.get("recorded")),
-             text=text, **data)
+    if text is not None and ctx.secrets is None:
+        ctx.emit_known("transition_taken", state.id, c.attempt, text, data)
+    else:
+        ctx.emit("transition_taken", state.id, c.attempt, owned=True if small else (evaluated, data.get("recorded")),
+                 text=text, **data)
     ctx.goto(chosen.to)
 
 
-__all__ = ["advance", "moves", "Move"]
+__all__ = ["advance", "moves", "taken_texts", "Move"]
