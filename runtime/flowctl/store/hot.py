@@ -75,7 +75,12 @@ from flowctl.store.summary import before_sql, summary_row, upsert_sql, write_sum
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
-_RETURNING = " RETURNING pause_requested"
+#: what every step's UPDATE returns: the run's pause request, and its cancel request (read by the
+#: worker when the commit ended the run: :meth:`HotPath.cancel_at_end`, no read of its own)
+_RETURNING = " RETURNING pause_requested, cancel_requested"
+#: run ends whose cancel request is kept for :meth:`HotPath.cancel_at_end` (a process that never asks
+#: forgets them all at this many: a miss only costs the worker a read)
+ENDS_KEPT = 10_000
 #: More events than this in one commit (a task retried inline thousands of times) take the
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
@@ -121,6 +126,22 @@ class HotPath:
         self._queue: list = []
         self._leading = False
         self._checkpoints = CommitCheckpoints(self._connect) if not self.pg else None
+        self._ends: dict = {}  # run id -> its cancel request's text (or None) as the commit ending it returned
+
+    def cancel_at_end(self, run_id: str):
+        """``(True, text or None)``: the cancel request (its stored text) that the commit ending
+        ``run_id`` found on the row, as its own ``RETURNING`` gave it; ``(False, None)`` when no
+        commit of this path ended it (the caller reads the row instead). Forgotten once asked."""
+        try:
+            return True, self._ends.pop(run_id)
+        except KeyError:
+            return False, None
+
+    def _ended(self, run_id: str, returned: list) -> None:
+        if len(returned) == 1:
+            if len(self._ends) >= ENDS_KEPT:
+                self._ends.clear()
+            self._ends[run_id] = returned[0][1]
 
     # ------------------------------------------------------------------ connections
     def _checkout(self):
@@ -210,10 +231,12 @@ class HotPath:
                     for i in range(n_events))
                 cols = ", ".join(_EVENT_COLUMNS)
                 picked = ", ".join(f"v.{c}" for c in _EVENT_COLUMNS)
-                # the final SELECT hands back the pause request the UPDATE left (no row: no match)
-                sql = (f"WITH r AS ({update} RETURNING flowctl_runs.id, flowctl_runs.pause_requested), "
+                # the final SELECT hands back what _RETURNING does: the pause and cancel requests the
+                # UPDATE left (no row: no match)
+                sql = (f"WITH r AS ({update} RETURNING flowctl_runs.id, flowctl_runs.pause_requested, "
+                       f"flowctl_runs.cancel_requested), "
                        f"i AS (INSERT INTO flowctl_events ({cols}) SELECT {picked} FROM r CROSS JOIN "
-                       f"(VALUES {rows}) AS v({cols})) SELECT pause_requested FROM r")
+                       f"(VALUES {rows}) AS v({cols})) SELECT pause_requested, cancel_requested FROM r")
                 found = (sql, compiled)
             self._sql[key] = found
         return found
@@ -404,6 +427,8 @@ class HotPath:
         returned = cur.fetchall()
         if len(returned) != 1:
             return False
+        if req.ledger is not None:
+            self._ended(req.ledger, returned)
         pause = returned[0][0] or True
         rows = req.rows
         deferred = "events" in tx  # (the group's rows written together: _write_all)
@@ -446,6 +471,7 @@ class HotPath:
             returned = cur.fetchall()
         else:
             returned = self._end_pg(conn, sql, values, ledger, summary, params)
+            self._ended(ledger, returned)
         return len(returned) == 1 and (returned[0][0] or True)
 
     def _end_pg(self, conn, sql, values, run_id, summary, params) -> list:

@@ -151,6 +151,10 @@ class QueueStore(Store, Protocol):
         """Take up to ``n`` due or orphaned runs for ``owner``, leased for ``lease`` seconds:
         ``[{id, fence, lease_until, prev_status, prev_owner}]``."""
 
+    def cancel_request_at_end(self, run_id: str) -> dict | None:
+        """The cancel request (``{by, compensate, at}``) or None that ``run_id``'s row held when the
+        commit ending it was written (that commit returned it: no read when it took the per-step path)."""
+
     def acquire(self, run_id: str, expect_seq: int, owner: str, lease: float) -> tuple:
         """Lease one unleased run by id: ``(fence, parent_id)``. Raises :class:`RunConflict`."""
 

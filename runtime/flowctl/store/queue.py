@@ -56,6 +56,17 @@ class QueueMethods:
             cur.execute(sql + " AND cancel_requested IS NOT NULL", params)
             return {rid: loads(text) for rid, text in cur.fetchall()}
 
+    def cancel_request_at_end(self, run_id):
+        """The cancel request of ``run_id`` (a dict, or None) as the commit that ended it found it
+        on the row — that commit's own ``RETURNING`` (:meth:`flowctl.store.hot.HotPath.cancel_at_end`),
+        no read — or read from the row when that commit did not go through the per-step path."""
+        hot = self.hot
+        if hot is not None:
+            known, text = hot.cancel_at_end(run_id)
+            if known:
+                return loads(text) if text is not None else None
+        return self.cancel_requests([run_id]).get(run_id)
+
     @contextlib.contextmanager
     def _read_cursor(self):
         """A DBAPI cursor for one read on one of the per-step commit's own connections (autocommit:

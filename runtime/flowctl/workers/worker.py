@@ -327,7 +327,7 @@ class Worker:
     def _note_unseen_cancel(self, run_id) -> None:
         """``run_id`` ended (succeeded or failed) with a cancel request still pending: append a
         ``cancel_request_unseen`` event to its log and clear the request, so it does not look honoured."""
-        request = self.store.cancel_requests([run_id]).get(run_id)
+        request = self.store.cancel_request_at_end(run_id)  # what the commit that ended it returned
         if not request:
             return
         try:
