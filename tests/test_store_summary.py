@@ -262,3 +262,54 @@ def test_a_schema_11_store_gains_the_figures_column_and_its_summaries_still_coun
         assert stats(store)["runs"] == 13
     finally:
         store.close()
+
+
+def _reopened(store):
+    """Another store on the same database (its own tally: it wrote none of the run's earlier events)."""
+    from flowctl.store.sql import open_store
+
+    return open_store(store.url)
+
+
+def test_a_run_ended_by_another_process_counts_the_facts_written_before_it(sql_store):
+    from flowctl.store import summary as summary_mod
+
+    store = sql_store
+    first = _events([("run_started", None, {}), ("tool_invoked", "a", {"tool": "t@1"})])
+    store.create_run(dict(_run("c1"), last_seq=2), first)
+    other = _reopened(store)
+    try:
+        _end(other, "c1", [("tool_succeeded", "a", {"tool": "t@1", "duration_ms": 3.0})], start=3)
+        facts = summary_mod.read_summary(_stored_facts(other, "c1"))
+    finally:
+        other.close()
+    assert [f[0] for f in facts] == ["tool_invoked", "tool_succeeded"]  # the first from the read before
+
+
+def test_a_run_ended_right_after_its_run_started_reads_no_earlier_events(sql_store, monkeypatch):
+    """Event 1 of every run is its run_started, which holds no fact: the worker's end of a run it
+    claimed as submitted (its first commit at seq 2) does not read it back (issue 17, target 8)."""
+    from flowctl.store import hot, summary as summary_mod
+
+    store = sql_store
+    store.create_run(dict(_run("q1"), last_seq=1), _events([("run_started", None, {})]))
+    other = _reopened(store)
+
+    def no_read(*_a, **_k):
+        raise AssertionError("the events before the first commit were read")
+
+    monkeypatch.setattr(summary_mod, "before_sql", no_read)
+    monkeypatch.setattr(hot, "before_sql", no_read)
+    try:
+        _end(other, "q1", [("tool_invoked", "a", {"tool": "t@1"}),
+                           ("tool_succeeded", "a", {"tool": "t@1", "duration_ms": 3.0})], start=2)
+        facts = summary_mod.read_summary(_stored_facts(other, "q1"))
+    finally:
+        other.close()
+    assert [f[0] for f in facts] == ["tool_invoked", "tool_succeeded"]
+
+
+def _stored_facts(store, run_id):
+    p = "%s" if store.pg else "?"
+    with store.engine.connect() as conn:
+        return conn.exec_driver_sql(f"SELECT facts FROM flowctl_run_summaries WHERE run_id = {p}", (run_id,)).scalar()

@@ -71,7 +71,7 @@ from flowctl.errors import first_line
 from flowctl.store.checkpoint import CommitCheckpoints
 from flowctl.store.ledger import flush
 from flowctl.store.records import EVENT_ROW
-from flowctl.store.summary import before_sql, summary_row, upsert_sql, write_summary
+from flowctl.store.summary import before_sql, reads_before, summary_row, upsert_sql, write_summary
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
@@ -455,7 +455,7 @@ class HotPath:
                 if req.wake:
                     tx["wake"].append(req.ledger)
                 first, facts, last = req.summary  # (the events before first_seq: stored by earlier commits)
-                before = cur.execute(before_sql(False), (req.ledger, int(first))).fetchall() if first > 1 else ()
+                before = cur.execute(before_sql(False), (req.ledger, int(first))).fetchall() if reads_before(first) else ()
                 tx["summaries"].append(summary_row(req.ledger, facts, last, before))
         return pause
 
@@ -484,13 +484,13 @@ class HotPath:
         the run this store did not write (a claimed run's ``run_started``) are read first, outside
         the transaction (stored events never change). Returns the commit statement's rows."""
         from flowctl.store import ledger as lg
-        from flowctl.store.summary import UPSERT_IF_PG, before_sql, summary_row
+        from flowctl.store.summary import UPSERT_IF_PG
 
         seq, head = params.get("last_seq"), params.get("last_hash")
         if lg.hook is not None or summary is None or seq is None or head is None:
             return self._end_pg_stepwise(conn, sql, values, run_id, summary)
         before = ()
-        if summary[0] > 1:
+        if reads_before(summary[0]):
             before = conn.execute(before_sql(True), (run_id, int(summary[0]))).fetchall()
         facts = summary_row(run_id, summary[1], summary[2], before)
         with conn.pipeline():
@@ -510,7 +510,6 @@ class HotPath:
         writes and ``COMMIT`` (``ROLLBACK`` when the commit's UPDATE matched no row). Returns the
         commit statement's rows."""
         from flowctl.store import ledger as lg
-        from flowctl.store.summary import before_sql, summary_row, upsert_sql
 
         with conn.pipeline() as pipe:
             conn.execute("BEGIN")
@@ -518,7 +517,7 @@ class HotPath:
             found = conn.execute(lg.run_sql(True), (run_id,))
             top = conn.execute(lg.head_sql(True))
             first = summary[0] if summary is not None else 0
-            before = conn.execute(before_sql(True), (run_id, int(first))) if first > 1 else None
+            before = conn.execute(before_sql(True), (run_id, int(first))) if reads_before(first) else None
             pipe.sync()
             returned = step.fetchall()
             if len(returned) != 1:

@@ -7,8 +7,9 @@ commit that ends a run (:meth:`flowctl.store.core.SqlStore.commit`) writes their
 (:func:`write_summary`), keyed by the run's ``last_seq`` at that time, **in the same
 transaction** (issue 17 target 8: no commit of its own). The facts come from the events as the
 store writes them: a :class:`Tally` keeps, per run, the facts of the events this store wrote for
-it (contiguously, since its first commit of the run); only the events before those — a claimed
-run's ``run_started``, written by the process that submitted it — are read, in that transaction.
+it (contiguously, since its first commit of the run); only the events before those that may hold
+facts are read, in that transaction (a claimed run's ``run_started`` alone, written by the process
+that submitted it, holds none: :func:`reads_before`).
 A summary is used only while it describes the run as it stands — the run has ended and its
 ``last_seq`` is the summary's — so a run redriven after it ended is read from its events
 (:func:`facts_of`), as are runs that have not ended and runs that ended before schema 9.
@@ -209,12 +210,21 @@ class Tally:
         return entry[0], entry[2] + facts_of(events), last
 
 
+def reads_before(first_seq: int) -> bool:
+    """Whether the summary of a run whose events this store wrote from ``first_seq`` on must read
+    the events before it. Event 1 of every run is its ``run_started`` (written with the new run by
+    :func:`flowctl.engine.lifecycle.create`, the one place runs are created), which is no fact: a
+    run claimed right after it was submitted (``first_seq`` 2) has none to read — one read fewer
+    per worker run (issue 17, target 8)."""
+    return first_seq > 2
+
+
 def write_summary(execute, pg: bool, run_id: str, first_seq: int, facts: list, last_seq: int) -> None:
     """Write the summary of ``run_id`` inside the caller's open transaction (the commit that ends
     it): ``facts`` those of its events from ``first_seq`` on, the events before ``first_seq`` read
     here (packed rows with ``seq < first_seq``: none for a run this store created). ``execute(sql,
     params)`` runs one DBAPI statement and returns a cursor (see :func:`flowctl.store.ledger.append`)."""
-    rows = execute(before_sql(pg), (run_id, int(first_seq))).fetchall() if first_seq > 1 else ()
+    rows = execute(before_sql(pg), (run_id, int(first_seq))).fetchall() if reads_before(first_seq) else ()
     execute(upsert_sql(pg), summary_row(run_id, facts, last_seq, rows))
 
 
@@ -256,6 +266,6 @@ def upsert_sql(pg: bool) -> str:
             "figures = excluded.figures")
 
 
-__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_IF_PG", "before_sql", "summary_row", "write_summary",
+__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_IF_PG", "before_sql", "reads_before", "summary_row", "write_summary",
            "facts_of", "figures_of", "figures_text", "read_figures", "read_summaries", "read_summary", "read_summary_value", "summary_text",
            "upsert_sql"]
