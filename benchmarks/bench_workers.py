@@ -75,7 +75,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import PG, fresh_pg_database, interleaved, loadavg, pg_available, write  # noqa: E402
+from common import PG, ROOT, fresh_pg_database, interleaved, loadavg, pg_available, write  # noqa: E402
 from loop_flow import drive, expected_steps, make_project, tool  # noqa: E402
 from report import target  # noqa: E402
 
@@ -481,12 +481,22 @@ def run(runs: int = 400, trials: int = 3, concurrency: int = 4, workers=WORKERS,
             return name, once
 
         contenders = dict(contender(s, k) for k in workers for s in ("flowctl", "DBOS"))
+        if 1 in workers:  # target 8a: one worker of the code before issue 17, in the same rounds
+            base_detail: list = []
+            try:
+                contenders["base 1"] = base_contender(tmp_path, runs, concurrency, pg_url, base_detail)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                out["base_unavailable"] = str(exc)
         out["loadavg_before"] = loadavg()
         samples = interleaved(contenders, trials)
         out["loadavg_after"] = loadavg()
     out["versions"] = {p: md.version(p) for p in ("flowctl", "dbos", "sqlalchemy", "psycopg")}
     out["code"] = _code_state()
     results = {}
+    if "base 1" in contenders:
+        drains = [d["drain_s"] for d in base_detail]
+        out["base"] = {"commit": BEFORE_ISSUE_17, "runs_per_s": runs / statistics.median(drains),
+                       "drain_min_s": min(drains), "drain_max_s": max(drains), "drains_s": drains}
     for name, trials_detail in details.items():
         med = lambda f: statistics.median([f(d) for d in trials_detail if f(d) is not None])  # noqa: E731
         results[name] = {
@@ -508,26 +518,83 @@ def run(runs: int = 400, trials: int = 3, concurrency: int = 4, workers=WORKERS,
     out["flowctl_over_dbos_runs_per_s"] = {k: results[f"flowctl {k}"]["runs_per_s"] / results[f"DBOS {k}"]["runs_per_s"]
                                            for k in workers}
     out["notes"] = notes(out)
-    out["targets"] = worker_targets(results)
+    out["targets"] = worker_targets(results, out.get("base"))
     return out
 
 
-#: flowctl's runs/s with one worker process before issue 17: the `make bench` of 2026-11-30 on this
-#: machine (commit e12e759, 400 runs, concurrency 4, 3 trials; results/workers.json of commit 92f53c6).
+#: the code before issue 17: the commit the `make bench` of 2026-11-30 measured (400 runs, concurrency
+#: 4, 3 trials: 311.3 runs/s with one worker process; results/workers.json of commit 92f53c6)
+BEFORE_ISSUE_17 = "e12e759"
+#: that recorded figure, used only where the base cannot be measured beside this code (no git history)
 BEFORE_ISSUE_17_RUNS_PER_S = 311.3
 
+#: one trial of the base, in a fresh interpreter whose PYTHONPATH is the base's runtime/: the base's own
+#: bench_workers.flowctl_trial (its enqueue, its `flowctl worker` processes, its commit hooks) on a fresh database
+BASE_CHILD = r"""
+import json, sys, tempfile
+from pathlib import Path
+bench, pg_url, runs, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, bench)
+import flowctl
+import bench_workers as bw
+from common import fresh_pg_database
+from loop_flow import make_project
+with tempfile.TemporaryDirectory(prefix="flowctl-bench-base-") as tmp:
+    tmp = Path(tmp)
+    root = make_project(tmp / "project", bw.TRANSITIONS)
+    detail = []
+    with fresh_pg_database(pg_url, prefix="flowctl_bwbase") as url:
+        bw.flowctl_trial(root, flowctl.load_project(root), url, runs, 1, concurrency, tmp, detail)
+print(json.dumps({"drain_s": detail[-1]["drain_s"], "flowctl": flowctl.__file__}))
+"""
 
-def worker_targets(results: dict) -> dict:
-    """Issue 17's worker targets (8) from this run's results."""
+
+def base_contender(tmp: Path, runs: int, concurrency: int, pg_url: str, detail: list):
+    """A callable for :func:`common.interleaved`: one trial of one worker process of the code before
+    issue 17 (:data:`BEFORE_ISSUE_17`, its ``runtime/`` and ``benchmarks/`` extracted with ``git
+    archive``), so that target 8a is a ratio of two drains measured in the same run. Raises
+    ``RuntimeError`` when the revision cannot be extracted (no git history)."""
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", BEFORE_ISSUE_17, "runtime",
+                              "benchmarks"], capture_output=True, timeout=120)
+    if archive.returncode != 0:
+        raise RuntimeError(f"git archive {BEFORE_ISSUE_17}: {archive.stderr.decode(errors='replace').strip()}")
+    base = tmp / "base"
+    base.mkdir()
+    (tmp / "base.tar").write_bytes(archive.stdout)
+    with tarfile.open(tmp / "base.tar") as tar:
+        tar.extractall(base, filter="data")
+    env = dict(os.environ, PYTHONPATH=str(base / "runtime"))
+
+    def once() -> float:
+        done = subprocess.run([sys.executable, "-c", BASE_CHILD, str(base / "benchmarks"), pg_url, str(runs),
+                               str(concurrency)], capture_output=True, text=True, timeout=900, env=env,
+                              cwd=str(base))
+        if done.returncode != 0:
+            raise RuntimeError(f"the base trial failed: {done.stderr.strip()[-2000:]}")
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        if not found["flowctl"].startswith(str(base)):
+            raise RuntimeError(f"the base trial imported {found['flowctl']}, not the base's code")
+        detail.append({"drain_s": found["drain_s"]})
+        return found["drain_s"]
+    return once
+
+
+def worker_targets(results: dict, base: dict | None = None) -> dict:
+    """Issue 17's worker targets (8) from this run's results; ``base``: the code before issue 17
+    measured in the same run (:func:`base_contender`), else the recorded figure is used and said."""
     out = {}
     one, four = results.get("flowctl 1"), results.get("flowctl 4")
     if one:
+        before = base["runs_per_s"] if base else BEFORE_ISSUE_17_RUNS_PER_S
         out["8a. one worker process >= 1.5x the runs/s before issue 17"] = target(
-            one["runs_per_s"] / BEFORE_ISSUE_17_RUNS_PER_S, 1.5, higher_is_better=True, unit="x",
-            ratios={"runs/s now": one["runs_per_s"], "runs/s before": BEFORE_ISSUE_17_RUNS_PER_S,
+            one["runs_per_s"] / before, 1.5, higher_is_better=True, unit="x",
+            ratios={"runs/s now": one["runs_per_s"], "runs/s before": before,
                     "flowctl / DBOS runs/s": one["runs_per_s"] / results["DBOS 1"]["runs_per_s"]
                     if results.get("DBOS 1") else float("nan")},
-            note="the baseline is a recorded run (2026-11-30), not this one")
+            note=(f"the code before issue 17 ({BEFORE_ISSUE_17}) measured in the same rounds, one trial each"
+                  if base else f"the baseline is a recorded run (2026-11-30, {BEFORE_ISSUE_17}), not this one"))
     if four:
         out["8b. p99 step commit < 10 ms at 4 worker processes"] = target(
             four["p99_ms"], 10.0, unit="ms", ratios={"p50 ms": four["p50_ms"]})
