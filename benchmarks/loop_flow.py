@@ -88,6 +88,49 @@ def drive(transitions: int, call=tool) -> dict:
     return context
 
 
+def record_loop(transitions: int) -> float:
+    """The floor plus the audit record every flowctl step keeps, nothing else: per transition the
+    stored texts of its four events (``state_entered``, ``tool_invoked``, ``tool_succeeded``,
+    ``transition_taken``, made by flowctl's own :mod:`flowctl.engine.eventtext`) with a timestamp
+    each, kept as the memory store keeps them, and their hash chain (the memory store's
+    ``_chain``: one sha256 per event) computed at the end, as reading a run computes it. No
+    checkpoint, schema check, timeout guard, copy or limit. Returns wall seconds."""
+    from flowctl.engine.eventtext import entered_text, flat_text, invoked_frame, key_text, succeeded_head
+    from flowctl.store.memory import _chain
+
+    conditions, nxt = CONDITIONS, NEXT
+    frame, head = invoked_frame("step@1.0.0", 30.0), succeeded_head("step@1.0.0")
+    taken = {s: '{"to":%s,"conditions":[{"when":%s,"result":true}],"line":%d}' % (
+        f'"{nxt[s]}"', f'"{CONDITION_TEXT[s].format(rounds=NEVER)}"', 6) for s in nxt}
+    now = time.time
+    started = time.perf_counter()
+    visits = {"a": 0, "b": 0, "c": 0}
+    context = {"n": 0}
+    state = "a"
+    kept = []
+    add = kept.append
+    seq = 0
+    for step in range(1, transitions + 1):
+        visit = visits[state] = visits[state] + 1
+        add((seq + 1, now(), "state_entered", state, 1, entered_text("task", step, visit), None))
+        given = {"n": context["n"]}
+        key = f"run:{state}:{visit}"
+        add((seq + 2, now(), "tool_invoked", state, 1,
+             f'{frame[0]}{flat_text(given)},"idempotency_key":{key_text(key)}{frame[1]}', None))
+        response = tool(given)
+        add((seq + 3, now(), "tool_succeeded", state, 1, f'{head}{flat_text(response)},"duration_ms":0.001}}', None))
+        if not conditions[state]({"visits": visits, "response": response, "context": context}):
+            raise AssertionError("condition false")
+        add((seq + 4, now(), "transition_taken", state, 1, taken[state], None))
+        seq += 4
+        context = {"n": response["n"]}
+        state = nxt[state]
+    _chain(kept, 0, [])
+    took = time.perf_counter() - started
+    assert context["n"] == transitions and len(kept) == 4 * transitions
+    return took
+
+
 def bare_loop(transitions: int) -> float:
     """The floor: the same tool calls, the same compiled conditions, the same context update —
     nothing else. Returns wall seconds."""
