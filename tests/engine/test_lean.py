@@ -154,3 +154,36 @@ def test_a_state_entered_after_a_caught_error_sees_it_in_the_lean_step(tmp_path,
     inputs = [e["data"]["input"] for e in seen if e["type"] == "tool_invoked" and e["state"] == "a"]
     assert [i["err"] for i in inputs] == [None, None, "ValueError", None]
     assert row["cursor"]["context"]["last_error"] == "ValueError"  # the error stays in scope until a completes
+
+
+def test_the_runs_of_an_engine_share_the_plans_so_a_later_run_is_lean_from_its_first_visit(tmp_path, monkeypatch):
+    taken = []
+    real_run = lean.run
+    monkeypatch.setattr(lean, "run", lambda ctx, step: taken.append(step.sid) or real_run(ctx, step))
+    monkeypatch.setattr(time, "perf_counter", lambda: 7.0)  # durations of 0 ms in both runs
+    h = Harness(_project(tmp_path, "ok"), check=False)
+    first = h.run("f", {})
+    assert taken == ["a", "a", "a"]  # the first visit of the first run asks the gate and makes the plan
+    taken.clear()
+    second = h.run("f", {})
+    assert taken == ["a", "a", "a", "a"] and second.status == first.status == "succeeded"
+    a, b = (h.store.events(r.run_id) for r in (first, second))
+    assert [(e["type"], e["data"]) for e in a[1:]] == [
+        (e["type"], e["data"] if e["type"] != "tool_invoked" else
+         dict(e["data"], idempotency_key=e["data"]["idempotency_key"].replace(second.run_id, first.run_id)))
+        for e in b[1:]]
+
+
+def test_two_flows_through_the_same_state_keep_their_own_transitions(tmp_path):
+    """The plans are shared per flow: the same state leaves by another transition in another flow."""
+    files = {**contract("step", "step", extra="input_schema: {type: object}\noutput_schema: {type: object}\n"),
+             **task("a", "step@1.0.0", extra="input: {n: context.n}\n"),
+             "states/failed.yaml": "id: failed\ntype: fail\nerror: Failed\n",
+             **flow("a", "  - {from: a, to: a, when: 'response.n < `3`', set: {n: response.n}}\n  - {from: a, to: done}\n"),
+             "transitions/g.yaml": "flow: g\nstart: a\ntransitions:\n"
+                                   "  - {from: a, to: a, when: 'response.n < `2`', set: {n: response.n}}\n"
+                                   "  - {from: a, to: failed}\n"}
+    h = Harness(build(tmp_path, files, TOOLS, name="two"), check=False)
+    for _ in range(2):  # in both orders, with the plans of the other flow made
+        assert h.run("f", {}).path == ["a", "a", "a", "done"]
+        assert h.run("g", {}).path == ["a", "a", "failed"]

@@ -132,7 +132,8 @@ def _checker(schema):
 
 
 class StepPlan:
-    """What one state's call of one contract needs, worked out once per run (``ctx.plans``): the
+    """What one state's call of one contract needs, worked out once per engine and definition (``ctx.plans``, shared by the engine's runs:
+    :meth:`flowctl.engine.engine.Engine.step_caches`): the
     input mapping compiled, the three schema checks (:func:`_checker`), the tool function (resolved
     at its first call, before the gate), the timeout when it is a constant (None: an expression)."""
 
@@ -193,7 +194,7 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         if problem:
             raise SchemaMismatch(f"input of '{state.id}' does not match contract {contract.ref} {problem}")
     fn = p.fn
-    if fn is None:  # resolved once per run, before the gate (it follows the function) and any record
+    if fn is None:  # resolved once per engine and definition, before the gate (it follows the function) and any record
         fn = ctx.tool_fns.get((contract.ref, contract.entrypoint))
         if fn is None:
             fn = ctx.tool_fns[(contract.ref, contract.entrypoint)] = ctx.engine.tool_function(

@@ -69,13 +69,16 @@ class RunContext:
         self.last_hash = row["last_hash"]
         self.events: list = []
         self.step_rows: list = []
-        self.tool_fns: dict = {}  # (contract ref, entrypoint) -> its entrypoint callable
-        self.guards: dict = {}  # (contract id, entrypoint, side effects) -> (fn, also, gated): engine.gatecall
-        #: per-run caches of the step: ``(state id, contract ref)`` -> its :class:`flowctl.engine.calls.StepPlan`,
-        #: ``state id`` -> its transitions and their texts (:func:`flowctl.engine.transitions.advance`)
-        self.plans: dict = {}
-        #: ``state id`` -> its :class:`flowctl.engine.lean.LeanStep` in this run, or False (general path)
-        self.lean: dict = {}
+        #: the caches of the step, shared by the engine's runs of this flow and definition
+        #: (:meth:`flowctl.engine.engine.Engine.step_caches`): ``plans`` — ``(state id, contract ref)`` ->
+        #: its :class:`flowctl.engine.calls.StepPlan`, ``state id`` -> its transitions and their texts
+        #: (:func:`flowctl.engine.transitions.advance`); ``lean`` — ``state id`` -> its
+        #: :class:`flowctl.engine.lean.LeanStep` or False (the general path); ``guards`` — ``(contract id,
+        #: entrypoint, side effects)`` -> ``(fn, also, gated)`` (engine.gatecall); ``tool_fns`` —
+        #: ``(contract ref, entrypoint)`` -> its entrypoint callable
+        caches = getattr(engine, "step_caches", None)
+        self.plans, self.lean, self.guards, self.tool_fns = (caches(project, flow) if caches is not None
+                                                             else ({}, {}, {}, {}))
         #: the ``uuid()``/``now()`` recorder of the drive under way (:class:`flowctl.expr.expressions.Recorder`)
         self.recorder = None
         self.unleased = row.get("lease_until") is None  # no worker lease to clear on the next commit

@@ -85,6 +85,26 @@ class Engine:
         self.fold_final = False
         self._projects: dict = {}
         self._checked: set = set()
+        self._caches: dict = {}
+
+    def step_caches(self, project, flow) -> tuple:
+        """``(plans, lean, guards, tool_fns)``: the caches of the step that every run of ``flow`` in
+        ``project`` (a definition, pinned by its digest) shares in this engine, so that a worker's
+        thousandth run of a flow does not work out again what its first did — the step plans
+        (:class:`flowctl.engine.calls.StepPlan`, keyed ``(state id, contract ref)``, and the
+        transitions per state id), the lean steps (:mod:`flowctl.engine.lean`), the gate's view of
+        each contract (:func:`flowctl.engine.gatecall.guarded`) and the resolved tool functions.
+        Everything in them follows from the definition and this engine's tool resolver alone; a
+        run's own data never goes in. Safe to share between the threads of a worker: each value is
+        made whole before it is stored, and two threads making the same one store equal values."""
+        key = (id(project), flow.id)
+        found = self._caches.get(key)
+        if found is None or found[0] is not project:  # the project kept: its id cannot be reused meanwhile
+            shared = self._caches.get((id(project), None))
+            if shared is None or shared[0] is not project:
+                shared = self._caches[(id(project), None)] = (project, {}, {})  # guards, tool functions
+            found = self._caches[key] = (project, ({}, {}, shared[1], shared[2]))
+        return found[1]
 
     @property
     def distribute_children(self) -> bool:

@@ -56,7 +56,7 @@ def gate(ctx, state, contract, attempt, tool_input, fn, *, purpose=None, fallbac
 def guarded(ctx, contract, fn) -> tuple:
     """``(also, guarded)``: the other contracts on ``fn`` (:func:`function_aliases`) and whether the
     gate checks this call (:meth:`Gate.guards`). Both depend only on the definition and the
-    resolved function, so they are worked out once per run and contract (``ctx.guards``)."""
+    resolved function, so they are worked out once per engine, definition and contract (``ctx.guards``)."""
     key = (contract.id, contract.entrypoint, contract.side_effecting)
     found = ctx.guards.get(key)
     if found is None or found[0] is not fn:  # the function kept: its id cannot be reused meanwhile

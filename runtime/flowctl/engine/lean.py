@@ -1,5 +1,5 @@
 """The lean step: a plain task state's whole step — enter, tool call, transition — run from one
-plan made per state and run (issue 17, target 1).
+plan made per state and definition, shared by an engine's runs (issue 17, target 1).
 
 The general step goes through :meth:`Runner.enter <flowctl.engine.loop.Runner.enter>`, the task
 handler and its retries (:mod:`flowctl.engine.states.task`), :func:`flowctl.engine.calls.call_tool`
@@ -20,7 +20,7 @@ is raised to the step loop's error layers.
 
 **When it is taken** (:func:`lean_step`): a ``task`` state not yet entered, whose call is plain
 (:attr:`flowctl.engine.calls.StepPlan.plain`: read-only, not checked by the gate, nothing to
-redact, snapshot or evaluate per call — known once the state's first call has asked the gate), in a
+redact, snapshot or evaluate per call — known once the state's first call in the engine has asked the gate), in a
 run without secrets, without an OpenTelemetry span, with no call in flight. Anything else takes the
 general path, which stays the definition of a step.
 """
@@ -40,7 +40,7 @@ PATH_KEPT = 32
 
 
 class LeanStep:
-    """One plain task state's step in one run, worked out once: ``plan`` (its
+    """One plain task state's step, worked out once for the engine's runs of its flow: ``plan`` (its
     :class:`~flowctl.engine.calls.StepPlan`), ``found`` (its compiled transitions and
     ``transition_taken``'s stored text per outcome: :func:`flowctl.engine.transitions.advance`),
     the flow's limits and the state's fixed strings."""
@@ -57,7 +57,7 @@ class LeanStep:
 
 
 def lean_step(ctx, state):
-    """``state``'s :class:`LeanStep` in this run (made at its first eligible step), or None when
+    """``state``'s :class:`LeanStep` (made at its first eligible step in any run of the flow), or None when
     this step takes the general path (see the module docstring)."""
     c = ctx.cursor
     if c.entered or c.inflight is not None or ctx.secrets is not None or ctx.span is not None:

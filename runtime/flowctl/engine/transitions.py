@@ -54,7 +54,7 @@ def advance(ctx, state, response, scope=None, found=None) -> None:
     if scope is None:
         scope = ctx.scope()
     if found is None:
-        found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per run
+        found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per engine and flow
         if found is None:
             found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id),
                                            taken_texts(ctx.project, ctx.flow, state.id))
