@@ -67,5 +67,81 @@ def test_the_first_matching_rule_decides():
     S.retry = (throttled,)
     assert retry_rule(S, ToolUnavailable("down")) is None
     with pytest.raises(ToolUnavailable):
-        with_retries(SimpleNamespace(cursor=SimpleNamespace(attempt=1)), S, lambda: (_ for _ in ()).throw(
+        with_retries(SimpleNamespace(cursor=SimpleNamespace(attempt=1, pending=None)), S, lambda: (_ for _ in ()).throw(
             ToolUnavailable("down")))
+
+
+class Killed(BaseException):
+    """The process stopping where the test says (as SIGKILL or Ctrl-C would): nothing after it runs."""
+
+
+def _killed_while_sleeping(h, monkeypatch, at_sleep: int = 1):
+    """Make the ``at_sleep``-th sleep of ``h``'s clock stop the process (it advances the clock by
+    what it slept so far first: the process died in the middle of the wait)."""
+    real, seen = h.clock.sleep, []
+
+    def sleep(seconds):
+        seen.append(seconds)
+        if len(seen) == at_sleep:
+            h.clock.advance(seconds / 2)
+            raise Killed()
+        real(seconds)
+    monkeypatch.setattr(h.clock, "sleep", sleep)
+    return seen
+
+
+def _resumed(h, run_id, monkeypatch, owner="gone-host:1:1"):
+    """The run resumed by another process (its first one declared gone), on the same store and clock."""
+    import flowctl
+
+    monkeypatch.setenv("FLOWCTL_GONE_OWNERS", owner)
+    other = flowctl.Engine(h.project, h.store, clock=h.clock, max_inline_wait=10.0, listener=h.events.append)
+    return other.resume(run_id)
+
+
+def test_a_process_stopped_during_an_inline_retry_delay_loses_no_attempt(tmp_path, monkeypatch):
+    """Found by a new user: the failed attempt was only committed after the delay, so a kill during
+    it made the resumed run start again at attempt 1 — a fourth call of max_attempts 3, and a call
+    that happened missing from the log."""
+    import flowctl
+    from flowctl.store.sql import open_store
+
+    (tmp_path / "db").mkdir()
+    h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 4s}", 5)
+    h.store = open_store(f"sqlite:///{tmp_path}/db/flowctl.db")
+    h.engine = flowctl.Engine(h.project, h.store, clock=h.clock, max_inline_wait=10.0, listener=h.events.append,
+                              owner="gone-host:1:1")
+    slept = _killed_while_sleeping(h, monkeypatch)
+    with pytest.raises(Killed):
+        h.run(run_id="r-kill")
+    assert calls == [1] and slept == [4.0]
+    stored = [e["type"] for e in h.store.events("r-kill")]
+    assert stored[-2:] == ["tool_failed", "retry_scheduled"]  # committed before the wait
+    monkeypatch.setattr(h.clock, "sleep", lambda s: (slept.append(s), h.clock.advance(s)))
+    done = _resumed(h, "r-kill", monkeypatch)
+    assert calls == [1, 2, 3]  # exactly max_attempts calls in all
+    assert done.status == "failed" and done.error["type"] == "ToolUnavailable"
+    assert slept[1] == 2.0  # the rest of the first delay (4 s, half slept before the kill), then the second
+    invoked = [e["attempt"] for e in h.store.events("r-kill") if e["type"] == "tool_invoked"]
+    assert invoked == [1, 2, 3]
+    from flowctl.store.audit import verify_run
+
+    assert verify_run(h.store.get_run("r-kill"), h.store.events("r-kill")) == []
+
+
+def test_a_resumed_retry_whose_rest_is_longer_than_this_process_waits_parks(tmp_path, monkeypatch):
+    import flowctl
+    from flowctl.store.sql import open_store
+
+    (tmp_path / "db").mkdir()
+    h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 8s}", 1)
+    h.store = open_store(f"sqlite:///{tmp_path}/db/flowctl.db")
+    h.engine = flowctl.Engine(h.project, h.store, clock=h.clock, max_inline_wait=10.0, owner="gone-host:1:1")
+    _killed_while_sleeping(h, monkeypatch)
+    with pytest.raises(Killed):
+        h.run(run_id="r-park")
+    monkeypatch.setenv("FLOWCTL_GONE_OWNERS", "gone-host:1:1")
+    worker_like = flowctl.Engine(h.project, h.store, clock=h.clock, max_inline_wait=1.0)
+    parked = worker_like.resume("r-park")
+    assert parked.status == "waiting" and calls == [1]
+    assert h.store.get_run("r-park")["available_at"] == pytest.approx(h.clock.time() + 4.0)

@@ -1,7 +1,10 @@
 """A state's ``retry`` rules around one call: the first rule matching the error by name (or ``*``)
 decides; ``max_attempts`` counts every call; the delay is ``interval × backoff^(attempt-1)``, capped
 by ``max_delay``, with full jitter if asked; a delay over the engine's ``max_inline_wait`` parks the
-run ``waiting`` and the state is entered again when it is due. Used by the task state and by the
+run ``waiting`` and the state is entered again when it is due. A shorter delay is slept in process
+after a commit (the failed attempt, the next attempt's number and its due time, ``pending: {kind:
+retry, due}``), so a process stopped during it loses no attempt: the run resumed waits out the rest
+and makes the next attempt, never the first one again. Used by the task state and by the
 model call of llm and agent states (:mod:`flowctl.engine.modelcall`)."""
 from __future__ import annotations
 
@@ -25,6 +28,11 @@ def with_retries(ctx, state, attempt_fn, failed: Exception | None = None):
     ``failed``: the error of the attempt already made at ``ctx.cursor.attempt`` (the lean step's
     first call, :mod:`flowctl.engine.lean`), decided on before ``attempt_fn`` is called again."""
     c = ctx.cursor
+    pending = c.pending
+    if pending is not None and pending.get("kind") == "retry" and "due" in pending and failed is None:
+        parked = _wait_out(ctx, pending)  # a process stopped while it waited for this attempt
+        if parked is not None:
+            return parked
     while True:
         attempt = c.attempt
         if failed is None:
@@ -46,7 +54,24 @@ def with_retries(ctx, state, attempt_fn, failed: Exception | None = None):
         if delay > ctx.engine.max_inline_wait:
             return ctx.park("waiting", {"kind": "retry", "state": state.id, "attempt": attempt + 1},
                             ctx.clock.time() + delay)
-        ctx.clock.sleep(delay)
+        if delay > 0:  # the failed attempt and the next one's number are committed before the wait
+            c.pending = {"kind": "retry", "state": state.id, "attempt": attempt + 1, "due": ctx.clock.time() + delay}
+            ctx.commit()
+            ctx.clock.sleep(delay)
+            c.pending = None
+
+
+def _wait_out(ctx, pending):
+    """The rest of an inline retry delay whose process stopped during it (``pending["due"]``, epoch
+    seconds): slept here, or the run parked ``waiting`` until then when it is longer than this
+    engine waits in process. ``PARKED``, or None once it is over (``pending`` cleared)."""
+    left = pending["due"] - ctx.clock.time()
+    if left > ctx.engine.max_inline_wait:
+        return ctx.park("waiting", dict(pending), pending["due"])
+    if left > 0:
+        ctx.clock.sleep(left)
+    ctx.cursor.pending = None
+    return None
 
 
 __all__ = ["retry_rule", "with_retries"]

@@ -1,7 +1,8 @@
 """``type: wait``: sleep for ``duration`` or until ``until`` (an expression giving an ISO-8601 time).
 
-A wait up to the engine's ``max_inline_wait`` sleeps in process; a longer one parks the run
-(``waiting``, ``pending: {kind: wait, state, due}``, due at that epoch second).
+A wait up to the engine's ``max_inline_wait`` sleeps in process, its due time committed first
+(``pending: {kind: wait, state, due}``), so that a process stopped during it resumes the same wait;
+a longer one parks the run (``waiting``, the same ``pending``, due at that epoch second).
 """
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ def run(ctx, state):
     delay = due - ctx.clock.time()
     if delay > ctx.engine.max_inline_wait:
         return ctx.park("waiting", {"kind": "wait", "state": state.id, "due": due}, due)
-    if delay > 0:
+    if delay > 0:  # its due time committed first: a process stopped during the wait resumes it, not anew
+        c.pending = {"kind": "wait", "state": state.id, "due": due}
+        ctx.commit()
         ctx.clock.sleep(delay)
+    c.pending = None
     return c.response
 
 
