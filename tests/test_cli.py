@@ -74,3 +74,20 @@ def test_progress_names_the_run_of_lines_from_another_run_fired_before_the_new_o
     progress(dict(entered, run_id="ffff0000", state="start", data={"type": "task", "step": 1}))
     assert out.getvalue().splitlines() == ["[earlier run 01a2b3c4d5e6] → rejected (fail, step 3)",
                                            "→ start (task, step 1)"]
+
+
+def test_progress_tells_a_timed_out_call_verify_found_done_from_a_crash():
+    """(new-user finding: after a timeout it said the call 'was in flight when its process stopped')"""
+    import io
+
+    from flowctl.cli.commands._common import Progress
+
+    out = io.StringIO()
+    progress = Progress(out)
+    ev = {"type": "step_recovered", "state": "charge", "run_id": "r1", "attempt": 1,
+          "data": {"tool": "charge@1.0.0", "after": "timeout", "happened": True, "action": "in the saga"}}
+    progress(ev)
+    progress(dict(ev, data={"tool": "charge@1.0.0", "happened": True}))
+    assert out.getvalue().splitlines() == [
+        "    charge@1.0.0 timed out; verify says it had happened (in the saga)",
+        "    charge@1.0.0 was in flight when its process stopped: verify says it had happened (not called again)"]

@@ -269,3 +269,20 @@ def test_a_step_whose_call_verify_found_done_after_a_crash_says_so():
                       ev("tool_succeeded", tool="pay@1.0.0"), ev("transition_taken", to="done")])
     assert [s["outcome"] for s in recovered] == ["ok (recovered: verify found it done)"]
     assert [s["outcome"] for s in again] == ["ok"]  # not done before: called again, an ordinary success
+
+
+def test_a_call_that_timed_out_and_was_retried_is_not_shown_as_recovered():
+    """(new-user finding: a timed-out call verify found done, then a real second attempt, showed as
+    'ok (recovered: verify found it done)')"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, attempt=1, **data):
+        return {"type": t, "state": "pay", "ts": 1.0, "attempt": attempt, "data": data}
+
+    rows = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="pay@1.0.0"),
+                     ev("tool_failed", tool="pay@1.0.0", error="ToolTimeout", message="late"),
+                     ev("step_recovered", tool="pay@1.0.0", happened=True, after="timeout", action="in the saga"),
+                     ev("retry_scheduled", error="ToolTimeout"), ev("tool_invoked", 2, tool="pay@1.0.0"),
+                     ev("tool_succeeded", 2, tool="pay@1.0.0"), ev("transition_taken", 2, to="done")])
+    assert [(r["outcome"], r["attempts"]) for r in rows] == [("ok", 2)]
+

@@ -275,7 +275,8 @@ def iter_steps(events):
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":
             current["tool"] = d.get("tool")
             current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
-        elif t == "step_recovered":  # a call in flight when its process died (or timed out), asked of verify
+            current["recovered"] = False  # a new call: what verify said of an earlier one is not about it
+        elif t == "step_recovered" and d.get("after") != "timeout":  # a call in flight when its process died
             current["recovered"] = bool(d.get("happened"))
         elif t == "tool_succeeded":
             current["duration_ms"] += d.get("duration_ms") or 0

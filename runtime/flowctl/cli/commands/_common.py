@@ -444,6 +444,9 @@ class Progress:
         if t == "state_entered":
             self.kind = d.get("type")
             self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)
+        elif t == "step_recovered" and d.get("after") == "timeout":  # (new-user finding: read as a crash)
+            self._out(f"    {d.get('tool')} timed out; verify says it "
+                      + (f"had happened ({d.get('action')})" if d.get("happened") else "had not happened"), fg="yellow")
         elif t == "step_recovered":  # (new-user finding: a recovered call looked like a fresh "ok in 0ms")
             self._out(f"    {d.get('tool')} was in flight when its process stopped: verify says it "
                       + ("had happened (not called again)" if d.get("happened") else "had not happened"), fg="yellow")
