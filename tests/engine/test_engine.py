@@ -38,3 +38,19 @@ def test_a_parked_run_keeps_the_definition_it_started_with(tmp_path):
     assert result.path == ["w", "old_end", "done"]
     assert result.output == {"version": "old"}
     assert flowctl.load_project(root).flows["f"].version == 2  # the file did change
+
+
+def test_a_flow_whose_own_file_does_not_load_is_refused_with_the_place_of_its_error(tmp_path):
+    """(new-user finding: `flowctl run` said only "flow 'f' has errors and cannot run")"""
+    import pytest
+
+    import flowctl
+    from flowctl.errors import DefinitionError
+    from flowctl.store.sql import MemoryStore
+    from support.enginekit import build
+
+    root = build(tmp_path, {"transitions/f.yaml": "flow: f\nstart: done\ntransitions: [\n"})
+    engine = flowctl.Engine(flowctl.load_project(root), MemoryStore())
+    with pytest.raises(DefinitionError) as caught:
+        engine.run("f", {})
+    assert "orchestration/transitions/f.yaml:4:1: cannot parse" in str(caught.value)  # the end of the unclosed list

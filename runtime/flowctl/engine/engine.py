@@ -23,6 +23,7 @@ The per-run machinery: :mod:`flowctl.engine.lifecycle` (start, resume, recover),
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flowctl.check.topology import flow_graph
@@ -188,7 +189,9 @@ class Engine:
         flow = self.project.flows.get(flow_id)
         if flow is None:
             if ("flow", flow_id) in self.project.broken:
-                raise DefinitionError(f"flow '{flow_id}' has errors and cannot run", hint="run: flowctl validate")
+                where = _flow_file_error(self.project, flow_id)
+                raise DefinitionError(f"flow '{flow_id}' has errors and cannot run" + (f": {where}" if where else ""),
+                                      hint="run: flowctl validate")
             raise no_flow(flow_id, self.project.flows)
         return flow
 
@@ -244,6 +247,16 @@ class Engine:
                                      hint="restore the store from a backup; flowctl audit verify RUN checks a run")
             found = self._projects[digest] = load_files(files, self.project.root)
         return found
+
+
+
+def _flow_file_error(project, flow_id: str) -> str | None:
+    """``file:line:col: message`` of the first error that kept flow ``flow_id``'s file from loading
+    (new-user finding: ``flowctl run`` named no place when the flow file itself was broken)."""
+    for d in project.diagnostics:
+        if d.severity == "error" and "/transitions/" in f"/{d.file}" and Path(d.file).stem.split(".")[0] == flow_id:
+            return f"{d.location}: {d.message}"
+    return None
 
 
 __all__ = ["Engine", "RunResult", "RunNotFound", "StoreError", "FINAL", "EXIT_CODES", "new_run_id", "flow_files"]
