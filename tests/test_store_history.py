@@ -286,3 +286,17 @@ def test_a_call_that_timed_out_and_was_retried_is_not_shown_as_recovered():
                      ev("tool_succeeded", 2, tool="pay@1.0.0"), ev("transition_taken", 2, to="done")])
     assert [(r["outcome"], r["attempts"]) for r in rows] == [("ok", 2)]
 
+
+def test_a_step_that_waited_or_was_paused_and_then_went_on_ended_ok():
+    """(new-user finding: a wait row said 'waiting', a step an operator paused said 'paused', after the run succeeded)"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, state="w", **data):
+        return {"type": t, "state": state, "ts": 1.0, "attempt": 1, "data": data}
+
+    rows = steps_of([ev("state_entered", step=1, type="wait"), ev("run_paused", status="waiting"),
+                     ev("run_resumed", state=None), ev("transition_taken", to="r"),
+                     ev("state_entered", "r", step=2, type="review"), ev("run_paused", "r", status="paused"),
+                     ev("review_decided", "r", decision="approve", by="alice"), ev("transition_taken", "r", to="done")])
+    assert [r["outcome"] for r in rows] == ["ok", "approve by alice"]
+

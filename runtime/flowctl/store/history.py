@@ -302,7 +302,9 @@ def iter_steps(events):
             current["outcome"] = f"caught ({d.get('layer')})"
         elif t == "transition_taken":
             current["to"] = d.get("to")
-            current["outcome"] = current["outcome"] or "ok"
+            # a step parked (a wait, an operator's pause) and then continued ended ok (new-user finding:
+            # it kept saying 'waiting' after the run succeeded); a review's row keeps its decision
+            current["outcome"] = "ok" if current["outcome"] in ("", "waiting", "paused") else current["outcome"]
         elif t in ("run_succeeded",):
             current["outcome"] = "succeeded"
         elif t == "run_failed":
