@@ -546,3 +546,26 @@ def test_a_step_record_is_written_with_its_step_and_its_outcome_keeps_what_it_do
         assert not [s for s in sent if s.lstrip().upper().startswith("SELECT") and "flowctl_steps" in s], sent
     store.close()
 
+
+
+
+def test_a_cancel_request_an_earlier_end_returned_does_not_answer_for_a_later_end(tmp_path):
+    """(breaker finding: a run ended, redriven and ended again in one process took the first end's
+    answer — no cancel request — for the second, whose request was then never logged)"""
+    from flowctl.store.sql import open_store
+
+    store = open_store(f"sqlite:///{tmp_path}/flowctl.db")
+    try:
+        run = {"id": "r1", "flow": "f", "flow_version": "1", "digest": "d" * 64, "parent_id": None, "status": "running",
+               "input": {}, "params": {}, "output": None, "error": None, "cursor": {"state": "a"}, "created_at": 1.0,
+               "updated_at": 1.0, "available_at": None, "owner": "t:1", "last_seq": 0, "last_hash": "", "steps": 0}
+        store.create_run(run, [])
+        ev = {"seq": 1, "ts": 2.0, "type": "run_failed", "state": "a", "attempt": None, "data": {}, "prev_hash": "", "hash": ""}
+        store.commit("r1", 0, {"status": "failed", "last_seq": 1, "last_hash": "", "updated_at": 2.0}, [ev])
+        assert store.hot.cancel_at_end("r1") == (True, None)  # the end's own answer, asked once
+        store.commit("r1", 1, {"status": "failed", "last_seq": 2, "last_hash": "", "updated_at": 3.0}, [dict(ev, seq=2)])
+        store.commit("r1", 2, {"status": "running", "last_seq": 3, "last_hash": "", "updated_at": 4.0},
+                     [dict(ev, seq=3, type="run_redriven")])  # written again (redriven): no end answers for it now
+        assert store.hot.cancel_at_end("r1") == (False, None)
+    finally:
+        store.close()

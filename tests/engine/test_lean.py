@@ -187,3 +187,23 @@ def test_two_flows_through_the_same_state_keep_their_own_transitions(tmp_path):
     for _ in range(2):  # in both orders, with the plans of the other flow made
         assert h.run("f", {}).path == ["a", "a", "a", "done"]
         assert h.run("g", {}).path == ["a", "a", "failed"]
+
+
+def test_a_when_that_does_not_compile_fails_the_step_where_the_general_step_fails_it(tmp_path, monkeypatch):
+    """(breaker finding: with the plans shared, a later run's first visit took the lean step, which
+    compiled the transitions before entering the state: the error came before the call)"""
+    monkeypatch.setattr(time, "perf_counter", lambda: 7.0)
+    files = {**contract("step", "step", extra="input_schema: {type: object}\n"),
+             **task("a", "step@1.0.0", extra="input: {n: context.n}\n"),
+             **flow("a", "  - {from: a, to: done, when: 'response.n +'}\n")}
+    records = {}
+    for use_lean in (True, False):
+        with monkeypatch.context() as m:
+            if not use_lean:
+                m.setattr(lean, "lean_step", lambda ctx, state: None)
+            h = Harness(build(tmp_path / str(use_lean), files, TOOLS, name="bad"), check=False)
+            runs = [h.run("f", {}, run_id=f"r{i}") for i in (1, 2)]
+            records[use_lean] = [[(e["type"], e["data_json"]) for e in h.store.events(r.run_id)] for r in runs]
+            assert [r.status for r in runs] == ["failed", "failed"] and runs[1].steps == 1
+    assert records[True] == records[False]
+    assert [t for t, _ in records[True][1]][:4] == ["run_started", "state_entered", "tool_invoked", "tool_succeeded"]

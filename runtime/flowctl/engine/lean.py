@@ -31,7 +31,7 @@ from flowctl.engine.clock import iso
 from flowctl.engine.context import PARKED
 from flowctl.engine.eventtext import entered_text
 from flowctl.engine.retry import with_retries
-from flowctl.engine.transitions import advance, moves, taken_texts
+from flowctl.engine.transitions import advance
 from flowctl.errors import MaxStepsExceeded, RunTimeout
 
 # States of the path kept in the checkpoint. The checkpoint is re-encoded and rewritten on every step,
@@ -41,16 +41,15 @@ PATH_KEPT = 32
 
 class LeanStep:
     """One plain task state's step, worked out once for the engine's runs of its flow: ``plan`` (its
-    :class:`~flowctl.engine.calls.StepPlan`), ``found`` (its compiled transitions and
-    ``transition_taken``'s stored text per outcome: :func:`flowctl.engine.transitions.advance`),
-    the flow's limits and the state's fixed strings."""
+    :class:`~flowctl.engine.calls.StepPlan`), the flow's limits and the state's fixed strings (its
+    transitions are the general step's, :func:`flowctl.engine.transitions.advance`, compiled at the
+    first transition taken: a ``when`` that does not compile fails the step after its call, as there)."""
 
-    __slots__ = ("state", "plan", "found", "sid", "kind", "limits")
+    __slots__ = ("state", "plan", "sid", "kind", "limits")
 
     def __init__(self, ctx, state, plan):
         self.state = state
         self.plan = plan
-        self.found = (moves(ctx.project, ctx.flow, state.id), taken_texts(ctx.project, ctx.flow, state.id))
         self.sid = state.id
         self.kind = state.type
         self.limits = ctx.flow.limits
@@ -136,7 +135,8 @@ def run(ctx, lean: LeanStep):
     else:
         scope = dict(scope)  # the call's scope may be held by what it built: the transition's is its own
         scope["response"] = output
-    advance(ctx, lean.state, output, scope, lean.found)  # --- the transition
+    # --- the transition; its conditions are compiled (or fail to) where the general step's are: here
+    advance(ctx, lean.state, output, scope)
     return None
 
 

@@ -43,21 +43,20 @@ def taken_texts(project, flow, state_id) -> dict:
     return found
 
 
-def advance(ctx, state, response, scope=None, found=None) -> None:
+def advance(ctx, state, response, scope=None) -> None:
     """``response`` becomes the scope's; take the first transition that holds (a
     ``transition_taken`` event with every condition evaluated) and commit. Raises
     :class:`NoTransitionMatched`, or what a ``when`` or ``set`` raises. ``scope``: the run's scope
-    with ``response`` in it already (made here when None); ``found``: the state's ``(moves, texts)``
-    (looked up here when None). The lean step (:mod:`flowctl.engine.lean`) passes both."""
+    with ``response`` in it already (made here when None: the lean step, :mod:`flowctl.engine.lean`,
+    passes its own)."""
     c = ctx.cursor
     c.response = response
     if scope is None:
         scope = ctx.scope()
+    found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per engine and flow
     if found is None:
-        found = ctx.plans.get(state.id)  # (moves, texts) of this state, looked up once per engine and flow
-        if found is None:
-            found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id),
-                                           taken_texts(ctx.project, ctx.flow, state.id))
+        found = ctx.plans[state.id] = (moves(ctx.project, ctx.flow, state.id),
+                                       taken_texts(ctx.project, ctx.flow, state.id))
     chosen = None
     evaluated = []
     results = []

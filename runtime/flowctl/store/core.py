@@ -353,6 +353,8 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
         ``run`` may carry ``cursor_json``, the checkpoint already encoded (the text its ``seal`` covers):
         it is written as is instead of encoding ``cursor`` again.
         Raises :class:`LeaseLost` / :class:`RunConflict`, :class:`StoreError` when the database fails."""
+        if self.hot is not None:  # a cancel request an earlier end of this run returned no longer stands
+            self.hot.forget_end(run_id)
         text = run.get("cursor_json")  # the checkpoint encoded once by the runner, and sealed (audit.run_seal)
         if text is None:
             row = {k: (dump_run_field(k, v) if k in JSON_RUN else v) for k, v in run.items()}

@@ -137,6 +137,12 @@ class HotPath:
         except KeyError:
             return False, None
 
+    def forget_end(self, run_id: str) -> None:
+        """Drop what an earlier end of ``run_id`` returned: the run is being written again (redriven,
+        or ended another way), so that answer no longer stands (breaker finding)."""
+        if self._ends:
+            self._ends.pop(run_id, None)
+
     def _ended(self, run_id: str, returned: list) -> None:
         if len(returned) == 1:
             if len(self._ends) >= ENDS_KEPT:
