@@ -300,3 +300,21 @@ def test_a_step_that_waited_or_was_paused_and_then_went_on_ended_ok():
                      ev("review_decided", "r", decision="approve", by="alice"), ev("transition_taken", "r", to="done")])
     assert [r["outcome"] for r in rows] == ["ok", "approve by alice"]
 
+
+def test_an_error_is_shown_with_the_place_it_was_raised_and_no_other():
+    """(new-user finding: after a fallback, the fallback's input SchemaMismatch was shown as raised
+    at the line of the earlier tool's ToolError)"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, **data):
+        return {"type": t, "state": "s", "ts": 1.0, "attempt": 1, "data": data}
+
+    failed = ev("tool_failed", tool="multi@1", error="ToolError", message="no", at="tools/t.py:102 in multi")
+    caught = ev("error_caught", error={"type": "ToolError", "message": "no"}, layer="state")
+    rows = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="multi@1"), failed, caught])
+    assert rows[0]["raised_at"] == "tools/t.py:102 in multi"
+    rows = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="multi@1"), failed, caught,
+                     ev("fallback_used", tool="shape@1"),
+                     ev("error_caught", error={"type": "SchemaMismatch", "message": "'n' is required"}, layer="flow")])
+    assert rows[0]["error"].startswith("SchemaMismatch") and not rows[0]["raised_at"]
+

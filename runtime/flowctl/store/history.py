@@ -287,7 +287,7 @@ def iter_steps(events):
             current["duration_ms"] += d.get("duration_ms") or 0
             current["outcome"] = "failed"
             current["error"] = f"{d.get('error')}: {d.get('message')}"
-            current["raised_at"] = d.get("at") or current.get("raised_at")
+            current["raised_at"], current["raised_for"] = d.get("at"), d.get("error")  # its own place, or none
         elif t == "fanout_started":  # a parallel/map/subflow step lasts from its fan-out to its end
             current["fanout_at"] = ev["ts"]
         elif t == "fanout_finished" and current.get("fanout_at") is not None:
@@ -300,6 +300,8 @@ def iter_steps(events):
             e = d.get("error") or {}
             current["error"] = f"{e.get('type')}: {e.get('message')}"
             current["outcome"] = f"caught ({d.get('layer')})"
+            if e.get("type") != current.get("raised_for"):  # (new-user finding: a fallback's schema error
+                current["raised_at"] = None               # showed the place the earlier tool error was raised)
         elif t == "transition_taken":
             current["to"] = d.get("to")
             # a step parked (a wait, an operator's pause) and then continued ended ok (new-user finding:
