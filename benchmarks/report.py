@@ -388,6 +388,12 @@ def _render_workers(w: dict) -> list:
     for name, x in w["results"].items():
         lines.append(f"| {x['system']} | {x['workers']} | {x['runs_per_s']:,.0f} | {x['drain_s']:.2f} | "
                      f"{w['scaling_vs_1_worker'].get(name, float('nan')):.2f} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} |")
+    base = w.get("base")
+    if base:  # target 8a's baseline, measured in the same rounds (bench_workers.base_contender)
+        lines.append(f"| flowctl before issue 17 ({base['commit']}) | 1 | {base['runs_per_s']:,.0f} | "
+                     f"{w['runs'] / base['runs_per_s']:.2f} | | | |")
+    elif w.get("base_unavailable"):
+        lines += ["", f"The code before issue 17 could not be measured beside this one: {w['base_unavailable']}"]
     ratio = w.get("flowctl_over_dbos_runs_per_s", {})
     if ratio:
         lines += ["", "flowctl runs/s over DBOS's, same workers: "
