@@ -9,6 +9,7 @@ seconds, leases and delays seconds.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from flowctl.errors import StoreError, first_line
 from flowctl.store.hot import WAKE_PARENT as _SQLITE_WAKE_PARENT  # the ended run's parent due now (SQLite)
@@ -444,8 +445,10 @@ _SQLITE_CLAIM = ("UPDATE flowctl_runs SET status = 'running', owner = ?, lease_u
 _PG_LIMITS = "SELECT scope, name FROM flowctl_limits ORDER BY scope, name FOR UPDATE"
 
 
+@functools.lru_cache(maxsize=16)
 def _pyformat(sql: str) -> str:
-    """SQLAlchemy's ``:name`` parameters of the claim's text as psycopg's ``%(name)s``."""
+    """SQLAlchemy's ``:name`` parameters of the claim's text as psycopg's ``%(name)s`` (a few texts,
+    converted once each: every claim used to run the regular expression again)."""
     import re
 
     return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
