@@ -318,3 +318,22 @@ def test_an_error_is_shown_with_the_place_it_was_raised_and_no_other():
                      ev("error_caught", error={"type": "SchemaMismatch", "message": "'n' is required"}, layer="flow")])
     assert rows[0]["error"].startswith("SchemaMismatch") and not rows[0]["raised_at"]
 
+
+
+def test_a_step_between_two_attempts_says_it_is_retrying_not_failed():
+    """(breaker finding: during an in-process retry delay `flowctl trace` showed the step 'failed')"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, attempt=1, **data):
+        return {"type": t, "state": "pay", "ts": 1.0, "attempt": attempt, "data": data}
+
+    first = [ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="pay@1.0.0"),
+             ev("tool_failed", tool="pay@1.0.0", error="ToolError", message="busy"),
+             ev("retry_scheduled", error="ToolError", next_attempt=2, delay_s=0.5)]
+    assert [(r["outcome"], r["error"]) for r in steps_of(first)] == [("retrying (attempt 2)", "ToolError: busy")]
+    parked = steps_of([*first, ev("run_paused", status="waiting")])
+    assert parked[0]["outcome"] == "retrying (attempt 2)"
+    again = steps_of([*first, ev("tool_invoked", 2, tool="pay@1.0.0"),
+                      ev("tool_failed", 2, tool="pay@1.0.0", error="ToolError", message="still busy"),
+                      ev("run_failed", 2, error={"type": "ToolError", "message": "still busy"})])
+    assert [(r["outcome"], r["attempts"]) for r in again] == [("failed", 2)]

@@ -33,13 +33,14 @@ FILES = {
 }
 
 
-def test_sigkill_mid_fan_out_then_resume_reruns_only_unfinished_children(tmp_path):
+def _kill_mid_fan_out(tmp_path):
+    """Run ``sweep`` over a..e (one child at a time) and SIGKILL it inside item c's tool:
+    ``(root, env, db)``; a and b have ended, c and the parent are left ``running``."""
     root = write_project(tmp_path / "proj", FILES)
     env = dict(os.environ, CALLS=str(tmp_path / "calls.txt"), HANG_ON="c", HUNG=str(tmp_path / "hung"))
     env.pop("FLOWCTL_DEBUG", None)
     db = f"sqlite:///{tmp_path}/flowctl.db"
-    items = ["a", "b", "c", "d", "e"]
-    proc = subprocess.Popen([FLOWCTL_EXE, "run", "sweep", "--db", db, "-q", "--input", json.dumps({"items": items})],
+    proc = subprocess.Popen([FLOWCTL_EXE, "run", "sweep", "--db", db, "-q", "--input", json.dumps({"items": ITEMS})],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (tmp_path / "hung").exists():
@@ -48,12 +49,37 @@ def test_sigkill_mid_fan_out_then_resume_reruns_only_unfinished_children(tmp_pat
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    runs = json.loads(subprocess.run([FLOWCTL_EXE, "runs", "--db", db, "--format", "json", "--flow", "sweep"], cwd=root,
-                                     env=env, capture_output=True, text=True, timeout=120).stdout)
-    (parent,) = runs
-    resumed = subprocess.run([FLOWCTL_EXE, "resume", parent["id"], "--db", db, "--format", "json", "-q"], cwd=root,
-                             env=env, capture_output=True, text=True, timeout=120)
+    return root, env, db
+
+
+def _flowctl(args, root, env):
+    return subprocess.run([FLOWCTL_EXE, *args], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
+ITEMS = ["a", "b", "c", "d", "e"]
+
+
+def test_sigkill_mid_fan_out_then_resume_reruns_only_unfinished_children(tmp_path):
+    root, env, db = _kill_mid_fan_out(tmp_path)
+    (parent,) = json.loads(_flowctl(["runs", "--db", db, "--format", "json", "--flow", "sweep"], root, env).stdout)
+    resumed = _flowctl(["resume", parent["id"], "--db", db, "--format", "json", "-q"], root, env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert json.loads(resumed.stdout)["output"] == items  # every child output, in item order
+    assert json.loads(resumed.stdout)["output"] == ITEMS  # every child output, in item order
     calls = (tmp_path / "calls.txt").read_text().split()
     assert calls == ["a", "b", "c", "c", "d", "e"]  # a and b finished before the kill: not run again
+
+
+def test_sigkill_mid_fan_out_then_recover_continues_the_parent_and_each_child_once(tmp_path):
+    """(breaker finding: `flowctl recover` listed the parent and the hung child, continued the parent
+    (which finished the child), then refused the child from its stale row as a RunConflict: exit 1)"""
+    root, env, db = _kill_mid_fan_out(tmp_path)
+    left = json.loads(_flowctl(["runs", "--all", "--status", "running", "--db", db, "--format", "json"], root, env).stdout)
+    assert len(left) == 2  # the parent and child c
+    recovered = _flowctl(["recover", "--db", db], root, env)
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert "RUN_CONFLICT" not in recovered.stdout + recovered.stderr
+    runs = json.loads(_flowctl(["runs", "--all", "--db", db, "--format", "json"], root, env).stdout)
+    assert sorted(r["status"] for r in runs) == ["succeeded"] * 6
+    assert (tmp_path / "calls.txt").read_text().split() == ["a", "b", "c", "c", "d", "e"]
+    for run in runs:
+        assert _flowctl(["audit", "verify", run["id"], "--db", db], root, env).returncode == 0

@@ -234,6 +234,8 @@ def recover(engine) -> list:
                     except FlowctlError:
                         pass
                 continue
+        if len(candidates) > 1 and _moved_on(engine, row):  # an earlier run here continued it (its parent)
+            continue
         try:
             results.append(resume(engine, row))
         except FlowctlError as exc:
@@ -241,6 +243,17 @@ def recover(engine) -> list:
                                      error={"type": type(exc).__name__, "code": exc.code, "message": str(exc),
                                             "refused": True}))
     return results
+
+
+def _moved_on(engine, row) -> bool:
+    """True if ``row`` changed since it was listed: continuing a parent continues its unfinished
+    children (and a child that ends continues its parent), so a later row of the same listing may
+    already be done; continuing it from the stale copy would be refused as a conflict."""
+    try:
+        now = engine.store.get_run(row["id"])
+    except FlowctlError:
+        return True
+    return now.get("last_seq") != row.get("last_seq") or now["status"] != row["status"]
 
 
 def fire_due_reviews(engine) -> list:

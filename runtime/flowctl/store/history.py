@@ -288,6 +288,8 @@ def iter_steps(events):
             current["outcome"] = "failed"
             current["error"] = f"{d.get('error')}: {d.get('message')}"
             current["raised_at"], current["raised_for"] = d.get("at"), d.get("error")  # its own place, or none
+        elif t == "retry_scheduled":  # between attempts (its delay slept in process, or the run parked)
+            current["outcome"] = f"retrying (attempt {d.get('next_attempt') or current['attempts'] + 1})"
         elif t == "fanout_started":  # a parallel/map/subflow step lasts from its fan-out to its end
             current["fanout_at"] = ev["ts"]
         elif t == "fanout_finished" and current.get("fanout_at") is not None:
@@ -316,8 +318,9 @@ def iter_steps(events):
         elif t == "run_cancelled":
             why = f" by {d['by']}" if d.get("by") else f" ({d['reason']})" if d.get("reason") else ""
             current["outcome"] = "cancelled" + why
-        elif t == "run_paused":
-            current["outcome"] = d.get("status")
+        elif t == "run_paused":  # a retry delay parked ``waiting`` still says which attempt comes next
+            if not current["outcome"].startswith("retrying"):
+                current["outcome"] = d.get("status")
         elif t == "review_decided":
             current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
             if current["type"] != "review":  # the gate sent a tool call to review (review_when)
