@@ -145,3 +145,25 @@ def test_a_resumed_retry_whose_rest_is_longer_than_this_process_waits_parks(tmp_
     parked = worker_like.resume("r-park")
     assert parked.status == "waiting" and calls == [1]
     assert h.store.get_run("r-park")["available_at"] == pytest.approx(h.clock.time() + 4.0)
+
+
+def test_a_pause_asked_during_a_failed_attempt_pauses_before_the_delay_and_resume_makes_the_next_attempt(tmp_path):
+    """(breaker finding: a pause asked while an attempt failed took effect only after every
+    remaining attempt and delay had run)"""
+    h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 4s}", 1)
+    asked = []
+
+    def listener(ev):
+        h.events.append(ev)
+        if ev["type"] == "tool_failed" and not asked:
+            asked.append(h.engine.pause(ev["run_id"], reason="look at the gateway", by="ann"))
+    h.engine.listener = listener
+    paused = h.run()
+    assert paused.status == "paused" and calls == [1]  # no second attempt, no delay slept
+    pending = h.store.get_run(paused.run_id)["cursor"]["pending"]
+    assert pending["kind"] == "pause" and pending["under"]["kind"] == "retry" and pending["under"]["attempt"] == 2
+    h.clock.advance(10)
+    done = h.engine.resume(paused.run_id, by="bob")
+    assert done.status == "succeeded" and calls == [1, 2]  # the next attempt, not the first again
+    invoked = [e["attempt"] for e in h.store.events(paused.run_id) if e["type"] == "tool_invoked"]
+    assert invoked == [1, 2]
