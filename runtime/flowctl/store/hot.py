@@ -69,9 +69,9 @@ import threading
 from flowctl.errors import StoreError
 from flowctl.errors import first_line
 from flowctl.store.checkpoint import CommitCheckpoints
-from flowctl.store.ledger import flush
 from flowctl.store.records import EVENT_ROW
-from flowctl.store.summary import before_sql, reads_before, summary_row, upsert_sql, write_summary
+from flowctl.store.ledger import END_CTES_PG, flush
+from flowctl.store.summary import UPSERT_CTE_PG, before_sql, reads_before, summary_row, upsert_sql, write_summary
 
 MAX_IDLE = 4  # idle connections kept between commits
 #: Every run UPDATE of a step hands back the run's pause request (schema 8, flowctl.engine.pause).
@@ -85,6 +85,8 @@ ENDS_KEPT = 10_000
 #: SQLAlchemy path: one statement carries 10 parameters per event, and PostgreSQL allows 65,535.
 MAX_EVENTS = 1000
 _EVENT_COLUMNS = EVENT_ROW
+#: the parameters of :data:`~flowctl.store.summary.UPSERT_CTE_PG`, in summary_row's order
+_SUMMARY_KEYS = ("s_run", "s_seq", "s_facts", "s_figures")
 #: the primary key of ``flowctl_steps``: one row per attempt of a step
 _STEP_KEY = ("run_id", "step_no", "attempt")
 #: SQLite: the ended run's parent, waiting or running, due now (the statement
@@ -224,26 +226,31 @@ class HotPath:
                 + (f"UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in kept)}" if kept else "NOTHING"))
         return found
 
-    def _pg_statement(self, stmt, columns: tuple, n_events: int) -> tuple:
-        key = (id(stmt), columns, n_events)
+    def _pg_statement(self, stmt, columns: tuple, n_events: int, end: bool = False) -> tuple:
+        """``(sql, compiled)`` of a commit's one statement: the UPDATE, its ``n_events`` event rows
+        inserted from it and, with ``end``, the ledger's ``end`` row and the run's summary (cached)."""
+        key = (id(stmt), columns, n_events, end)
         found = self._sql.get(key)
         if found is None:
             update, compiled = self._update(stmt, columns)
-            if not n_events:
+            if not n_events and not end:
                 found = (update + _RETURNING, compiled)
             else:
-                rows = ", ".join(
-                    "(" + ", ".join(f"%(e{i}_{c})s::{t}" for c, t in zip(_EVENT_COLUMNS, _PG_TYPES)) + ")"
-                    for i in range(n_events))
-                cols = ", ".join(_EVENT_COLUMNS)
-                picked = ", ".join(f"v.{c}" for c in _EVENT_COLUMNS)
                 # the final SELECT hands back what _RETURNING does: the pause and cancel requests the
-                # UPDATE left (no row: no match)
-                sql = (f"WITH r AS ({update} RETURNING flowctl_runs.id, flowctl_runs.pause_requested, "
-                       f"flowctl_runs.cancel_requested), "
-                       f"i AS (INSERT INTO flowctl_events ({cols}) SELECT {picked} FROM r CROSS JOIN "
-                       f"(VALUES {rows}) AS v({cols})) SELECT pause_requested, cancel_requested FROM r")
-                found = (sql, compiled)
+                # UPDATE left (no row: no match, and nothing else is written)
+                ctes = [f"r AS ({update} RETURNING flowctl_runs.id, flowctl_runs.pause_requested, "
+                        f"flowctl_runs.cancel_requested)"]
+                if n_events:
+                    rows = ", ".join(
+                        "(" + ", ".join(f"%(e{i}_{c})s::{t}" for c, t in zip(_EVENT_COLUMNS, _PG_TYPES)) + ")"
+                        for i in range(n_events))
+                    cols = ", ".join(_EVENT_COLUMNS)
+                    picked = ", ".join(f"v.{c}" for c in _EVENT_COLUMNS)
+                    ctes.append(f"i AS (INSERT INTO flowctl_events ({cols}) SELECT {picked} FROM r CROSS JOIN "
+                                f"(VALUES {rows}) AS v({cols}))")
+                if end:
+                    ctes += [END_CTES_PG.format(done="r"), UPSERT_CTE_PG.format(done="r")]
+                found = (f"WITH {', '.join(ctes)} SELECT pause_requested, cancel_requested FROM r", compiled)
             self._sql[key] = found
         return found
 
@@ -268,8 +275,7 @@ class HotPath:
         already there keeps the columns a row does not name). ``ledger``: the id of a run this commit ends, whose ``end``
         row (:mod:`flowctl.store.ledger`) is appended in the same transaction, and its summary
         (``summary``: ``(first_seq, facts, last_seq)``, :func:`flowctl.store.summary.write_summary`)
-        written (on PostgreSQL the one statement then runs inside ``BEGIN`` … ``COMMIT`` with
-        theirs); with ``wake`` (SQLite only) its parent is made due (:data:`WAKE_PARENT`).
+        written (on PostgreSQL as common table expressions of the same one statement); with ``wake`` (SQLite only) its parent is made due (:data:`WAKE_PARENT`).
         False: the UPDATE matched no row, nothing was written; else
         the run's ``pause_requested`` text, or True when it has none.
         Returns (or raises) only once the transaction that holds this commit has committed."""
@@ -466,46 +472,41 @@ class HotPath:
         return pause
 
     def _commit_pg(self, conn, stmt, plan, params, event_rows, ledger=None, summary=None) -> bool:
-        sql, compiled = self._pg_statement(stmt, plan[2], len(event_rows))
         values = dict(plan[4])
         values.update(params)
         for i, row in enumerate(event_rows):
             values.update(zip(self._names(i), row))
-        cur = conn.cursor()
         if ledger is None:
+            sql, _ = self._pg_statement(stmt, plan[2], len(event_rows))
+            cur = conn.cursor()
             cur.execute(sql, values)
             returned = cur.fetchall()
         else:
-            returned = self._end_pg(conn, sql, values, ledger, summary, params)
+            returned = self._end_pg(conn, stmt, plan, values, ledger, summary, params, len(event_rows))
             self._ended(ledger, returned)
         return len(returned) == 1 and (returned[0][0] or True)
 
-    def _end_pg(self, conn, sql, values, run_id, summary, params) -> list:
-        """A run's end on PostgreSQL: its commit, ledger row and summary in one transaction sent as
-        one pipeline (one round trip: ``BEGIN``, the commit's statement, the ledger's
-        :data:`~flowctl.store.ledger.END_SQL_PG`, the summary's upsert, ``COMMIT``), so that no
-        client code runs while the ledger's head row — which every run's end takes in turn — is
-        locked. The ledger row and the summary are written only if the commit's UPDATE matched (they
-        check the run's head in SQL); if it did not, the transaction writes nothing. The events of
-        the run this store did not write (a claimed run's ``run_started``) are read first, outside
-        the transaction (stored events never change). Returns the commit statement's rows."""
+    def _end_pg(self, conn, stmt, plan, values, run_id, summary, params, n_events) -> list:
+        """A run's end on PostgreSQL: its commit, its ledger ``end`` row
+        (:data:`~flowctl.store.ledger.END_CTES_PG`) and its summary
+        (:data:`~flowctl.store.summary.UPSERT_CTE_PG`) in **one statement** (one round trip, one
+        atomic write in autocommit), the ledger row and the summary written only if the commit's
+        UPDATE matched; no client code runs while the ledger's head row — which every run's end
+        takes in turn — is locked. The events of the run this store did not write (a claimed run's
+        ``run_started``) are read first (stored events never change). Returns the statement's rows."""
         from flowctl.store import ledger as lg
-        from flowctl.store.summary import UPSERT_IF_PG
 
         seq, head = params.get("last_seq"), params.get("last_hash")
         if lg.hook is not None or summary is None or seq is None or head is None:
+            sql, _ = self._pg_statement(stmt, plan[2], n_events)
             return self._end_pg_stepwise(conn, sql, values, run_id, summary)
         before = ()
         if reads_before(summary[0]):
             before = conn.execute(before_sql(True), (run_id, int(summary[0]))).fetchall()
-        facts = summary_row(run_id, summary[1], summary[2], before)
-        with conn.pipeline():
-            conn.execute("BEGIN")
-            step = conn.execute(sql, values)
-            conn.execute(lg.END_SQL_PG, lg.end_params(run_id, seq, head))
-            conn.execute(UPSERT_IF_PG, (*facts, run_id, int(seq), head))
-            conn.execute("COMMIT")
-        return step.fetchall()
+        values.update(zip(_SUMMARY_KEYS, summary_row(run_id, summary[1], summary[2], before)))
+        values.update((f"l_{k}", v) for k, v in lg.end_params(run_id, seq, head).items())
+        sql, _ = self._pg_statement(stmt, plan[2], n_events, end=True)
+        return conn.execute(sql, values).fetchall()
 
     @staticmethod
     def _end_pg_stepwise(conn, sql, values, run_id, summary) -> list:

@@ -137,24 +137,27 @@ def append_read(execute, pg: bool, run_id: str, kind: str, found, top, at: float
     return n, value
 
 
-#: :func:`append` of an ``end`` row on PostgreSQL as one statement, the hash made by the server
-#: (no client code runs while the head row is locked): only if the run's row holds the head the
-#: caller's commit wrote (``ok``: its UPDATE matched), else nothing. The hashed text is ``prev_hash``,
-#: then :func:`row_hash`'s JSON body with ``n`` put in by the server (:func:`end_params`).
-END_SQL_PG = """
-WITH ok AS (SELECT 1 FROM flowctl_runs WHERE id = %(run_id)s AND last_seq = %(seq)s AND last_hash = %(head)s),
-h AS (SELECT n + 1 AS n, hash AS prev FROM flowctl_ledger_head WHERE id = 1 AND EXISTS (SELECT 1 FROM ok) FOR UPDATE),
-r AS (SELECT n, prev, encode(sha256(convert_to(prev || %(pre)s || n::text || %(post)s, 'UTF8')), 'hex') AS hash FROM h),
-i AS (INSERT INTO flowctl_ledger (n, run_id, kind, run_head_seq, run_head_hash, prev_hash, hash, at)
-      SELECT n, %(run_id)s, 'end', %(seq)s, %(head)s, prev, hash, %(at)s FROM r)
-UPDATE flowctl_ledger_head SET n = r.n, hash = r.hash FROM r WHERE flowctl_ledger_head.id = 1"""
+#: :func:`append` of an ``end`` row on PostgreSQL as common table expressions of the statement of the
+#: commit that ends the run (:meth:`flowctl.store.hot.HotPath.commit`), the hash made by the server:
+#: written only if ``{done}`` (the CTE the commit's UPDATE returns from) has a row, i.e. the UPDATE
+#: matched, else nothing; the head row is locked only for the rest of that one statement. The hashed
+#: text is ``prev_hash``, then :func:`row_hash`'s JSON body with ``n`` put in by the server
+#: (:func:`end_params`, its keys prefixed ``l_``).
+END_CTES_PG = ("lh AS (SELECT n + 1 AS n, hash AS prev FROM flowctl_ledger_head "
+               "WHERE id = 1 AND EXISTS (SELECT 1 FROM {done}) FOR UPDATE), "
+               "lr AS (SELECT n, prev, encode(sha256(convert_to(prev || %(l_pre)s || n::text || %(l_post)s, 'UTF8')), "
+               "'hex') AS hash FROM lh), "
+               "li AS (INSERT INTO flowctl_ledger (n, run_id, kind, run_head_seq, run_head_hash, prev_hash, hash, at) "
+               "SELECT n, %(l_run_id)s, 'end', %(l_seq)s, %(l_head)s, prev, hash, %(l_at)s FROM lr), "
+               "lu AS (UPDATE flowctl_ledger_head SET n = lr.n, hash = lr.hash FROM lr WHERE flowctl_ledger_head.id = 1)")
 
 _N_MARK = -7466135  # a number no row has, where the body's n goes
 
 
 def end_params(run_id: str, seq: int, head: str, at: float | None = None) -> dict:
-    """The parameters of :data:`END_SQL_PG`: the JSON body :func:`row_hash` hashes, split where ``n``
-    goes (``pre`` … ``post``), so the server's hash is exactly :func:`row_hash`'s."""
+    """The parameters of :data:`END_CTES_PG` (without its ``l_`` prefix): the JSON body
+    :func:`row_hash` hashes, split where ``n`` goes (``pre`` … ``post``), so the server's hash is
+    exactly :func:`row_hash`'s."""
     at = time.time() if at is None else float(at)
     body = json.dumps({"n": _N_MARK, "run_id": run_id, "kind": "end", "run_head_seq": seq, "run_head_hash": head,
                        "at": at}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

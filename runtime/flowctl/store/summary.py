@@ -249,13 +249,13 @@ def summary_row(run_id: str, facts: list, last_seq: int, before=()) -> tuple:
             json.dumps(figures_of(facts), separators=(",", ":"), default=str))
 
 
-#: :func:`upsert_sql` on PostgreSQL written only if the run's row holds the head the caller's commit
-#: wrote (parameters: run id, last seq, facts, figures, then run id, last seq, last hash)
-UPSERT_IF_PG = ("INSERT INTO flowctl_run_summaries (run_id, last_seq, facts, figures) "
-                "SELECT %s::text, %s::integer, %s::text, %s::text "
-                "WHERE EXISTS (SELECT 1 FROM flowctl_runs WHERE id = %s AND last_seq = %s AND last_hash = %s) "
-                "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts, "
-                "figures = excluded.figures")
+#: :func:`upsert_sql` on PostgreSQL as a common table expression of the statement of the commit that
+#: ends the run, written only if ``{done}`` (the CTE its UPDATE returns from) has a row (parameters
+#: ``s_run``, ``s_seq``, ``s_facts``, ``s_figures``: :func:`summary_row`'s)
+UPSERT_CTE_PG = ("s AS (INSERT INTO flowctl_run_summaries (run_id, last_seq, facts, figures) "
+                 "SELECT %(s_run)s::text, %(s_seq)s::integer, %(s_facts)s::text, %(s_figures)s::text FROM {done} "
+                 "ON CONFLICT (run_id) DO UPDATE SET last_seq = excluded.last_seq, facts = excluded.facts, "
+                 "figures = excluded.figures)")
 
 
 def upsert_sql(pg: bool) -> str:
@@ -266,6 +266,6 @@ def upsert_sql(pg: bool) -> str:
             "figures = excluded.figures")
 
 
-__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_IF_PG", "before_sql", "reads_before", "summary_row", "write_summary",
+__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_CTE_PG", "before_sql", "reads_before", "summary_row", "write_summary",
            "facts_of", "figures_of", "figures_text", "read_figures", "read_summaries", "read_summary", "read_summary_value", "summary_text",
            "upsert_sql"]
