@@ -150,24 +150,32 @@ class QueueMethods:
             return self._claim_sqlite(conn, owner, n, float(lease), queues)
 
     def _claim_pg_pipelined(self, owner, n, lease, queues) -> list:
-        """:meth:`_claim_pg`'s transaction — lock the limit rows, then the claim statement — on a
-        connection of the per-step commit in psycopg's pipeline mode: ``BEGIN`` and the lock in one
-        round trip, the claim and ``COMMIT`` in another (instead of four)."""
+        """:meth:`_claim_pg` on a connection of the per-step commit. First the claim statement alone,
+        in autocommit, gated on the store having no limit rows (one execution, one round trip: the
+        usual case); when it takes nothing — no limits and nothing due, or limits exist — the
+        claim's transaction in psycopg's pipeline mode: ``BEGIN`` and the lock of the limit rows in
+        one round trip, the claim and ``COMMIT`` in another. The gate is the transaction's own
+        condition: a limit row added while the statement runs is not seen by either."""
+        params = {"owner": owner, "lease": lease, "n": n, "scan": n}
+        if queues:
+            params["queues"] = queues
+        where = "AND r.queue = ANY(:queues)" if queues else ""
         conn = self.hot._checkout()
         try:
-            with conn.pipeline() as pipe:
-                conn.execute("BEGIN")
-                limited = conn.execute(_PG_LIMITS).fetchall()  # (fetching syncs the pipeline)
-                sql = _PG_CLAIM.format(queues="AND r.queue = ANY(:queues)" if queues else "",
-                                       picked=_PG_PICK_LIMITED if limited else _PG_PICK)
-                params = {"owner": owner, "lease": lease, "n": n, "scan": n * 4 if limited else n}
-                if queues:
-                    params["queues"] = queues
-                cur = conn.execute(_pyformat(sql), params)
-                conn.execute("COMMIT")
-                pipe.sync()
-                names = [c.name for c in cur.description]
-                rows = [dict(zip(names, r)) for r in cur.fetchall()]
+            cur = conn.execute(_pyformat(_PG_CLAIM.format(queues=where + _NO_LIMITS, picked=_PG_PICK)), params)
+            rows = cur.fetchall()
+            if not rows:
+                with conn.pipeline() as pipe:
+                    conn.execute("BEGIN")
+                    limited = conn.execute(_PG_LIMITS).fetchall()  # (fetching syncs the pipeline)
+                    sql = _PG_CLAIM.format(queues=where, picked=_PG_PICK_LIMITED if limited else _PG_PICK)
+                    params["scan"] = n * 4 if limited else n
+                    cur = conn.execute(_pyformat(sql), params)
+                    conn.execute("COMMIT")
+                    pipe.sync()
+                    rows = cur.fetchall()
+            names = [c.name for c in cur.description]
+            rows = [dict(zip(names, r)) for r in rows]
         except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
             _close(conn)  # (a transaction left open dies with its connection)
             raise StoreError(f"cannot claim runs in {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
@@ -486,6 +494,9 @@ FROM picked, clock
 WHERE r.id = picked.id
 RETURNING r.*, picked.prev_status, picked.prev_owner, picked.prev_available_at
 """
+
+#: the gate of the claim statement sent alone, outside a transaction that locked the limit rows
+_NO_LIMITS = " AND NOT EXISTS (SELECT 1 FROM flowctl_limits)"
 
 _PG_PICK = "picked AS (SELECT * FROM cand ORDER BY priority DESC, sort_at, id LIMIT :n)"
 
