@@ -174,8 +174,10 @@ class QueueMethods:
                     conn.execute("COMMIT")
                     pipe.sync()
                     rows = cur.fetchall()
-            names = [c.name for c in cur.description]
-            rows = [dict(zip(names, r)) for r in rows]
+            if rows:  # the result's own field names: cursor.description builds an object per column
+                res = cur.pgresult
+                names = [res.fname(i).decode() for i in range(res.nfields)]
+                rows = [dict(zip(names, r)) for r in rows]
         except Exception as exc:  # noqa: BLE001 - the driver's own errors: nothing was claimed
             _close(conn)  # (a transaction left open dies with its connection)
             raise StoreError(f"cannot claim runs in {self.safe_url}: {type(exc).__name__}: {first_line(exc)}") from None
