@@ -59,6 +59,8 @@ def test_a_worker_commits_a_three_step_run_in_four_transactions(request, tmp_pat
     assert counts.commits == WORKER_COMMITS + COMMITS_PER_RUN * RUNS, counts.log
     # whether a cancel request came too late comes back with the commit that ends the run: no read of its own
     assert not [s for s in counts.log if "cancel_requested IS NOT NULL" in str(s)], counts.log
+    # a store without limit rows is claimed from by the claim statement alone: no transaction locking them
+    assert not [s for s in counts.log if str(s).startswith("SELECT scope, name FROM flowctl_limits")], counts.log
 
     store = open_store(url)
     try:

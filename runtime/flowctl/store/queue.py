@@ -152,7 +152,8 @@ class QueueMethods:
     def _claim_pg_pipelined(self, owner, n, lease, queues) -> list:
         """:meth:`_claim_pg` on a connection of the per-step commit. First the claim statement alone,
         in autocommit, gated on the store having no limit rows (one execution, one round trip: the
-        usual case); when it takes nothing — no limits and nothing due, or limits exist — the
+        usual case); when it takes nothing — no limits and nothing due, or limits exist — (and
+        straight away while the last such transaction found limit rows) the
         claim's transaction in psycopg's pipeline mode: ``BEGIN`` and the lock of the limit rows in
         one round trip, the claim and ``COMMIT`` in another. The gate is the transaction's own
         condition: a limit row added while the statement runs is not seen by either."""
@@ -162,12 +163,15 @@ class QueueMethods:
         where = "AND r.queue = ANY(:queues)" if queues else ""
         conn = self.hot._checkout()
         try:
-            cur = conn.execute(_pyformat(_PG_CLAIM.format(queues=where + _NO_LIMITS, picked=_PG_PICK)), params)
-            rows = cur.fetchall()
+            rows = ()
+            if not getattr(self, "_limited", False):  # the last claim found no limit rows
+                cur = conn.execute(_pyformat(_PG_CLAIM.format(queues=where + _NO_LIMITS, picked=_PG_PICK)), params)
+                rows = cur.fetchall()
             if not rows:
                 with conn.pipeline() as pipe:
                     conn.execute("BEGIN")
                     limited = conn.execute(_PG_LIMITS).fetchall()  # (fetching syncs the pipeline)
+                    self._limited = bool(limited)  # a store with limits goes straight here next time
                     sql = _PG_CLAIM.format(queues=where, picked=_PG_PICK_LIMITED if limited else _PG_PICK)
                     params["scan"] = n * 4 if limited else n
                     cur = conn.execute(_pyformat(sql), params)
