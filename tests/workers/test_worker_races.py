@@ -172,6 +172,8 @@ def _stalled_then_taken_over(tmp_path, project, db_url, gate_key, wait_for):
         second.stop()
         thread.join(30)
     assert stalled.stats["stale_commits_refused"] == 1  # the late call's commit wrote nothing
+    # one run lost, counted once (breaker finding: the lease's loss and the drive's end each counted it)
+    assert (stalled.stats["lost"], stalled.stats["leases_lost"]) == (1, 1)
     assert sorted(_ledger(tmp_path)) == [f"{run_id}-one", f"{run_id}-two"]  # each effect applied once
     recovered = [e for e in engine.store.events(run_id) if e["type"] == "step_recovered"]
     return engine, run_id, recovered

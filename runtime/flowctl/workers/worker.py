@@ -154,7 +154,7 @@ class Worker:
             if entry is None and run_id in self._lost:
                 return
             self._lost[run_id] = [fence, entry[1] if entry else getattr(self._local, "root", None) or run_id]
-        self.stats["lost"] += 1
+        self.stats["leases_lost"] += 1  # a run or a child; the run driven is counted "lost" once, as it ends here
         self.log("lease_lost", {"run": run_id, "fence": fence, "why": why})
 
     def halt(self, run_id) -> str | None:
