@@ -337,3 +337,21 @@ def test_a_step_between_two_attempts_says_it_is_retrying_not_failed():
                       ev("tool_failed", 2, tool="pay@1.0.0", error="ToolError", message="still busy"),
                       ev("run_failed", 2, error={"type": "ToolError", "message": "still busy"})])
     assert [(r["outcome"], r["attempts"]) for r in again] == [("failed", 2)]
+
+
+def test_a_model_call_retried_by_the_states_retry_rule_counts_its_tries():
+    """(breaker finding: an llm step whose model call failed once and was retried showed 1 try)"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, attempt=1, **data):
+        return {"type": t, "state": "ask", "ts": 1.0, "attempt": attempt, "data": data}
+
+    rows = steps_of([ev("state_entered", step=1, type="llm"),
+                     ev("model_failed", model="m", latency_ms=5, error="ModelUnavailable", message="503"),
+                     ev("retry_scheduled", error="ModelUnavailable", next_attempt=2),
+                     ev("model_called", 2, model="m", latency_ms=7), ev("transition_taken", 2, to="done")])
+    assert [(r["attempts"], r["model_calls"], r["outcome"]) for r in rows] == [(2, 2, "ok")]
+    waiting = steps_of([ev("state_entered", step=1, type="llm"),
+                        ev("model_failed", model="m", latency_ms=5, error="ModelUnavailable", message="503"),
+                        ev("retry_scheduled", error="ModelUnavailable", next_attempt=2)])
+    assert [(r["outcome"], r["error"]) for r in waiting] == [("retrying (attempt 2)", "ModelUnavailable: 503")]

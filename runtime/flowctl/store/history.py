@@ -262,10 +262,18 @@ def iter_steps(events):
         current["ended"] = ev["ts"]
         if t == "model_called":  # llm and agent states: each model call, its re-asks, its latency
             current["model_calls"] = current.get("model_calls", 0) + 1
+            current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)  # a retried model call
             current["reasks"] = current.get("reasks", 0) + (1 if d.get("reask") else 0)
             current["duration_ms"] += d.get("latency_ms") or 0
             current["tool"] = current["tool"] or d.get("model")
-            current["outcome"] = current["outcome"] or "ok"
+            if not current["outcome"] or current["outcome"].startswith("retrying"):  # answered, this attempt
+                current["outcome"] = "ok"
+        elif t == "model_failed":  # a model call that raised (its state's retry rules decide what follows)
+            current["model_calls"] = current.get("model_calls", 0) + 1
+            current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
+            current["duration_ms"] += d.get("latency_ms") or 0
+            current["tool"] = current["tool"] or d.get("model")
+            current["outcome"], current["error"] = "failed", f"{d.get('error')}: {d.get('message')}"
         elif t == "agent_tool_call":  # the tools an agent's model called, in order
             current.setdefault("agent_tools", []).append(d.get("name"))
         elif t == "agent_tool_result" and not d.get("ok"):  # refused or failed, and told to the model
@@ -308,7 +316,8 @@ def iter_steps(events):
             current["to"] = d.get("to")
             # a step parked (a wait, an operator's pause) and then continued ended ok (new-user finding:
             # it kept saying 'waiting' after the run succeeded); a review's row keeps its decision
-            current["outcome"] = "ok" if current["outcome"] in ("", "waiting", "paused") else current["outcome"]
+            current["outcome"] = ("ok" if current["outcome"] in ("", "waiting", "paused")
+                                  or current["outcome"].startswith("retrying") else current["outcome"])
         elif t in ("run_succeeded",):
             current["outcome"] = "succeeded"
         elif t == "run_failed":
