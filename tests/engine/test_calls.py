@@ -140,3 +140,46 @@ def test_a_retry_after_a_timeout_is_the_same_effect_and_is_undone_once(tmp_path)
     assert result.status == "failed" and result.error["code"] != "TOOL_TIMEOUT"  # the later step failed
     (key,) = {e[1] for e in h.ledger()}
     assert h.ledger() == [("pay", key), ("pay", key), ("undo", key, {"paid": True})]  # one entry, the later one
+
+
+PAY_LATE = """
+import threading
+
+LEDGER = []
+ASKED = threading.Event()  # set by verify
+
+def pay(input, call):
+    ASKED.wait(1.0)  # past the 0.2 s timeout; released at once if verify were asked before this call ended
+    LEDGER.append(("pay", call.idempotency_key))
+    return {"paid": True}
+
+def verify_pay(input, output, call):
+    found = ("pay", call.idempotency_key) in LEDGER
+    ASKED.set()
+    return found
+
+def undo_pay(input, output, call):
+    LEDGER.append(("undo", call.idempotency_key))
+
+def boom(input, call):
+    raise RuntimeError("later step fails")
+"""
+
+
+def test_off_the_main_thread_a_timed_out_payment_is_verified_and_undone_only_after_it_ended(tmp_path):
+    """(new-user finding: on a worker, a payment that overran its timeout landed after verify said
+    it had not happened and after the run was compensated — an effect nobody recorded)"""
+    import threading
+
+    files = {**effect_contract("pay", "pay", extra="timeout: 0.2s\n"), **contract("boom", "boom"), **allow_all("pay"),
+             **task("p", "pay@1.0.0"), **task("x", "boom@1.0.0"), **FAILED_STATE,
+             **flow("p", linear("p", "x"), extra="on_error:\n  - {errors: ['*'], compensate: true, goto: failed}\n")}
+    h = Harness(build(tmp_path, files, PAY_LATE))
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(result=h.run(input={})))  # as a worker's slot drives it
+    worker.start()
+    worker.join(30)
+    assert out["result"].status == "failed" and out["result"].error["code"] == "TOOL_TIMEOUT"
+    (key,) = {e[1] for e in h.ledger()}
+    assert h.ledger() == [("pay", key), ("undo", key)]  # the effect first, then its undo
+    assert [e["data"]["happened"] for e in h.events if e["type"] == "step_recovered"] == [True]

@@ -134,3 +134,22 @@ def test_an_outer_tool_s_deadline_met_in_a_nested_call_is_the_outer_tool_s_timeo
             call_with_timeout(outer, (), 0.05, "outer")
     finally:
         release.set()
+
+
+def test_a_call_to_settle_times_out_only_once_it_has_ended_and_its_tool_thread_is_kept():
+    """A side effect or a compensation (``settle``): past its deadline the caller waits for the call
+    to end, so nothing after it (verify, compensation) runs while its effect may still land."""
+    never, ended = threading.Event(), []
+
+    def effect():
+        never.wait(0.3)  # overruns the 0.01 s timeout, then acts
+        ended.append("acted")
+        return "late"
+
+    def both():
+        try:
+            call_with_timeout(effect, (), 0.01, "effect", settle=True)
+        except ToolTimeout:
+            seen = list(ended)  # what had happened when the timeout reached the caller
+        return seen, call_with_timeout(lambda: "next", (), 30.0, "next")
+    assert _in_thread(both) == {"value": (["acted"], "next")}  # its late result answers nothing

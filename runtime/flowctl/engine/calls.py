@@ -238,7 +238,7 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
         given = copy.deepcopy(tool_input)
     started = time.perf_counter()
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
-        raw = call_with_timeout(fn, (given, call), timeout, p.what)
+        raw = call_with_timeout(fn, (given, call), timeout, p.what, contract.side_effecting)
         output, raw_text, owned, output_text = parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
         if span is not None:

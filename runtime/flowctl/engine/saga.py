@@ -65,7 +65,7 @@ def undo_once(ctx, contract, entry, call) -> None:
         try:
             # copies: what the tool does to them cannot change the saga, the audit log or a literal
             call_with_timeout(fn, (copy.deepcopy(entry["input"]), copy.deepcopy(entry["output"]), call),
-                              contract.timeout or 30.0, f"compensate of {contract.ref}")
+                              contract.timeout or 30.0, f"compensate of {contract.ref}", settle=True)
             return
         except Exception:
             if attempt == attempts:

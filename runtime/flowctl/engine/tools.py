@@ -10,8 +10,10 @@ code and interruptible system calls), sent by the watchdog thread when the deadl
 (:mod:`flowctl.engine.watchdog`; a ``setitimer`` timer where ``pthread_kill`` is missing); elsewhere the tool runs on the
 calling thread's own tool thread (:mod:`flowctl.engine.toolthread`: never queued behind another
 caller's tool) and the caller stops waiting at the deadline. Either way :class:`~flowctl.errors.ToolTimeout` is raised
-within the timeout plus a few milliseconds. A thread that is given up on cannot be killed: its
-tool should honour ``call.deadline``.
+within the timeout plus a few milliseconds — except, off the main thread, for a call that may act on
+the world (a side effect, a compensation: ``settle``), whose timeout is raised once it has returned,
+so that verify and compensation never run before its effect lands. A thread that is given up on
+cannot be killed: its tool should honour ``call.deadline``.
 """
 from __future__ import annotations
 
@@ -215,8 +217,11 @@ def _install_alarm() -> None:
 MIN_TIMEOUT = 0.001  # seconds; shorter timeouts are raised to this
 
 
-def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
+def call_with_timeout(fn, args: tuple, timeout: float | None, what: str, settle: bool = False):
     """``fn(*args)``, raising :class:`ToolTimeout` after ``timeout`` seconds (None: no limit).
+    ``settle``: the call may act on the world (a side effect, a compensation); off the main thread,
+    where it cannot be interrupted, :class:`ToolTimeout` is then raised only once it has returned
+    (:func:`flowctl.engine.toolthread.call`), so no verify or compensation runs before its effect.
 
     Whatever the code raises that is not an ``Exception`` (``SystemExit`` …) becomes
     :class:`ToolCrashed`, except ``KeyboardInterrupt``, which stops the process as it should (the
@@ -239,7 +244,7 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
             finally:
                 WATCHDOG.deadline = None  # WATCHDOG.disarm()
                 _armed = False
-        return _call(fn, args, timeout, what)
+        return _call(fn, args, timeout, what, settle)
     except (Exception, KeyboardInterrupt, _Deadline):  # _Deadline: an outer tool's, met in a nested call
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, custom BaseExceptions
@@ -248,7 +253,7 @@ def call_with_timeout(fn, args: tuple, timeout: float | None, what: str):
         raise crashed from None
 
 
-def _call(fn, args, timeout, what):
+def _call(fn, args, timeout, what, settle=False):
     if not timeout or timeout <= 0:
         return fn(*args)
     if timeout < MIN_TIMEOUT:
@@ -278,6 +283,6 @@ def _call(fn, args, timeout, what):
             signal.setitimer(signal.ITIMER_REAL, 0)
             _armed = False
     try:  # another thread: on the caller's tool thread (flowctl.engine.toolthread), never queued
-        return toolthread.call(fn, args, timeout)
+        return toolthread.call(fn, args, timeout, settle)
     except toolthread.TimedOut:
         raise ToolTimeout(f"{what} did not return within {timeout:g}s") from None

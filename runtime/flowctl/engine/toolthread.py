@@ -7,7 +7,8 @@ tool called on a second thread while it waits at most ``timeout`` seconds for th
 plain locks (one to start the call, one to finish it), so a call costs two thread wake-ups and no
 queue, future or condition object.
 
-A call that overruns its timeout is given up: the caller gets :class:`TimedOut` at its deadline;
+A call that overruns its timeout is given up (unless it is to ``settle``, see :func:`call`): the
+caller gets :class:`TimedOut` at its deadline;
 the tool thread finishes the call on its own (its result is dropped) and then exits, and the
 caller's next call gets a new tool thread. No call ever waits for another caller's tool: the
 shared pool this replaces (32 threads) let tools that overran their timeouts fill it, after which
@@ -94,9 +95,14 @@ def _give_up(slot: _Slot) -> bool:
         return True
 
 
-def call(fn, args: tuple, timeout: float):
+def call(fn, args: tuple, timeout: float, settle: bool = False):
     """``fn(*args)`` on the calling thread's tool thread; its result, or what it raised (any
-    ``BaseException``), re-raised here. Raises :class:`TimedOut` after ``timeout`` seconds."""
+    ``BaseException``), re-raised here. Raises :class:`TimedOut` after ``timeout`` seconds.
+
+    ``settle`` (a call that may act on the world: a side effect, a compensation): past its
+    deadline the caller still waits for the call to end — its outcome is dropped and
+    :class:`TimedOut` raised only then — so nothing after it (verify, a retry, compensation)
+    runs while its effect may still land. A call that never returns holds its caller."""
     owner = getattr(_local, "owner", None)
     if owner is None:
         owner = _local.owner = _Owner()
@@ -111,6 +117,10 @@ def call(fn, args: tuple, timeout: float):
         if not _give_up(slot):
             slot.outcome = None  # it had just arrived: dropped, and the tool thread is kept
         raise
+    if not finished and settle:
+        slot.done.acquire()  # overran: wait for its end (the tool thread is kept), then time out
+        slot.outcome = None
+        raise TimedOut()
     if not finished and _give_up(slot):
         raise TimedOut()
     ok, value = slot.outcome
