@@ -91,3 +91,25 @@ def test_progress_tells_a_timed_out_call_verify_found_done_from_a_crash():
     assert out.getvalue().splitlines() == [
         "    charge@1.0.0 timed out; verify says it had happened (in the saga)",
         "    charge@1.0.0 was in flight when its process stopped: verify says it had happened (not called again)"]
+
+
+def test_progress_does_not_say_verify_denied_an_effect_when_verify_could_not_answer():
+    """(new-user finding: a verify that raised TypeError was shown as 'verify says it had not happened')"""
+    import io
+
+    from flowctl.cli.commands._common import Progress
+
+    out = io.StringIO()
+    progress = Progress(out)
+    failed = {"type": "verify_failed", "state": "pay", "run_id": "r1", "attempt": 1,
+              "data": {"tool": "pay@1.0.0", "error": "TypeError", "message": "verify raised, so the effect counts "
+                       "as not happened: 'NoneType' object is not subscriptable"}}
+    recovered = {"type": "step_recovered", "state": "pay", "run_id": "r1", "attempt": 1,
+                 "data": {"tool": "pay@1.0.0", "after": "timeout", "happened": False, "action": "nothing to undo"}}
+    progress(failed)
+    progress(recovered)
+    progress(recovered)  # a later verify that answered: its own words again
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("    verify of pay@1.0.0 could not answer: TypeError: verify raised")
+    assert lines[1:] == ["    pay@1.0.0 timed out; verify could not tell, so it counts as not happened",
+                         "    pay@1.0.0 timed out; verify says it had not happened"]

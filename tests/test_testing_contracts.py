@@ -23,8 +23,8 @@ def test_a_tool_that_verifies_and_undoes_passes_every_step(tmp_path):
     (r,) = out  # lookup is read-only without examples: not listed
     assert r.status == PASSED, r.report()
     assert r.sandbox == "tk:flowctl_sandbox"
-    assert [s[0] for s in r.steps] == ["invoke", "verify after invoke is true", "compensate",
-                                        "verify after compensate is false", "compensate again (idempotent)"]
+    assert [s[0] for s in r.steps] == ["invoke", "verify after invoke is true", "verify without the output is true",
+                                        "compensate", "verify after compensate is false", "compensate again (idempotent)"]
     from flowctl.engine.tools import resolve
 
     ledger = resolve("tk:LEDGER", str(proj.orchestration / "tools"))
@@ -173,3 +173,15 @@ def test_a_read_only_alias_of_a_side_effecting_bound_method_is_not_run_for_real(
     from flowctl.engine.tools import resolve
 
     assert resolve("svcmod:SENT", str(proj.orchestration / "tools")) == []  # the real method never ran
+
+
+def test_a_verify_that_needs_the_output_is_caught(tmp_path):
+    """(new-user finding: a verify reading output[...] raised when asked after a crash or a timeout,
+    with output None, and the effect then counted as not happened — never compensated)"""
+    tools = TOOLS + "\ndef verify_by_output(input, output, call):\n    return output['key'] in PAID\n"
+    _, (r,) = results(tmp_path, **{"contracts/pay.v1.0.0.yaml": pay_contract(verify="tk:verify_by_output"),
+                                   "tools/tk.py": tools})
+    assert r.status == FAILED
+    (failed,) = [s for s in r.steps if not s[1]]
+    assert failed[0] == "verify without the output (as after a crash or a timeout)"
+    assert "TypeError" in failed[2] and "call.idempotency_key" in failed[2]

@@ -58,21 +58,23 @@ def send_email(input: dict, call) -> dict:
         conn.close()
 
 
-def verify_email(input: dict, output: dict, call) -> bool:
+def verify_email(input: dict, output: dict | None, call) -> bool | dict:
+    # output is None after a crash or a timeout (the answer never came): found by its idempotency
+    # key, the sent message's output is handed back for the run to go on with
     conn = db.connect()
     try:
-        row = conn.execute("SELECT status FROM outbox WHERE message_id = ?", (output["message_id"],)).fetchone()
+        row = _find(conn, call.idempotency_key)
+        return _output(row, replayed=True) if row is not None and row["status"] == "sent" else False
     finally:
         conn.close()
-    return row is not None and row["status"] == "sent"
 
 
-def recall_email(input: dict, output: dict, call) -> None:
+def recall_email(input: dict, output: dict | None, call) -> None:
     conn = db.connect()
     try:
         with db.immediate(conn):
-            conn.execute("UPDATE outbox SET status = 'recalled', recalled_at = ? WHERE message_id = ? AND status = 'sent'",
-                         (db.iso(db.now()), output["message_id"]))
+            conn.execute("UPDATE outbox SET status = 'recalled', recalled_at = ? WHERE idempotency_key = ? "
+                         "AND status = 'sent'", (db.iso(db.now()), call.idempotency_key))
     finally:
         conn.close()
 

@@ -70,20 +70,22 @@ def refund(input: dict, call) -> dict:
         conn.close()
 
 
-def verify_refund(input: dict, output: dict, call) -> bool:
+def verify_refund(input: dict, output: dict | None, call) -> bool | dict:
+    # output is None after a crash or a timeout (the answer never came): found by its idempotency
+    # key, the refund's output is handed back for the run to go on with
     conn = db.connect()
     try:
-        row = conn.execute("SELECT status FROM refunds WHERE refund_id = ?", (output["refund_id"],)).fetchone()
+        row = _find(conn, call.idempotency_key)
+        return _output(conn, row, replayed=True) if row is not None and row["status"] == "refunded" else False
     finally:
         conn.close()
-    return row is not None and row["status"] == "refunded"
 
 
-def cancel_refund(input: dict, output: dict, call) -> None:
+def cancel_refund(input: dict, output: dict | None, call) -> None:
     conn = db.connect()
     try:
         with db.immediate(conn):
-            row = conn.execute("SELECT * FROM refunds WHERE refund_id = ?", (output["refund_id"],)).fetchone()
+            row = _find(conn, call.idempotency_key)
             if row is None or row["status"] != "refunded":
                 return  # never happened, or already voided
             conn.execute("UPDATE refunds SET status = 'cancelled', cancelled_at = ? WHERE refund_id = ?",

@@ -229,6 +229,16 @@ def run_example(project, contract, index: int, example: dict, *, effects=None) -
                 return fail("verify after invoke", "verify says the effect did not happen right after the tool "
                                                    "returned")
             steps.append(("verify after invoke is true", True, ""))
+            blind = "verify without the output (as after a crash or a timeout)"
+            try:  # (new-user finding: a verify reading output[...] raised then, and the effect counted as not happened)
+                found = call_with_timeout(verify, (tool_input, None, call), timeout, f"verify of {contract.ref}")
+            except Exception as exc:  # noqa: BLE001
+                return fail(blind, _describe(exc) + "; after a crash or a timeout verify gets output None: look the "
+                                                    "effect up by call.idempotency_key")
+            if not found:
+                return fail(blind, "verify says the effect did not happen when it gets output None (as after a "
+                                   "crash or a timeout): look the effect up by call.idempotency_key")
+            steps.append(("verify without the output is true", True, ""))
             if not contract.compensate or contract.compensate == "none":
                 steps.append(("compensate", True, f"none ({contract.reason or 'no reason given'})"))
                 result.status = PASSED

@@ -419,6 +419,14 @@ class Progress:
         self._run = None
 
     kind = None  # the type of the state being run
+    _unanswered = False  # the last verify raised or gave no bool (its verify_failed was shown)
+
+    def _verify_said(self, d, happened: str) -> str:
+        if d.get("happened"):
+            return "verify says it " + happened
+        said, self._unanswered = ("verify could not tell, so it counts as not happened" if self._unanswered
+                                  else "verify says it had not happened"), False
+        return said
 
     def _nth(self, ev) -> str:
         """An agent's tool calls are numbered by call (the N-th call of the visit), a task's by attempt."""
@@ -444,12 +452,15 @@ class Progress:
         if t == "state_entered":
             self.kind = d.get("type")
             self._out(f"→ {s} ({d.get('type')}, step {d.get('step')})", bold=True)
+        elif t == "verify_failed":  # (new-user finding: a verify that raised read as "verify says it had not happened")
+            self._unanswered = True
+            self._out(f"    verify of {d.get('tool')} could not answer: {d.get('error')}: {d.get('message')}", fg="red")
         elif t == "step_recovered" and d.get("after") == "timeout":  # (new-user finding: read as a crash)
-            self._out(f"    {d.get('tool')} timed out; verify says it "
-                      + (f"had happened ({d.get('action')})" if d.get("happened") else "had not happened"), fg="yellow")
+            self._out(f"    {d.get('tool')} timed out; " + self._verify_said(d, f"had happened ({d.get('action')})"),
+                      fg="yellow")
         elif t == "step_recovered":  # (new-user finding: a recovered call looked like a fresh "ok in 0ms")
-            self._out(f"    {d.get('tool')} was in flight when its process stopped: verify says it "
-                      + ("had happened (not called again)" if d.get("happened") else "had not happened"), fg="yellow")
+            self._out(f"    {d.get('tool')} was in flight when its process stopped: "
+                      + self._verify_said(d, "had happened (not called again)"), fg="yellow")
         elif t == "tool_succeeded":
             self._out(f"    {d.get('tool')} ok in {d.get('duration_ms', 0):.0f}ms ({self._nth(ev)})", fg="green")
         elif t == "tool_failed":

@@ -64,12 +64,17 @@ def refund(input: dict, call) -> dict:
             "currency": input["currency"]}
 
 
-def refunded(input: dict, output: dict, call) -> bool:
+def refunded(input: dict, output: dict | None, call) -> bool | dict:
+    # output is None after a crash or a timeout (the answer never came): look the refund up by its
+    # idempotency key, and hand its output back so the run can go on with it
     with _connect() as conn:
-        row = conn.execute("SELECT status FROM refunds WHERE refund_id = ?", (output["refund_id"],)).fetchone()
-    return row is not None and row[0] == "refunded"
+        row = conn.execute("SELECT refund_id, order_id, cents, currency FROM refunds WHERE key = ? AND status = 'refunded'",
+                           (call.idempotency_key,)).fetchone()
+    if row is None:
+        return False
+    return {"refund_id": row[0], "order_id": row[1], "status": "refunded", "amount": row[2] / 100, "currency": row[3]}
 
 
-def cancel_refund(input: dict, output: dict, call) -> None:
+def cancel_refund(input: dict, output: dict | None, call) -> None:
     with _connect() as conn:
-        conn.execute("UPDATE refunds SET status = 'cancelled' WHERE refund_id = ?", (output["refund_id"],))
+        conn.execute("UPDATE refunds SET status = 'cancelled' WHERE key = ?", (call.idempotency_key,))

@@ -53,15 +53,18 @@ def create_account(input: dict, call) -> dict:
     return {"account_id": row[0], "plan": row[1]}
 
 
-def account_exists(input: dict, output: dict, call) -> bool:
+def account_exists(input: dict, output: dict | None, call) -> bool | dict:
+    # output is None after a crash or a timeout (the call's answer never came): look the effect up by
+    # its idempotency key, and hand its output back so the run can go on with it
     with _connect() as conn:
-        row = conn.execute("SELECT closed FROM accounts WHERE account_id = ?", (output["account_id"],)).fetchone()
-    return row is not None and row[0] == 0
+        row = conn.execute("SELECT account_id, plan FROM accounts WHERE key = ? AND closed = 0",
+                           (call.idempotency_key,)).fetchone()
+    return {"account_id": row[0], "plan": row[1]} if row is not None else False
 
 
-def close_account(input: dict, output: dict, call) -> None:
+def close_account(input: dict, output: dict | None, call) -> None:
     with _connect() as conn:
-        conn.execute("UPDATE accounts SET closed = 1 WHERE account_id = ?", (output["account_id"],))
+        conn.execute("UPDATE accounts SET closed = 1 WHERE key = ?", (call.idempotency_key,))
 
 
 def send_welcome(input: dict, call) -> dict:
@@ -75,12 +78,14 @@ def send_welcome(input: dict, call) -> dict:
     return {"message_id": row[0]}
 
 
-def welcome_queued(input: dict, output: dict, call) -> bool:
+def welcome_queued(input: dict, output: dict | None, call) -> bool | dict:
+    # output is None after a crash or a timeout: look the message up by its idempotency key
     with _connect() as conn:
-        row = conn.execute("SELECT recalled FROM outbox WHERE message_id = ?", (output["message_id"],)).fetchone()
-    return row is not None and row[0] == 0
+        row = conn.execute("SELECT message_id FROM outbox WHERE key = ? AND recalled = 0",
+                           (call.idempotency_key,)).fetchone()
+    return {"message_id": row[0]} if row is not None else False
 
 
-def recall_welcome(input: dict, output: dict, call) -> None:
+def recall_welcome(input: dict, output: dict | None, call) -> None:
     with _connect() as conn:
-        conn.execute("UPDATE outbox SET recalled = 1 WHERE message_id = ?", (output["message_id"],))
+        conn.execute("UPDATE outbox SET recalled = 1 WHERE key = ?", (call.idempotency_key,))
