@@ -217,7 +217,7 @@ def stats(store, limit: int = 1000, since: float | None = None, *, flow: str | N
     for entry in tools.values():
         entry["failure_rate"] = entry["failures"] / entry["calls"] if entry["calls"] else 0.0
         entry["retry_rate"] = entry["retries"] / entry["calls"] if entry["calls"] else 0.0
-    q = statistics.quantiles(durations, n=100) if len(durations) >= 2 else durations * 99 or [0.0] * 99
+    q = statistics.quantiles(durations, n=100, method="inclusive") if len(durations) >= 2 else durations * 99 or [0.0] * 99
     models.update(reask_rate=models["reasks"] / models["calls"] if models["calls"] else None,
                   by_flow=by_flow_model, by_state=by_state, by_model=by_model)
     out = {"runs": len(rows), "by_status": by_status, "by_flow": by_flow,
