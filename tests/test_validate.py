@@ -350,6 +350,18 @@ def test_fc303_error_already_matched_by_an_earlier_handler(make_project):
     assert "'ToolTimeout'" in d.message
 
 
+def test_fc304_an_error_name_a_letter_from_a_flowctl_errors_is_named(make_project):
+    """(new-user finding: `errors: [ToolUnavailble]` validated clean, and the retry never applied)"""
+    root = make_project({
+        **TASK,
+        "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\nretry:\n  - errors: [ToolUnavailble, Payments.Declined]\n"
+                         "on_error:\n  - errors: [ValueError, ToolTimeout]\n    goto: done\n",
+    })
+    d = one(problems(root), "FC304")  # not the tool's own dotted name, a Python exception or a real one
+    assert (d.severity, *where(d)) == ("warning", "orchestration/states/t.yaml", 5, 13)
+    assert "'ToolUnavailble'" in d.message and d.hint == "did you mean 'ToolUnavailable'?"
+
+
 # ------------------------------------------------------------------ expressions (FC401-FC404)
 def test_fc401_column_points_inside_the_expression(make_project):
     # `when: 'input.x = 1'` -- the value starts at column 11 (the quote), `=` is at offset 8
@@ -671,6 +683,7 @@ CATALOGUE = {
     "FC302": {**MINIMAL, "transitions/flow.yaml": flow("begin>done", "begin>done?input.x")},
     "FC303": {**MINIMAL, "transitions/flow.yaml": flow("begin>done", extra="on_error:\n  - errors: [X]\n    goto: done\n"
                                                                             "  - errors: [X]\n    goto: done\n")},
+    "FC304": {**TASK, "states/t.yaml": "id: t\ntype: task\ntool: pay@^1\nretry:\n  - {errors: [ToolTimout]}\n"},
     "FC401": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?input.[", "begin>done")},
     "FC402": {**MINIMAL, "transitions/flow.yaml": flow("""begin>done?'a == "input"'""", "begin>done")},
     "FC403": {**MINIMAL, "transitions/flow.yaml": flow("begin>done?a == `b`", "begin>done")},

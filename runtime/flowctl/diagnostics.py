@@ -43,6 +43,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FC301": ("catch-all-not-last", ERROR),
     "FC302": ("unreachable-transition", ERROR),
     "FC303": ("unreachable-handler", WARNING),
+    "FC304": ("error-name-typo", WARNING),
     "FC401": ("expression-syntax", ERROR),
     "FC402": ("quoted-identifier-literal", WARNING),
     "FC403": ("bare-backtick-literal", WARNING),

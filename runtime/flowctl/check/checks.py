@@ -22,7 +22,7 @@ from flowctl.expr.expressions import lint as lint_expression
 from flowctl.check.gate import check_gate, check_helpers_outside_the_gate, check_same_function, check_tool_code, tool_refs
 from flowctl.definition.model import Project
 from flowctl.definition.schema_lint import schema_problems
-from flowctl.definition.kinds import did_you_mean
+from flowctl.definition.kinds import did_you_mean, misspelt_error
 from flowctl.check.callables import import_check, resolve_callable_problem
 from flowctl.check.topology import check_children, check_graph, child_flows, flow_graph
 from flowctl.check.models import RUN_SCOPE, check_model_states
@@ -196,7 +196,8 @@ def check_unused(project: Project):
 
 
 def check_order(project: Project):
-    """FC301 "*" not in the last handler, FC302 a transition after its state's default, FC303 a shadowed handler."""
+    """FC301 "*" not in the last handler, FC302 a transition after its state's default, FC303 a shadowed handler,
+    FC304 an error name a letter or two from a flowctl error's."""
     lists = []
     for flow in project.flows.values():
         lists.append((flow.doc, flow.on_error))
@@ -213,6 +214,11 @@ def check_order(project: Project):
                 if name in seen_names and name != "*":
                     yield doc.diag("FC303", f"'{name}' is already matched by an earlier rule; this one never sees it",
                                    h.path + ("errors",))
+                close = misspelt_error(name)
+                if close:  # (new-user finding: `errors: [ToolUnavailble]` passed, and the retry never applied)
+                    yield doc.diag("FC304", f"'{name}' is no flowctl error, so this rule never matches the error "
+                                   "meant (a tool's own errors are dotted names, such as Payments.Declined)",
+                                   h.path + ("errors",), hint=close)
             seen_names.update(h.errors)
     for flow in project.flows.values():
         default_at: dict = {}

@@ -53,6 +53,21 @@ def did_you_mean(word: str, choices) -> str:
     return f"did you mean '{close[0]}'?" if close else ""
 
 
+def misspelt_error(name) -> str:
+    """``"did you mean 'X'?"`` when ``name`` (an error name a retry rule, a handler or a test mock
+    gives) is close to a flowctl error class name but is none, nor a Python exception name; else
+    ``""`` (dotted names such as ``Payments.Declined`` are how tools name their own errors)."""
+    import builtins
+
+    from flowctl import errors
+
+    if not isinstance(name, str) or "." in name or name == "*" or hasattr(errors, name) or hasattr(builtins, name):
+        return ""
+    known = [n for n in dir(errors) if isinstance(getattr(errors, n), type)
+             and issubclass(getattr(errors, n), errors.FlowctlError)]
+    return did_you_mean(name, known)
+
+
 def unknown_flow_hint(flow_id: str, flows) -> str:
     """The hint for a flow id that names no flow of the project (``flows``: the ids): ``did you
     mean 'x'?`` for a close one, else the ids there are (``flows: a, b``, or ``flows: none``)."""

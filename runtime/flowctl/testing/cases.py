@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from flowctl.diagnostics import ERROR, WARNING, Diagnostic
+from flowctl.definition.kinds import misspelt_error
 from flowctl.definition.yamlio import Document, read_document
 from flowctl.testing.paths import one_line_path  # noqa: F401 - cases.one_line_path (trace imports it without YAML)
 
@@ -276,7 +277,7 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
                 err("FT010", f"{label}: message goes with error", p + ("message",), key=True)
             if "when" in e:
                 _lint(doc, p + ("when",), e["when"], problems)
-            close = _misspelt_error(e.get("error"))
+            close = misspelt_error(e.get("error"))
             if close:
                 err("FT105", f"{label}: error '{e['error']}' is no flowctl error, so it raises a plain ToolError "
                     "(no retry or handler for the error meant applies)", p + ("error",), hint=close, severity=WARNING)
@@ -333,22 +334,6 @@ def _build(project, path: Path, doc: Document) -> tuple[Case | None, list[Diagno
         err("FT010", f"expect.error is for failed runs, but expect.status is {case.expect.status}", ("expect", "error"),
             key=True, severity=WARNING)
     return case, problems
-
-
-def _misspelt_error(name) -> str:
-    """"did you mean X" when ``name`` (a mocked ``error:``) is close to a flowctl error class name
-    but is none, nor a Python exception name; else "" (free names such as ``Payments.Declined``
-    are how tools name their own errors)."""
-    import builtins
-
-    from flowctl import errors
-    from flowctl.definition.kinds import did_you_mean
-
-    if not isinstance(name, str) or "." in name or hasattr(errors, name) or hasattr(builtins, name):
-        return ""
-    known = [n for n in dir(errors) if isinstance(getattr(errors, n), type)
-             and issubclass(getattr(errors, n), errors.FlowctlError)]
-    return did_you_mean(name, known)
 
 
 def _lint(doc: Document, path, text: str, problems: list) -> None:
