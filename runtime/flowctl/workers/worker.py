@@ -69,6 +69,9 @@ DEFAULT_LEASE = 30.0
 DEFAULT_POLL = 2.0
 #: longest time (seconds) between two looks for cancel requests of the runs a worker holds
 DEFAULT_CANCEL_POLL = 1.0
+#: longest time (seconds) a run this worker could not drive again and again is released for: the
+#: delay doubles each time in a row (from 1 s for a refusal, 10 s for an error), up to this
+MAX_SETBACK_DELAY = 300.0
 
 
 class Worker:
@@ -116,6 +119,7 @@ class Worker:
         self._touched: set = set()  # run ids committed since claimed
         self.cancel_wanted: dict = {}  # run id -> {by, compensate}: cancel requests the heartbeat saw
         self._active: dict = {}    # root run id -> future
+        self._setbacks: dict = {}  # run id -> times in a row this worker could not drive it (deferred, error)
         self._local = threading.local()
         self._signalled = 0
         self._listening = False
@@ -312,6 +316,14 @@ class Worker:
             self._local.root = None
             with self._lock:
                 self.cancel_wanted.pop(run_id, None)
+        if delay:  # the same run refused again and again (a tool this process cannot import …): back off
+            with self._lock:
+                n = self._setbacks[run_id] = self._setbacks.get(run_id, 0) + 1
+            delay = min(delay * 2 ** (n - 1), MAX_SETBACK_DELAY)
+            detail = f"{detail} (time {n} here; claimable again in {delay:g}s)"
+        elif self._setbacks:
+            with self._lock:
+                self._setbacks.pop(run_id, None)
         self._finish(run_id, claim, outcome, detail, delay)
 
     def _cancel(self, row) -> str:
