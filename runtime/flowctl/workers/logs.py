@@ -11,13 +11,15 @@ import time
 def text_logger(stream=None, quiet=False):
     """Log lines for people: ``12:00:01 claimed 01a2… fence 3 (from queued)``."""
     stream = stream or sys.stdout
+    lock = threading.Lock()  # one line at a time from the slots' threads (new-user finding: lines interleaved)
 
     def log(event, fields):
         if quiet and event not in ("worker_started", "worker_stopped", "lease_lost", "error", "claim_failed"):
             return
         stamp = time.strftime("%H:%M:%S")
         rest = " ".join(f"{k}={v}" for k, v in fields.items())
-        print(f"{stamp} {event} {rest}", file=stream, flush=True)
+        with lock:
+            print(f"{stamp} {event} {rest}", file=stream, flush=True)
 
     return log
 
