@@ -3,6 +3,8 @@
 effect, a half-done call undone, and the recorded input safe from what the tool does to its copy."""
 from __future__ import annotations
 
+import pytest
+
 from support.enginekit import Harness, allow_all, build, contract, effect_contract, task
 from support.engineflows import HOSTILE, SAGA, TOOLS, flow, linear, saga_states
 
@@ -183,3 +185,19 @@ def test_off_the_main_thread_a_timed_out_payment_is_verified_and_undone_only_aft
     (key,) = {e[1] for e in h.ledger()}
     assert h.ledger() == [("pay", key), ("undo", key)]  # the effect first, then its undo
     assert [e["data"]["happened"] for e in h.events if e["type"] == "step_recovered"] == [True]
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+def test_a_lone_surrogate_in_a_tools_error_message_fails_the_run_normally(tmp_path, store_kind):
+    """(breaker finding: the run row's UPDATE could not encode it, and the run could never end)"""
+    from flowctl.store.audit import verify_run
+    from support.enginekit import sqlite_store
+
+    tools = 'def odd(input, call):\n    raise RuntimeError("x\\udc80y")\n'
+    files = {**contract("odd", "odd"), **task("t", "odd@1.0.0"), **flow("t", linear("t"))}
+    h = Harness(build(tmp_path, files, tools), store=sqlite_store(tmp_path) if store_kind == "sqlite" else None)
+    failed = h.run(input={})
+    assert failed.status == "failed" and failed.error["type"] == "RuntimeError"
+    row = h.store.get_run(failed.run_id)
+    assert row["status"] == "failed" and "udc80" in row["error"]["message"].encode("unicode_escape").decode()
+    assert verify_run(row, h.store.events(failed.run_id)) == []

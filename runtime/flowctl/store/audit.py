@@ -76,6 +76,19 @@ def canonical(obj) -> str:
 _C_ENCODER = _c_encoder()
 
 
+def utf8_safe(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate (say from a tool's exception message) is kept
+    as its JSON escape ``\\udXXX``, so the write that stores it cannot fail (breaker finding: the run
+    could then never end); any other text is returned as it is."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def encode_data(data) -> str:
     """The stored form of an event's data: compact JSON, UTF-8, non-JSON values as text. Text that
     UTF-8 cannot hold (a lone surrogate, say from an exception message) is kept as ``\\udXXX``."""
@@ -87,12 +100,7 @@ def encode_data(data) -> str:
             pass  # a circular structure: the plain encoder names it (ValueError)
     if text is None:
         text = _ENCODER.encode(data)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    return utf8_safe(text)
 
 
 def event_hash(prev_hash: str, event: dict) -> str:

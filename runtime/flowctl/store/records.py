@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from flowctl.store.audit import unpack
+from flowctl.store.audit import unpack, utf8_safe
 from flowctl.errors import LeaseLost, RunConflict, RunNotFound, StoreError  # noqa: F401 - LeaseLost: records.LeaseLost
 from flowctl.store.keyring import PREFIX as SEALED_PREFIX, Sealed
 
@@ -32,7 +32,8 @@ def dumps(v):
     """JSON text of a column value (keys sorted; a :class:`Sealed` value as it is; None as NULL)."""
     if v.__class__ is Sealed:  # encrypted already (flowctl.store.keyring): stored as it is
         return str(v)
-    return None if v is None else json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return None if v is None else utf8_safe(json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                                       default=str))
 
 
 _CURSOR = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)  # written every step: no sorting
@@ -44,7 +45,7 @@ def dump_run_field(key, value):
         return None
     if value.__class__ is Sealed:
         return str(value)
-    return _CURSOR.encode(value) if key == "cursor" else dumps(value)
+    return utf8_safe(_CURSOR.encode(value)) if key == "cursor" else dumps(value)
 
 
 def loads(v):
