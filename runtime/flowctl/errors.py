@@ -6,7 +6,8 @@ handlers may rely on) and a ``type_name`` used when flows match errors by name::
     FlowctlError                      base of everything flowctl raises on purpose
     ├── UsageError        USAGE       the invocation itself is unusable (CLI exit 2)
     │   ├── ReviewDataInvalid REVIEW_DATA_INVALID  a decision's data fails the review's data_schema (exit 2, HTTP 422)
-    │   └── DecisionInvalid   REVIEW_DECISION_INVALID  the review does not offer that decision (exit 2, HTTP 422)
+    │   ├── DecisionInvalid   REVIEW_DECISION_INVALID  the review does not offer that decision (exit 2, HTTP 422)
+    │   └── RunInUse          RUN_IN_USE  another live process is driving the run (exit 2, HTTP 409)
     ├── ProjectError      PROJECT     orchestration/ not found, or it does not load (CLI exit 2)
     ├── AccessError       UNAUTHORIZED  ``flowctl serve``: no API key, or one not known or revoked (HTTP 401)
     │   ├── ScopeError    FORBIDDEN     the key lacks the scope the request needs (HTTP 403)
@@ -91,6 +92,15 @@ class DecisionInvalid(UsageError):
 
     def __init__(self, message: str = "", *, hint: str = "") -> None:
         super().__init__(message, hint=hint, field="decision")
+
+
+class RunInUse(UsageError):
+    """The run is being driven by another process that is still alive (``flowctl run``, a resume,
+    the server): not continued or cancelled here. A fan-out counts such a child as still open, and
+    ``recover`` leaves it to that process."""
+
+    code = "RUN_IN_USE"
+    conflict = True
 
 
 class ProjectError(FlowctlError):

@@ -83,3 +83,25 @@ def test_sigkill_mid_fan_out_then_recover_continues_the_parent_and_each_child_on
     assert (tmp_path / "calls.txt").read_text().split() == ["a", "b", "c", "c", "d", "e"]
     for run in runs:
         assert _flowctl(["audit", "verify", run["id"], "--db", db], root, env).returncode == 0
+
+
+def test_a_child_another_live_process_drives_is_still_open_for_its_parent(tmp_path):
+    """(breaker finding: the parent's fan-out counted a child held by a live process as failed —
+    BranchFailed, compensation — while that child ran on and succeeded)"""
+    import sqlite3
+
+    root, env, db = _kill_mid_fan_out(tmp_path)
+    (parent,) = json.loads(_flowctl(["runs", "--db", db, "--format", "json", "--flow", "sweep"], root, env).stdout)
+    (held,) = [r for r in json.loads(_flowctl(["runs", "--all", "--status", "running", "--db", db, "--format", "json"],
+                                              root, env).stdout) if r["id"] != parent["id"]]
+    with sqlite3.connect(tmp_path / "flowctl.db") as conn:  # as if another host's process were driving it now
+        conn.execute("UPDATE flowctl_runs SET owner = 'elsewhere:4242:1' WHERE id = ?", (held["id"],))
+    waiting = _flowctl(["resume", parent["id"], "--db", db], root, env)
+    assert waiting.returncode == 3, waiting.stdout + waiting.stderr  # parked: a child is still open
+    row = json.loads(_flowctl(["runs", "--all", "--db", db, "--format", "json"], root, env).stdout)
+    assert {r["id"]: r["status"] for r in row}[parent["id"]] == "waiting"
+    assert "BRANCH_FAILED" not in waiting.stdout + waiting.stderr
+    gone = dict(env, FLOWCTL_GONE_OWNERS="elsewhere:4242:1")  # that process is gone after all
+    assert _flowctl(["recover", "--db", db], root, gone).returncode == 0
+    runs = json.loads(_flowctl(["runs", "--all", "--db", db, "--format", "json"], root, env).stdout)
+    assert sorted(r["status"] for r in runs) == ["succeeded"] * 6

@@ -55,3 +55,26 @@ def test_a_run_id_that_cannot_be_stored_is_refused_before_the_run_starts(tmp_pat
     with pytest.raises(UsageError, match="cannot be used"):
         h.run(run_id=run_id)
     assert h.store.list_runs(limit=0) == []
+
+
+@pytest.mark.parametrize("taken", ["RunConflict", "RunInUse"])
+def test_recover_leaves_a_run_another_process_took_meanwhile_to_it(tmp_path, monkeypatch, taken):
+    """(breaker finding: two `flowctl recover` at once, or one beside a worker — the one that lost
+    the race reported the other's run as refused and exited 1)"""
+    from flowctl import errors
+    from flowctl.engine import lifecycle
+
+    root = build(tmp_path, {"states/w.yaml": "id: w\ntype: wait\nduration: 1h\n", **flow("w", "  - {from: w, to: done}\n")},
+                 TOOLS)
+    h = Harness(root)
+    first, second = h.run().run_id, h.run().run_id
+    h.clock.advance(7200)
+    real = lifecycle.resume
+
+    def racing(engine, row, **kw):
+        if row["id"] == first:  # another process continued it between the listing and here
+            raise getattr(errors, taken)(f"run {first} was taken by another process")
+        return real(engine, row, **kw)
+    monkeypatch.setattr(lifecycle, "resume", racing)
+    results = h.engine.recover()
+    assert [(r.run_id, r.status) for r in results] == [(second, "succeeded")]

@@ -6,7 +6,7 @@ from flowctl.engine.adhoc import flow_of
 from flowctl.engine.calls import undo_inflight
 from flowctl.engine.context import RunContext, live_owner, owner_hint, trusted_project
 from flowctl.engine.result import RunResult
-from flowctl.errors import Cancelled, FlowctlError, UsageError, run_error
+from flowctl.errors import Cancelled, FlowctlError, RunInUse, UsageError, run_error
 from flowctl.store.sql import FINAL
 
 
@@ -29,7 +29,7 @@ def cancel(engine, row, *, compensate=True, by=None, holder: bool = False) -> Ru
     if row["status"] == "running" and not holder:
         live = live_owner(row.get("owner"), engine.owner)
         if live:
-            raise UsageError(f"run {row['id']} is being executed by {live}",
+            raise RunInUse(f"run {row['id']} is being executed by {live}",
                              hint=owner_hint(row["owner"], "stop that process first; the run stays resumable "
                                                        "and can then be cancelled"))
     project = trusted_project(engine, row)

@@ -20,7 +20,7 @@ from flowctl.engine import lifecycle
 from flowctl.engine.result import RunResult
 from flowctl.engine.fanout import (RECORD_EVERY, RECORD_EVERY_S, child_parent, left_to_start, open_ids, record,
                                    refused_child, take_next, trusted_result)
-from flowctl.errors import FlowctlError, UsageError
+from flowctl.errors import FlowctlError, RunConflict, RunInUse, UsageError
 from flowctl.store.sql import FINAL
 
 
@@ -160,6 +160,9 @@ def _run_child(ctx, state, fan, children, index, stop) -> tuple:
         if row["status"] in FINAL or row["status"] == "paused":  # ended, or waits for its reviewer
             return trusted_result(engine, row), False
         return lifecycle.resume(engine, row, stop=stop, continue_parent=False), False
+    except (RunInUse, RunConflict):  # another process drives it (a resume, a recover, a worker): still open
+        # (breaker finding: it was counted failed, and the parent compensated while the child ran on)
+        return RunResult(run_id, flow or children.plan(index)[0], "running"), False
     except UsageError as exc:  # e.g. the child flow's input_schema refuses the built input
         return refused_child(flow or children.plan(index)[0], run_id, exc), True
 

@@ -24,7 +24,7 @@ from flowctl.engine.loop import Runner
 from flowctl.engine.payload import MAX_PAYLOAD, not_json
 from flowctl.engine.result import RunResult, new_run_id, result_from_row
 from flowctl.engine.states import review
-from flowctl.errors import DecisionInvalid, FlowctlError, UsageError
+from flowctl.errors import DecisionInvalid, FlowctlError, RunConflict, RunInUse, UsageError
 from flowctl.store.audit import canonical, row_identity, seal_commit
 from flowctl.store.sql import FINAL, RUN_ID_CHARS
 
@@ -152,7 +152,7 @@ def _resume(engine, row, *, token=None, decision=None, data=None, by=None, stop=
         # a worker's lease, not a process id, says who holds a leased run (the store refuses a live one)
         holder = None if row.get("lease_until") else live_owner(row.get("owner"), engine.owner)
         if holder:
-            raise UsageError(f"run {row['id']} is being executed by {holder}",
+            raise RunInUse(f"run {row['id']} is being executed by {holder}",
                              hint=owner_hint(row["owner"], "wait for it, or stop that process"))
     if row.get("cancel_requested"):
         return _requested_cancel(engine, row)
@@ -238,6 +238,8 @@ def recover(engine) -> list:
             continue
         try:
             results.append(resume(engine, row))
+        except (RunInUse, RunConflict):  # another process took it meanwhile (a worker, another recover): its now
+            continue
         except FlowctlError as exc:
             results.append(RunResult(row["id"], row["flow"], row["status"],  # refused: not continued
                                      error={"type": type(exc).__name__, "code": exc.code, "message": str(exc),
