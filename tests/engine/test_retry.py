@@ -167,3 +167,21 @@ def test_a_pause_asked_during_a_failed_attempt_pauses_before_the_delay_and_resum
     assert done.status == "succeeded" and calls == [1, 2]  # the next attempt, not the first again
     invoked = [e["attempt"] for e in h.store.events(paused.run_id) if e["type"] == "tool_invoked"]
     assert invoked == [1, 2]
+
+
+def test_a_workers_halt_seen_after_a_failed_attempt_stops_the_run_there_before_a_pause(tmp_path):
+    """(breaker finding: a pause and a cancel asked during one failed attempt on a worker recorded
+    run_paused, then run_cancelled; the cancel wins at that checkpoint)"""
+    h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 4s}", 1)
+    asked = []
+
+    def listener(ev):
+        h.events.append(ev)
+        if ev["type"] == "tool_failed" and not asked:
+            asked.append(h.engine.pause(ev["run_id"], reason="look", by="ann"))
+    h.engine.listener = listener
+    h.engine.halt = lambda run_id: "cancel" if asked else None  # a worker's heartbeat saw a cancel request too
+    stopped = h.run()
+    assert stopped.status == "running" and calls == [1]  # stopped at the checkpoint: the worker cancels it now
+    types = [e["type"] for e in h.store.events(stopped.run_id)]
+    assert "run_paused" not in types and types[-1] == "retry_scheduled"

@@ -5,7 +5,8 @@ run ``waiting`` and the state is entered again when it is due. A shorter delay i
 after a commit (the failed attempt, the next attempt's number and its due time, ``pending: {kind:
 retry, due}``), so a process stopped during it loses no attempt: the run resumed waits out the rest
 and makes the next attempt, never the first one again. A pause request that commit hands back
-(asked while the failed attempt ran) pauses the run there, the retry kept under the pause. Used by the task state and by the
+(asked while the failed attempt ran) pauses the run there, the retry kept under the pause; a
+worker's cancel or stop (its ``halt`` flag) wins over it, and the worker acts on the run there. Used by the task state and by the
 model call of llm and agent states (:mod:`flowctl.engine.modelcall`)."""
 from __future__ import annotations
 
@@ -60,6 +61,9 @@ def with_retries(ctx, state, attempt_fn, failed: Exception | None = None):
         if delay > 0:  # the failed attempt and the next one's number are committed before the wait
             c.pending = {"kind": "retry", "state": state.id, "attempt": attempt + 1, "due": ctx.clock.time() + delay}
             ctx.commit()
+            halt = getattr(ctx.engine, "halt", None)  # a worker's checkpoint flag: its cancel or stop comes first
+            if halt is not None and halt(ctx.id):  # (the run stays running here; the worker acts on it)
+                return PARKED
             if ctx.pause_request is not None:  # asked during the failed attempt: pause here, not after the rest
                 pause_here(ctx, ctx.pause_request)  # the retry is kept under it; resume waits out its rest
                 return PARKED
