@@ -147,10 +147,8 @@ def test_a_resumed_retry_whose_rest_is_longer_than_this_process_waits_parks(tmp_
     assert h.store.get_run("r-park")["available_at"] == pytest.approx(h.clock.time() + 4.0)
 
 
-def test_a_pause_asked_during_a_failed_attempt_pauses_before_the_delay_and_resume_makes_the_next_attempt(tmp_path):
-    """(breaker finding: a pause asked while an attempt failed took effect only after every
-    remaining attempt and delay had run)"""
-    h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 4s}", 1)
+def _pause_on_the_first_failure(h) -> list:
+    """Ask a pause as the first attempt's failure is recorded (before its commit); the requests made."""
     asked = []
 
     def listener(ev):
@@ -158,6 +156,14 @@ def test_a_pause_asked_during_a_failed_attempt_pauses_before_the_delay_and_resum
         if ev["type"] == "tool_failed" and not asked:
             asked.append(h.engine.pause(ev["run_id"], reason="look at the gateway", by="ann"))
     h.engine.listener = listener
+    return asked
+
+
+def test_a_pause_asked_during_a_failed_attempt_pauses_before_the_delay_and_resume_makes_the_next_attempt(tmp_path):
+    """(breaker finding: a pause asked while an attempt failed took effect only after every
+    remaining attempt and delay had run)"""
+    h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 4s}", 1)
+    _pause_on_the_first_failure(h)
     paused = h.run()
     assert paused.status == "paused" and calls == [1]  # no second attempt, no delay slept
     pending = h.store.get_run(paused.run_id)["cursor"]["pending"]
@@ -173,13 +179,7 @@ def test_a_workers_halt_seen_after_a_failed_attempt_stops_the_run_there_before_a
     """(breaker finding: a pause and a cancel asked during one failed attempt on a worker recorded
     run_paused, then run_cancelled; the cancel wins at that checkpoint)"""
     h, calls = _harness(tmp_path, "{errors: [ToolUnavailable], max_attempts: 3, interval: 4s}", 1)
-    asked = []
-
-    def listener(ev):
-        h.events.append(ev)
-        if ev["type"] == "tool_failed" and not asked:
-            asked.append(h.engine.pause(ev["run_id"], reason="look", by="ann"))
-    h.engine.listener = listener
+    asked = _pause_on_the_first_failure(h)
     h.engine.halt = lambda run_id: "cancel" if asked else None  # a worker's heartbeat saw a cancel request too
     stopped = h.run()
     assert stopped.status == "running" and calls == [1]  # stopped at the checkpoint: the worker cancels it now

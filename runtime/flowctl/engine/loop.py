@@ -59,7 +59,7 @@ class Runner(RunContext):
                         break
                     continue
                 if self.pause_request is not None:  # handed back by the last commit (flowctl.engine.pause)
-                    pause_here(self, self.pause_request)
+                    self.pause_now()
                     break
                 state = states[c.state]
                 if (self.step(state) if self.span is None else self.traced_step(state)) is PARKED:
@@ -70,6 +70,12 @@ class Runner(RunContext):
             if self.span is not None:
                 spans.finish(self)
         return self.result()
+
+    def pause_now(self) -> None:
+        """Park the run ``paused`` as the request the last commit handed back asks
+        (:func:`flowctl.engine.pause.pause_here`): at the step loop's checkpoint, or after a failed
+        attempt's commit (:mod:`flowctl.engine.retry`, which so needs no import of the pause module)."""
+        pause_here(self, self.pause_request)
 
     def traced_step(self, state):
         """:meth:`step` inside its OpenTelemetry span (tracing on): outcome ok, parked or failed."""

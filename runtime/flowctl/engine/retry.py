@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 
-from flowctl.engine.pause import pause_here
 from flowctl.engine.context import PARKED
 from flowctl.errors import handler_names
 
@@ -65,7 +64,7 @@ def with_retries(ctx, state, attempt_fn, failed: Exception | None = None):
             if halt is not None and halt(ctx.id):  # (the run stays running here; the worker acts on it)
                 return PARKED
             if ctx.pause_request is not None:  # asked during the failed attempt: pause here, not after the rest
-                pause_here(ctx, ctx.pause_request)  # the retry is kept under it; resume waits out its rest
+                ctx.pause_now()  # the retry is kept under the pause; resume waits out its rest
                 return PARKED
             ctx.clock.sleep(delay)
             c.pending = None
