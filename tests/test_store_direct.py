@@ -155,12 +155,18 @@ def test_a_store_of_another_schema_is_not_opened_directly(tmp_path, version):
         open_store(url)
 
 
+#: modules a plain `flowctl run` has no use for (issue 17's cold start): imported only where needed
+#: (a failed WAL checkpoint's warning, a misspelt function's suggestion, a fan-out's thread pool)
+NOT_ON_THE_RUN_PATH = ("sqlalchemy", "logging", "difflib", "concurrent.futures")
+
+
 def test_a_second_flowctl_run_imports_no_sqlalchemy_and_its_record_verifies(tmp_path):
     root = build(tmp_path, LOOP, TOOLS)
     db = f"sqlite:///{tmp_path}/runs.db"
     probe = ("import json, sys\nfrom click.testing import CliRunner\nimport flowctl.cli.main\n"
              "r = CliRunner().invoke(flowctl.cli.main.main, sys.argv[1:])\n"
-             "print(json.dumps({'exit': r.exit_code, 'out': r.output, 'sa': 'sqlalchemy' in sys.modules}))\n")
+             f"print(json.dumps({{'exit': r.exit_code, 'out': r.output, 'sa': 'sqlalchemy' in sys.modules,\n"
+             f"                  'loaded': [m for m in {NOT_ON_THE_RUN_PATH!r} if m in sys.modules]}}))\n")
     args = ["run", "f", "--root", str(root), "--db", db, "--format", "json"]
     outcomes = []
     for _ in range(2):
@@ -169,6 +175,7 @@ def test_a_second_flowctl_run_imports_no_sqlalchemy_and_its_record_verifies(tmp_
         outcomes.append(json.loads(done.stdout.strip().splitlines()[-1]))
     assert [o["exit"] for o in outcomes] == [0, 0], outcomes
     assert outcomes[1]["sa"] is False  # the store existed at this schema: sqlite3 alone
+    assert outcomes[1]["loaded"] == []
     store = open_store(db)
     try:
         runs = store.list_runs(limit=0)

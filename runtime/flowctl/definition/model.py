@@ -11,7 +11,7 @@ mappings, JSON Schemas, params) are plain dicts that must be treated as read-onl
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
@@ -19,6 +19,35 @@ from typing import Any, Mapping
 
 from flowctl.definition import versions
 from flowctl.definition.yamlio import Document
+
+#: how every model class is declared: a frozen dataclass whose ``==``, ``hash`` and ``repr`` come
+#: from :class:`_Value` (one generic method each) instead of three generated per class, which on
+#: Python 3.11 are three ``exec`` calls each at import (issue 17's cold start, target 7a)
+_model = dataclass(frozen=True, eq=False, repr=False)
+
+
+class _Value:
+    """``==``, ``hash`` and ``repr`` of a model class, as :func:`dataclasses.dataclass` would
+    generate them: by the fields with ``compare=True`` (``==`` only between the same class; the
+    hash of their tuple, so a model holding a dict is unhashable) and with ``repr=True``."""
+
+    __slots__ = ()
+
+    def _compared(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self) if f.compare)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self):
+        return hash(self._compared())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{self.__class__.__qualname__}({shown})"
+
 
 TERMINAL_TYPES = frozenset({"succeed", "fail"})
 #: Fields each state type accepts besides id, type and description.
@@ -43,8 +72,8 @@ STATE_FIELDS: Mapping[str, frozenset] = MappingProxyType({
 })
 
 
-@dataclass(frozen=True)
-class Located:
+@_model
+class Located(_Value):
     """Mixin: where an element came from. ``doc`` is its file, ``path`` the path inside it."""
 
     doc: Document = field(repr=False, compare=False)
@@ -62,7 +91,7 @@ class Located:
         return f"{self.doc.file}:{line}:{col}"
 
 
-@dataclass(frozen=True)
+@_model
 class Retry(Located):
     """One retry rule (layer 1). ``interval``/``max_delay`` in seconds; ``max_delay`` None = no cap."""
 
@@ -74,7 +103,7 @@ class Retry(Located):
     jitter: str = "none"
 
 
-@dataclass(frozen=True)
+@_model
 class Handler(Located):
     """An ``on_error`` rule (layer 2 on a state, layer 4 on a flow). First match wins, as in ASL Catch."""
 
@@ -86,7 +115,7 @@ class Handler(Located):
     compensate: bool | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class State(Located):
     """One state. ``timeout`` is seconds, or ``{"expr": …}`` evaluated at run time, or None."""
 
@@ -113,24 +142,24 @@ class State(Located):
 # One typed model per state type (the loader picks it by ``type``): the engine reads these fields,
 # never ``raw``. Values are as written (durations as text, expressions as ``{"expr": …}``) unless
 # the field says otherwise; ``get`` still answers for tools that read the file's fields by name.
-@dataclass(frozen=True)
+@_model
 class TaskState(State):
     """``type: task``: one tool call (``tool``, ``input``, ``timeout``, ``retry``)."""
 
 
-@dataclass(frozen=True)
+@_model
 class ChoiceState(State):
     """``type: choice``: only its transitions decide."""
 
 
-@dataclass(frozen=True)
+@_model
 class PassState(State):
     """``type: pass``: ``set`` (a mapping of context paths to expressions), applied on entry."""
 
     set: Mapping | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class ReviewState(State):
     """``type: review``. ``review_timeout``: the ``timeout`` as written (a duration text, or
     ``{"expr": …}`` giving seconds); ``remind_after``: a duration text; ``on_timeout``:
@@ -146,7 +175,7 @@ class ReviewState(State):
     data_schema: Mapping | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class WaitState(State):
     """``type: wait``: ``duration`` (text such as ``5s``) or ``until`` (an expression giving an ISO-8601 time)."""
 
@@ -154,7 +183,7 @@ class WaitState(State):
     until: str | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class FanoutState(State):
     """What parallel, map and subflow share: limits on the child runs they start."""
 
@@ -163,14 +192,14 @@ class FanoutState(State):
     max_depth: int | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class ParallelState(FanoutState):
     """``type: parallel``: one child run per flow id in ``branches``, each on the same input."""
 
     branches: tuple = ()
 
 
-@dataclass(frozen=True)
+@_model
 class MapState(FanoutState):
     """``type: map``: one child run of ``flow`` per item of ``items`` (an expression), or per
     ``batch: {max_items: N}`` items; ``item_input`` maps each item (None: the item itself)."""
@@ -182,14 +211,14 @@ class MapState(FanoutState):
     max_items: int | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class SubflowState(FanoutState):
     """``type: subflow``: one child run of ``flow``."""
 
     flow: str | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class LlmState(State):
     """``type: llm``: one model call whose reply must be JSON satisfying ``output_schema``.
 
@@ -207,7 +236,7 @@ class LlmState(State):
     max_output_tokens: int | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class AgentState(LlmState):
     """``type: agent``: a bounded loop in which the model may call the contracts in ``tools`` (refs
     such as ``get_order@^1``) until it answers with JSON satisfying ``output_schema``;
@@ -218,12 +247,12 @@ class AgentState(LlmState):
     max_tool_calls: int = 16
 
 
-@dataclass(frozen=True)
+@_model
 class SucceedState(State):
     """``type: succeed``: the run ends succeeded with the flow's ``output``."""
 
 
-@dataclass(frozen=True)
+@_model
 class FailState(State):
     """``type: fail``: ``error`` and ``cause`` (literals or ``{"expr": …}``); ``compensate``: undo first."""
 
@@ -257,7 +286,7 @@ STATE_MODELS: Mapping[str, tuple] = MappingProxyType({
 })
 
 
-@dataclass(frozen=True)
+@_model
 class Transition(Located):
     """A business transition (layer 3). Per state, the first match in file order wins."""
 
@@ -268,8 +297,8 @@ class Transition(Located):
     index: int = 0
 
 
-@dataclass(frozen=True)
-class Limits:
+@_model
+class Limits(_Value):
     """``max_steps`` (default 1000), ``max_visits`` per state (None: unlimited), ``timeout`` seconds;
     ``tokens`` (input + output) and ``cost`` (by ``models.yaml`` prices) of the run's model calls."""
 
@@ -281,7 +310,7 @@ class Limits:
     cost: float | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class Flow(Located):
     id: str = ""
     version: Any = 1
@@ -309,7 +338,7 @@ class Flow(Located):
         return out
 
 
-@dataclass(frozen=True)
+@_model
 class Contract(Located):
     """A tool contract. ``timeout`` in seconds (None: the engine default, 30 s)."""
 
@@ -342,7 +371,7 @@ class Contract(Located):
         return f"{self.id}@{self.version}"
 
 
-@dataclass(frozen=True)
+@_model
 class Check(Located):
     """One ``allow`` check of a policy: ``op`` is equals | in | all_in | range | regex; ``effect``
     what its failure does: ``deny`` (a hard rule, the default), ``warn`` (a soft rule: the call
@@ -354,7 +383,7 @@ class Check(Located):
     effect: str = "deny"
 
 
-@dataclass(frozen=True)
+@_model
 class Policy(Located):
     """A policy-gate rule set. ``rate.window`` and ``dedupe`` windows are seconds."""
 
@@ -370,7 +399,7 @@ class Policy(Located):
     review_timeout: float | None = None
 
 
-@dataclass(frozen=True)
+@_model
 class ModelProfile(Located):
     """One profile of ``orchestration/models.yaml``: ``provider`` (openai | anthropic | fake),
     ``model`` (the provider's model name; None for fake), ``timeout`` seconds (None: 60 s),
@@ -388,7 +417,7 @@ class ModelProfile(Located):
     replies: Mapping = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@_model
 class Models(Located):
     """``orchestration/models.yaml``: ``profiles`` (name -> :class:`ModelProfile`) and ``prices``
     (model name -> ``{input, output}``, each per million tokens)."""
@@ -397,8 +426,8 @@ class Models(Located):
     prices: Mapping = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Project:
+@_model
+class Project(_Value):
     """Everything under one ``orchestration/`` folder.
 
     ``states``/``flows``/``policies``: id -> element. ``contracts``: id -> tuple of versions,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from flowctl.engine import lifecycle
 from flowctl.engine.result import RunResult
@@ -68,6 +67,8 @@ class ThreadLauncher:
         if width <= 1:
             loop()
         else:
+            from concurrent.futures import ThreadPoolExecutor  # here: not on every command's import path
+
             with ThreadPoolExecutor(max_workers=width, thread_name_prefix=f"flowctl-{state.id}") as pool:
                 for future in [pool.submit(loop) for _ in range(width)]:
                     future.result()

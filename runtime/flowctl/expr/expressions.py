@@ -30,7 +30,6 @@ so values are recorded in the audit log and replayed from it.
 from __future__ import annotations
 
 import contextvars
-import difflib
 import fnmatch
 import json
 import math
@@ -463,6 +462,8 @@ def _lint(text: str) -> list:
                                      f"write '{raw}' for a string, or `\"{raw}\"`"))
     for name, offset in _function_calls(tree, tokens):
         if name not in _KNOWN_FUNCTIONS:
+            import difflib  # only for a misspelt name: off the import path
+
             close = difflib.get_close_matches(name, _KNOWN_FUNCTIONS, n=1)
             problems.append(("FC404", offset, f"unknown function {name}()",
                              f"did you mean {close[0]}()?" if close else "known: " + ", ".join(sorted(_KNOWN_FUNCTIONS))))

@@ -25,12 +25,9 @@ commits rather than seconds: see that module's docstring, "Checkpoints off the c
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 
 from flowctl.store.servicelog import write_lock
-
-log = logging.getLogger("flowctl.store")
 
 #: frames left in the log after a checkpoint past which the next one holds the write lock
 #: (SQLite's automatic checkpoint runs at 1,000 pages)
@@ -85,7 +82,9 @@ class Checkpointer:
                 with write_lock(self.store):  # none now: every frame copied, the next writer starts it over
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except Exception as exc:  # noqa: BLE001 - a failed checkpoint is tried again; commits are unaffected
-            log.warning("WAL checkpoint of %s failed: %s", getattr(self.store, "safe_url", "?"), exc)
+            import logging  # only here: off the import path of every command that opens a store
+
+            logging.getLogger("flowctl.store").warning("WAL checkpoint of %s failed: %s", getattr(self.store, "safe_url", "?"), exc)
 
     def close(self) -> None:
         """Stop the thread after a last checkpoint."""

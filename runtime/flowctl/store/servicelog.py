@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import threading
 import time
 
@@ -34,7 +33,6 @@ from flowctl.errors import StoreError, first_line
 from flowctl.store.audit import canonical
 from flowctl.store.compiled import cached, cursor_of
 
-log = logging.getLogger("flowctl.store")
 
 FIELDS = ("at", "caller", "kind", "tool", "digest", "outcome", "policy", "rule", "reason", "data")
 
@@ -299,7 +297,10 @@ class Refusals:
         try:
             self.flush(now)
         except Exception:  # noqa: BLE001 - a timer thread has no caller: the store failed (or closed)
-            log.exception("the service log could not write a window of refusals without a key")
+            import logging  # only here: off the import path of every command that opens a store
+
+            logging.getLogger("flowctl.store").exception(
+                "the service log could not write a window of refusals without a key")
             return
         with self._lock:
             self._arm(now)
