@@ -132,8 +132,7 @@ def test_a_worker_stopped_before_the_first_step_still_records_run_resumed(reques
 
     worker.engine.halt = stop_at_first_checkpoint
     claim = store.claim(worker.id, 1, 30)[0]
-    worker._held[run_id] = [claim["fence"], run_id]
-    worker._active[run_id] = None
+    worker.take(claim)
     worker._drive(claim)
     row, events = store.get_run(run_id), store.events(run_id)
     assert [e["type"] for e in events] == ["run_started", "run_resumed"]

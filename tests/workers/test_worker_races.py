@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from support.pg import pg_url  # noqa: F401 - fixture
 from test_workers import _engine, _ledger, _run_in_thread, _until, _with_workers, _worker, db_url, project  # noqa: F401
 
@@ -197,3 +199,131 @@ def test_a_stalled_workers_call_that_had_not_acted_is_invoked_again_with_the_sam
         tmp_path, project, db_url, "gate", lambda engine, rid: _ledger(tmp_path, "calls").count(f"{rid}-one") == 2)
     assert [e["data"]["happened"] for e in recovered] == [False]
     assert _ledger(tmp_path, "calls").count(f"{run_id}-one") == 2  # at least once; applied once (deduplicated by key)
+
+
+# ------------------------------------------------------------------------------ one run, two claims
+def test_a_slot_finishing_a_parked_run_leaves_the_runs_next_claim_alone(tmp_path, project, db_url):
+    """A slot parks a run, and before that slot has closed its books another slot of the same
+    worker claims the run again (it became due at once, as a parent does when a child ends). The
+    first slot's finish gives back only what its own claim held. Before, it released the new
+    claim's lease (ending it now): another worker took the run over while this one still drove it,
+    and both queued the same children (breaker finding: UniqueViolation on flowctl_runs_pkey)."""
+    from flowctl.workers.worker import Worker, enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "napper", {})
+    worker = Worker(engine.project, engine.store, concurrency=2, lease=60, listen=False, max_inline_wait=0)
+    finish, again = worker._finish, []
+
+    def claimed_again_first(root, claim, outcome, detail, delay):
+        if not again:  # the injected interleaving: the run is claimed again before this finish
+            engine.store.nudge(run_id)  # due now, as a child's end makes its waiting parent
+            (second,) = engine.store.claim(worker.id, 1, worker.lease)
+            worker.take(second)  # booked as the worker's claim loop books it
+            again.append(second)
+        return finish(root, claim, outcome, detail, delay)
+
+    worker._finish = claimed_again_first
+    (first,) = engine.store.claim(worker.id, 1, worker.lease)
+    worker.take(first)
+    worker._drive(first)
+    (second,) = again
+    assert (second["id"], second["fence"], second["prev_status"]) == (run_id, first["fence"] + 1, "waiting")
+    row = engine.store.get_run(run_id)
+    assert (row["status"], row["owner"], row["fence"]) == ("running", worker.id, second["fence"])
+    assert row["lease_until"] > engine.store.now() + 30  # still leased to the second claim: not given back
+    assert worker.fence_of(run_id) == second["fence"]
+    assert engine.store.claim("another-worker", 1, 60.0) == []  # so no one else can take it over
+    engine.store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("locked_first", [0, 1])
+def test_a_heartbeat_never_holds_one_run_while_it_waits_for_another(tmp_path, project, pg_url, locked_first):
+    """A child's end holds the child's row and then wants its parent's (to wake it). A heartbeat
+    renewing both leases must not be holding the parent's row while it waits for the child's:
+    that was a deadlock (breaker finding: PostgreSQL aborted the parent's driver with
+    DeadlockDetected). Injected: a transaction holds one run's row, the heartbeat starts and
+    waits for it, then that transaction updates the other run's row and commits."""
+    import psycopg
+
+    from flowctl.workers.worker import enqueue
+
+    engine = _engine(project, pg_url)
+    ids = [enqueue(engine, "napper", {}) for _ in range(2)]
+    held = {c["id"]: c["fence"] for c in engine.store.claim("w", 2, 60.0)}
+    assert sorted(held) == sorted(ids)
+    first, other = ids[locked_first], ids[1 - locked_first]
+    renewed, failed = [], []
+    with psycopg.connect(pg_url) as end:  # the child's end, in its transaction
+        end.execute("SELECT 1 FROM flowctl_runs WHERE id = %s FOR UPDATE", (first,))
+
+        def heartbeat():
+            try:
+                renewed.append(engine.store.renew("w", held, 60.0))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                failed.append(exc)
+
+        thread = threading.Thread(target=heartbeat)
+        thread.start()
+        with psycopg.connect(pg_url, autocommit=True) as probe:
+            _until(lambda: probe.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                         "AND query LIKE 'UPDATE flowctl_runs SET lease_until%%'").fetchone()[0] == 1,
+                   30, "the heartbeat to wait for the locked run")
+        end.execute("SET LOCAL lock_timeout = '20s'")
+        end.execute("UPDATE flowctl_runs SET available_at = available_at WHERE id = %s", (other,))  # the wake-up
+    thread.join(30)
+    assert not failed, failed
+    assert renewed == [set(ids)]
+    engine.store.close()
+
+
+NESTED = {
+    "contracts/hold.v1.0.0.yaml": "id: hold\nversion: 1.0.0\nentrypoint: gates:hold\n",
+    "states/block.yaml": "id: block\ntype: task\ntool: hold@^1\ninput: {gate: input.gate}\n",
+    "states/inner_call.yaml": "id: inner_call\ntype: subflow\nflow: inner\ninput: {gate: input.gate}\n",
+    "states/done.yaml": "id: done\ntype: succeed\n",
+    "transitions/inner.yaml": "flow: inner\nstart: block\ntransitions:\n  - {from: block, to: done}\n",
+    "transitions/outer.yaml": "flow: outer\nstart: inner_call\ntransitions:\n  - {from: inner_call, to: done}\n",
+    "tools/gates.py": "import os, time\n\n"
+                      "def hold(input, call):\n"
+                      "    open(input['gate'] + '.called', 'w').close()\n"
+                      "    deadline = time.time() + 60\n"
+                      "    while not os.path.exists(input['gate']) and time.time() < deadline:\n"
+                      "        time.sleep(0.01)\n"
+                      "    return {}\n",
+}
+
+
+@pytest.mark.postgres
+def test_a_childs_end_takes_its_parents_row_before_the_ledger_head(tmp_path, pg_url):
+    """A child's end wakes its parent and appends the ledger's ``end`` row in one transaction; a
+    parent's own end holds its row and then wants the ledger's head. The child's end must want the
+    parent's row before it takes the head, else the two wait for each other (a deadlock). Injected:
+    a transaction holds the parent's row as its end would, the child ends and waits for it, then
+    that transaction takes the ledger's head and commits."""
+    import psycopg
+
+    import flowctl
+    from flowctl.engine.engine import Engine
+    from flowctl.store.sql import open_store
+    from support.helpers import write_project
+
+    engine = Engine(flowctl.load_project(write_project(tmp_path / "p", NESTED)), open_store(pg_url))
+    gate, outcome = tmp_path / "gate", []
+    thread = threading.Thread(target=lambda: outcome.append(engine.run("outer", {"gate": str(gate)})))
+    thread.start()
+    _until(lambda: (tmp_path / "gate.called").exists(), 60, "the child's tool to be called")
+    (parent,) = [r["id"] for r in engine.store.list_runs(top_level=True)]
+    with psycopg.connect(pg_url) as end:  # the parent's end, in its transaction
+        end.execute("SELECT 1 FROM flowctl_runs WHERE id = %s FOR UPDATE", (parent,))
+        gate.touch()  # the child's tool returns, and the child ends
+        with psycopg.connect(pg_url, autocommit=True) as probe:
+            _until(lambda: probe.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                         "AND datname = current_database()").fetchone()[0] == 1,
+                   30, "the child's end to wait for the parent's row")
+        end.execute("SET LOCAL lock_timeout = '20s'")
+        end.execute("SELECT 1 FROM flowctl_ledger_head WHERE id = 1 FOR UPDATE")
+    thread.join(60)
+    assert [r.status for r in outcome] == ["succeeded"]
+    engine.store.close()

@@ -29,7 +29,7 @@ def test_a_run_that_cannot_be_driven_here_is_released_for_longer_each_time(tmp_p
     worker.log = lambda event, fields: logged.append((event, fields))
     for _ in range(3):
         (claim,) = store.claim(worker.id, 1, 30.0)
-        worker._held[run_id] = [claim["fence"], run_id]  # held, as the worker's claim loop records it
+        worker.take(claim)  # held, as the worker's claim loop books it
         worker._drive(claim)  # then driven, as its slot does
         row = store.get_run(run_id)
         waits.append(round(row["available_at"] - store.now()))

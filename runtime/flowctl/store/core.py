@@ -401,11 +401,11 @@ class SqlStore(QueueMethods, HistoryMethods, PauseMethods):
             if len(found) != 1:
                 raise self._conflict(conn, run_id, fence)
             self._insert(conn, run_id, events, steps, fence)
+            if ended:  # the parent's row before the ledger's head: the order every run's end takes
+                self._wake_parent(conn, run_id)  # (the parent's own end holds its row, then the head)
             if final:
                 sa_append(conn, self.pg, run_id, "end")
                 write_summary(conn.exec_driver_sql, self.pg, run_id, *summary)
-            if ended:
-                self._wake_parent(conn, run_id)
         if not final:
             self._tally.written(run_id, expect_seq, events)
         return loads(found[0][0])

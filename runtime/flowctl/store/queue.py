@@ -331,6 +331,15 @@ class QueueMethods:
             return set()
         sa, r = self.sa, self.t.runs
         pairs = [(k, v) for k, v in held.items()]
+        if self.pg and len(pairs) > 1:
+            # One row a transaction: a transaction renewing several rows holds each row's lock until
+            # it commits, and a child's end, which holds the child's row and wants its parent's,
+            # deadlocked with it (breaker finding: heartbeat, two children's ends and the ledger
+            # head in one cycle, the parent's driver failing with DeadlockDetected).
+            renewed = set()
+            for pair in pairs:
+                renewed |= self.renew(owner, dict([pair]), lease)
+            return renewed
         stmt = (r.update().where(r.c.owner == owner, r.c.status == "running", r.c.lease_until >= self.now_expr,
                                  sa.tuple_(r.c.id, r.c.fence).in_(pairs))
                 .values(lease_until=self.now_expr + float(lease)).returning(r.c.id))

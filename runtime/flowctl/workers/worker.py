@@ -114,23 +114,37 @@ class Worker:
         self.wake = threading.Event()
         self.stats: Counter = Counter()
         self._lock = threading.Lock()
-        self._held: dict = {}      # run id -> [fence, root id]
-        self._lost: dict = {}      # run id -> [stale fence, root id]
-        self._touched: set = set()  # run ids committed since claimed
+        # Every claim is driven by one slot; what it holds is booked under the claim's *drive* key,
+        # ``(root run id, fence)``, never under the run id alone: a run this worker parks may be
+        # claimed again by another of its slots before the first slot has finished its books, and
+        # that slot's finish must not give back (or count as its own) what the new claim holds.
+        self._held: dict = {}      # run id -> [fence, drive]
+        self._lost: dict = {}      # run id -> [stale fence, drive]
+        self._touched: set = set()  # (drive, run id): committed since claimed
         self.cancel_wanted: dict = {}  # run id -> {by, compensate}: cancel requests the heartbeat saw
-        self._active: dict = {}    # root run id -> future
+        self._active: dict = {}    # drive -> future
         self._setbacks: dict = {}  # run id -> times in a row this worker could not drive it (deferred, error)
         self._local = threading.local()
         self._signalled = 0
         self._listening = False
 
     # ------------------------------------------------------------------ bookkeeping of held runs
+    def take(self, claim) -> tuple:
+        """Book ``claim`` (an entry of :meth:`SqlStore.claim`) as held by this worker before a slot
+        drives it (:meth:`_drive`); returns its drive key ``(run id, fence)``."""
+        drive = (claim["id"], claim["fence"])
+        with self._lock:
+            self._held[claim["id"]] = [claim["fence"], drive]
+            self._lost.pop(claim["id"], None)
+            self._active.setdefault(drive, None)
+        return drive
+
     def hold(self, run_id, fence, parent=None) -> None:
         with self._lock:
-            root = getattr(self._local, "root", None)
-            if parent is not None and parent in self._held:
-                root = self._held[parent][1]
-            self._held[run_id] = [fence, root or run_id]
+            drive = getattr(self._local, "drive", None)  # the calling slot's claim, else its parent's
+            if drive is None and parent is not None and parent in self._held:
+                drive = self._held[parent][1]
+            self._held[run_id] = [fence, drive or (run_id, fence)]
             self._lost.pop(run_id, None)
 
     def lost_fence(self, run_id):
@@ -140,13 +154,21 @@ class Worker:
             return entry[0] if entry else None
 
     def fence_of(self, run_id):
+        """The token this worker holds on ``run_id`` for the calling slot's claim; None when it
+        holds none, or holds it for another claim (the run was claimed again after this slot lost
+        it: this slot's writes must not carry the new claim's token)."""
         with self._lock:
             entry = self._held.get(run_id)
-            return entry[0] if entry else None
+            if entry is None:
+                return None
+            drive = getattr(self._local, "drive", None)
+            return entry[0] if drive is None or entry[1] == drive else None
 
     def touched(self, run_id) -> None:
         with self._lock:
-            self._touched.add(run_id)
+            entry = self._held.get(run_id)
+            if entry is not None:
+                self._touched.add((entry[1], run_id))
 
     def drop(self, run_id) -> None:
         with self._lock:
@@ -157,7 +179,7 @@ class Worker:
             entry = self._held.pop(run_id, None)
             if entry is None and run_id in self._lost:
                 return
-            self._lost[run_id] = [fence, entry[1] if entry else getattr(self._local, "root", None) or run_id]
+            self._lost[run_id] = [fence, entry[1] if entry else getattr(self._local, "drive", None) or (run_id, fence)]
         self.stats["leases_lost"] += 1  # a run or a child; the run driven is counted "lost" once, as it ends here
         self.log("lease_lost", {"run": run_id, "fence": fence, "why": why})
 
@@ -242,9 +264,11 @@ class Worker:
             for claim in claims:
                 started += 1
                 self.stats["claimed"] += 1
+                drive = self.take(claim)
+                future = pool.submit(self._drive, claim)
                 with self._lock:
-                    self._held[claim["id"]] = [claim["fence"], claim["id"]]
-                    self._active[claim["id"]] = pool.submit(self._drive, claim)
+                    if drive in self._active:  # (not yet finished: a slot may already be done with it)
+                        self._active[drive] = future
             if claims and len(claims) == free:
                 continue  # there may be more: claim again before idling
             self._idle(self._idle_timeout(free))
@@ -273,7 +297,7 @@ class Worker:
     # ------------------------------------------------------------------ one claimed run
     def _drive(self, claim) -> None:
         run_id, fence, prev = claim["id"], claim["fence"], claim["prev_status"]
-        self._local.root = run_id
+        self._local.drive = (run_id, fence)
         self.log("claimed", {"run": run_id, "fence": fence, "from": prev})
         outcome, detail, delay = None, None, 0.0
         try:
@@ -313,7 +337,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a definition that no longer loads, a store error …
             outcome, detail, delay = "error", f"{type(exc).__name__}: {first_line(exc)}", 10.0
         finally:
-            self._local.root = None
+            self._local.drive = None
             with self._lock:
                 self.cancel_wanted.pop(run_id, None)
         if delay:  # the same run refused again and again (a tool this process cannot import …): back off
@@ -369,15 +393,16 @@ class Worker:
         return True
 
     def _finish(self, root, claim, outcome, detail, delay) -> None:
-        with self._lock:
-            mine = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] == root]
+        drive = (root, claim["fence"])
+        with self._lock:  # only what this claim holds: a later claim of the same run books its own
+            mine = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] == drive]
             for rid, _ in mine:
                 del self._held[rid]
-            for rid in [rid for rid, entry in self._lost.items() if entry[1] == root]:
+            for rid in [rid for rid, entry in self._lost.items() if entry[1] == drive]:
                 del self._lost[rid]
-            touched = root in self._touched
-            self._touched -= {rid for rid, _ in mine} | {root}
-            self._active.pop(root, None)
+            touched = (drive, root) in self._touched
+            self._touched = {t for t in self._touched if t[0] != drive}
+            self._active.pop(drive, None)
         for rid, fence in mine:  # still running under our lease: give it back
             status, wait = None, delay
             if rid == root and not touched and claim["prev_status"] != "running":
