@@ -12,10 +12,11 @@ from flowctl.cli.main import main
 AGENT = ("gate", "invoke:refund", "invoke:get_order", "invoke:wipe")
 
 
-def ledger(api):
+def ledger(api, name="LEDGER"):
+    """The refund tool's list ``name``: LEDGER (what it did), KEYS (the key of each refund call)."""
     contract = api.project.resolve_tool("refund")
     fn = api.service.engine.tool_function(contract, "entrypoint", str(api.project.orchestration / "tools"))
-    return fn.__globals__["LEDGER"]
+    return fn.__globals__[name]
 
 
 def open_session(api, h, name="ticket-1"):
@@ -129,10 +130,31 @@ def test_the_callers_idempotency_key_is_the_calls_key(api):
     h = api.key("agent", *AGENT)
     sid = open_session(api, h)
     got = invoke(api, h, sid, "get_order", {"order_id": "o1"}, idempotency_key="order-o1-lookup")
-    assert got["idempotency_key"] == "order-o1-lookup"
+    assert got["idempotency_key"] == "key:agent:order-o1-lookup"  # in the caller's namespace
+    again = invoke(api, h, sid, "get_order", {"order_id": "o1"}, idempotency_key="key:agent:order-o1-lookup")
+    assert again["idempotency_key"] == "key:agent:order-o1-lookup"  # a key already in it is kept
     derived = invoke(api, h, sid, "get_order", {"order_id": "o1"})
-    assert derived["idempotency_key"] not in (None, "order-o1-lookup")
-    assert derived["idempotency_key"] == f"{sid}:get_order:2"  # <session>:<tool>:<n>
+    assert derived["idempotency_key"] == f"{sid}:get_order:3"  # <session>:<tool>:<n>
+
+
+def test_a_caller_cannot_name_a_runs_key_and_take_its_effect_into_its_saga(api):
+    """A tool deduplicates on the key and answers with the effect it names; a session's saga would
+    take that effect as its own and its compensation undo it (breaker finding: a session passed
+    another run's key and reversed that run's payment). The caller's key is its own namespace's."""
+    h = api.key("agent", *AGENT)
+    run = api.service.engine.run("charge", {"amount": 1})
+    (state,) = [e["state"] for e in api.store.events(run.run_id) if e["type"] == "tool_invoked"]
+    run_key = f"{run.run_id}:{state}:1"  # a run's key: <run>:<state>:<visit>, easily guessed
+    keys = ledger(api, "KEYS")
+    assert keys[-1] == run_key  # the run's own call
+    sid = open_session(api, h)
+    got = invoke(api, h, sid, "refund", {"amount": 1}, idempotency_key=run_key)
+    assert got["status"] == "succeeded" and got["idempotency_key"] == f"key:agent:{run_key}"
+    assert keys[-1] == f"key:agent:{run_key}"  # the tool never saw the run's key
+    h2 = api.key("other", *AGENT)  # nor another caller's key
+    theirs = invoke(api, h2, open_session(api, h2, name="ticket-2"), "refund", {"amount": 1},
+                    idempotency_key=got["idempotency_key"])
+    assert theirs["replayed"] is False and theirs["idempotency_key"] == f"key:other:key:agent:{run_key}"
 
 
 def test_a_call_repeated_with_its_idempotency_key_answers_its_recorded_outcome_and_calls_nothing(api):
@@ -146,7 +168,7 @@ def test_a_call_repeated_with_its_idempotency_key_answers_its_recorded_outcome_a
     again = invoke(api, h, sid, "refund", {"amount": 10}, idempotency_key="ticket-1-refund")
     assert len(ledger(api)) == calls  # the tool was not called again
     assert (again["status"], again["output"], again["replayed"]) == ("succeeded", first["output"], True)
-    assert again["decision"]["rule"] == "idempotent-replay" and again["idempotency_key"] == "ticket-1-refund"
+    assert again["decision"]["rule"] == "idempotent-replay" and again["idempotency_key"] == "key:agent:ticket-1-refund"
     other = api.client.post(f"/v1/sessions/{sid}/tools/refund/invoke", headers=h,
                             json={"input": {"amount": 99}, "idempotency_key": "ticket-1-refund"})
     assert other.status_code == 422 and other.json()["pointer"] == "/body/idempotency_key", other.text
@@ -188,7 +210,7 @@ def test_a_call_sent_to_review_waits_and_once_approved_its_repeat_runs_once(api)
     assert first["status"] == "review" and first["decision"]["rule"] == "review_when"
     assert review["id"] == sid and review["decisions"] == ["approve", "reject"] and review["deadline"] > 0
     assert f"/v1/reviews/{sid}/decide" in review["how"] and "token" not in str(first)
-    assert first["idempotency_key"] == "refund-60" and ledger(api) == before  # not called
+    assert first["idempotency_key"] == "key:agent:refund-60" and ledger(api) == before  # not called
     listed = api.client.get("/v1/reviews", headers=api.key("lister", "reviews")).json()
     assert [(i["run_id"], i["state"], i["show"]["input"]) for i in listed] == [(sid, "refund", {"amount": 60})]
     from flowctl.server.console.reviews import inbox
@@ -203,7 +225,7 @@ def test_a_call_sent_to_review_waits_and_once_approved_its_repeat_runs_once(api)
     assert api.client.get("/v1/reviews", headers=api.key("l2", "reviews")).json() == []
     done = invoke(api, h, sid, "refund", {"amount": 60}, idempotency_key="refund-60")
     assert done["status"] == "succeeded" and done["decision"]["rule"] == "review"
-    assert done["idempotency_key"] == "refund-60"
+    assert done["idempotency_key"] == "key:agent:refund-60"
     assert ledger(api)[len(before):] == [("refund", 60)]  # run once
     assert held(api, h, sid, {"amount": 60})["status"] == "review"  # the approval was used up by that call
     assert ledger(api)[len(before):] == [("refund", 60)]

@@ -8,12 +8,14 @@ from support.helpers import write_project
 
 TOOLS = """
 LEDGER = []
+KEYS = []  # the idempotency key of each refund call, as the tool saw it
 
 def get_order(input, call):
     return {"order_id": input["order_id"], "total": 80}
 
 def refund(input, call):
     LEDGER.append(("refund", input.get("amount")))
+    KEYS.append(call.idempotency_key)
     return {"ok": True}
 
 def verify_refund(input, output, call):

@@ -216,7 +216,8 @@ class Invoke(Request):
 
     input: Json = Field(default_factory=dict, description="the tool input (checked against the contract's input_schema)")
     idempotency_key: Optional[StrictStr] = Field(default=None, min_length=1, max_length=200,
-                                                 description="the call's key (given to the tool); default: the contract's "
+                                                 description="the call's key, given to the tool in this API key's "
+                                                             "namespace (key:<name>:<key>); default: the contract's "
                                                              "idempotency_key expression, else <session>:<tool>:<n>")
 
 

@@ -11,8 +11,9 @@ then holds for a session without a second implementation of any of them.
   caller) and left ``waiting`` with no due time: no worker claims it, ``recover`` skips it.
 * :meth:`Sessions.invoke` — one call through the task path, :func:`flowctl.engine.calls.call_tool`:
   the contract's input schema, the default-deny gate (``policy_decided``), the ``started`` record
-  of a side-effecting call, the idempotency key (the caller's ``idempotency_key``, else the
-  contract's ``idempotency_key`` expression over ``input``, else ``<session>:<tool>:<n>``), the
+  of a side-effecting call, the idempotency key (the caller's ``idempotency_key`` in the caller's
+  namespace, ``key:<name>:<key>`` (:func:`caller_key`), else the contract's ``idempotency_key``
+  expression over ``input``, else ``<session>:<tool>:<n>``), the
   output schema, verify, the saga entry. Each call is a step of the run: a ``state_entered`` event
   (``type: call``, the state id is the contract id, ``by`` names the caller) opens it, so ``trace``
   prints the tools called, in order, with the gate's decision and outcome of each.
@@ -159,6 +160,8 @@ class Sessions:
         such session), :class:`UsageError` (ended, or waiting on the review of another call: 409)."""
         with self._lock(session_id):
             ctx = self._context(caller, session_id)
+            if idempotency_key:
+                idempotency_key = caller_key(caller, idempotency_key)
             refused, contract = gatecheck.refusal(self.service, tool, tool_input)
             ref = contract.ref if contract is not None else tool
             sid = contract.id if contract is not None else tool.partition("@")[0]
@@ -341,6 +344,17 @@ def _last(ctx, type_: str, committed: bool = False) -> dict | None:
     return None
 
 
+def caller_key(caller, key: str) -> str:
+    """The idempotency key a tool is called with for the caller's ``key``: in the caller's own
+    namespace, ``key:<name>:<key>`` (a key already in it is kept as it is). A caller never names
+    a key of a run or of another caller: tools deduplicate on the key and answer with the effect
+    it names, which a session's saga would then take as its own and could undo (breaker finding:
+    a session passing another run's key reversed that run's payment). The same caller's key
+    still names one call across its sessions, so a retry after a lost answer does not act twice."""
+    prefix = f"{caller.by}:"
+    return key if key.startswith(prefix) else prefix + key
+
+
 def _done_before(ctx, contract, key: str, tool_input):
     """The saga entry of a call of ``contract`` this session already made with idempotency key
     ``key`` (succeeded, not undone), or None. Raises :class:`UsageError` (422, ``field``
@@ -404,4 +418,4 @@ def _allowed(ctx) -> dict:
     return {"policy": "", "rule": "read-only", "reason": "the contract declares no side effects"}
 
 
-__all__ = ["CallState", "SessionContext", "Sessions", "respond"]
+__all__ = ["CallState", "SessionContext", "Sessions", "caller_key", "respond"]
