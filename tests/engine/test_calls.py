@@ -77,6 +77,46 @@ def test_a_tool_returning_nan_is_a_schema_mismatch(tmp_path):
     assert Harness(root).run().error["code"] == "SCHEMA_MISMATCH"
 
 
+
+PAY_BADLY = """
+LEDGER = []
+MODE = {"mode": "nan"}
+
+def _deep(n):
+    out = {}
+    for _ in range(n):
+        out = {"x": out}
+    return out
+
+def pay(input, call):
+    LEDGER.append(("pay", call.idempotency_key))  # the payment is made; then what it returns cannot be kept
+    return {"nan": {"x": float("nan")}, "text": "paid", "surrogate": {"x": "\\ud800"},
+            "deep": _deep(5000)}[MODE["mode"]]
+
+def verify_pay(input, output, call):
+    return ("pay", call.idempotency_key) in LEDGER
+
+def undo_pay(input, output, call):
+    LEDGER.append(("undo", call.idempotency_key, output))
+"""
+
+
+@pytest.mark.parametrize("mode", ["nan", "text", "surrogate", "deep"])
+def test_a_payment_whose_output_cannot_be_kept_is_still_undone(tmp_path, mode):
+    """The tool acted and returned, but its output is not JSON: the step fails (SchemaMismatch),
+    verify is asked as after a timeout, and the effect joins the saga, as one whose output broke
+    the output_schema does (breaker finding: it was never undone)."""
+    files = {**effect_contract("pay", "pay"), **allow_all("pay"), **task("p", "pay@1.0.0"), **FAILED_STATE,
+             **flow("p", linear("p"), extra="on_error:\n  - {errors: ['*'], compensate: true, goto: failed}\n")}
+    h = Harness(build(tmp_path, files, PAY_BADLY.replace('"nan"}', f'"{mode}"}}', 1)))
+    result = h.run(input={})
+    assert result.status == "failed" and result.error["code"] == "SCHEMA_MISMATCH", result.error
+    (key,) = {e[1] for e in h.ledger()}
+    assert h.ledger() == [("pay", key), ("undo", key, None)]
+    recovered = [e["data"] for e in h.events if e["type"] == "step_recovered"]
+    assert recovered == [{"tool": "pay@1.0.0", "idempotency_key": key, "after": "output not kept", "happened": True,
+                          "action": "in the saga"}]
+
 # ------------------------------------------------------------------ a side-effecting call that times out
 PAY_SLOW = """
 import time

@@ -10,7 +10,7 @@ re-invoked with the same key (at-least-once; the key makes it safe).
 
 A side-effecting call that **times out** may have acted all the same (before its deadline, or
 still in its thread after it): its verify (every side-effecting contract has one) is asked then
-too (:func:`_timed_out`), and an effect it confirms joins the saga, so a failed run's compensation
+too (:func:`_unrecorded_effect`), and an effect it confirms joins the saga, so a failed run's compensation
 undoes it (``compensate`` gets the output verify returned, else None). A later attempt of the same
 call (same idempotency key) that succeeds replaces that entry: one entry per effect.
 
@@ -237,14 +237,16 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
     if given is None:
         given = copy.deepcopy(tool_input)
     started = time.perf_counter()
+    returned = False
     try:  # the tool gets its own copy: whatever it does to it cannot change the run or the record
         raw = call_with_timeout(fn, (given, call), timeout, p.what, contract.side_effecting)
+        returned = True
         output, raw_text, owned, output_text = parse_output(raw, contract)
     except Exception as exc:  # noqa: BLE001
         if span is not None:
             tracing.end(span, outcome="failed", error=exc)
         record_failure(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call,
-                tool_input if stored_input is None else stored_input)
+                tool_input if stored_input is None else stored_input, returned=returned)
         raise
     if span is not None:
         tracing.end(span, outcome="ok")
@@ -253,10 +255,12 @@ def call_tool(ctx, state, contract, attempt: int, *, fallback: bool = False, too
                      stored_input=stored_input, output_text=output_text, check=p.output or False)
 
 
-def record_failure(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input=None) -> None:
-    """The tool raised ``exc``: its names for the handlers, ``tool_failed``, and for a side effect
-    the ``failed`` step record (and, if the contract asks, compensation of a partial effect; after
-    a timeout, the effect that may have happened in the saga: :func:`_timed_out`)."""
+def record_failure(ctx, state, contract, attempt, exc, started, key, shown_input, tool_input, call, kept_input=None,
+                   returned: bool = False) -> None:
+    """The tool raised ``exc``, or (``returned``) returned an output that is not JSON: its names for
+    the handlers, ``tool_failed``, and for a side effect the ``failed`` step record (and, if the
+    contract asks, compensation of a partial effect; after a timeout, or an output that could not be
+    kept, the effect that may have happened, or did, in the saga: :func:`_unrecorded_effect`)."""
     _tag_tool_error(exc)
     took = (time.perf_counter() - started) * 1000
     where = {} if _is_engine_error(exc) else raised_at(exc, ctx.project.root)
@@ -267,22 +271,28 @@ def record_failure(ctx, state, contract, attempt, exc, started, key, shown_input
         c.inflight = None
         ctx.step_rows.append(_step_row(c, attempt, state, contract, key, "failed", shown_input, None, None,
                                        ctx.clock.time()))
-        if contract.compensate_on_failure:
+        if returned:  # it acted and returned: its effect is undone with the run's, as any effect
+            _unrecorded_effect(ctx, state, contract, tool_input, call, tool_input if kept_input is None else kept_input,
+                       after="output not kept")
+        elif contract.compensate_on_failure:
             _undo_partial(ctx, state, contract, tool_input, call)
         elif isinstance(exc, ToolTimeout):
-            _timed_out(ctx, state, contract, tool_input, call, tool_input if kept_input is None else kept_input)
+            _unrecorded_effect(ctx, state, contract, tool_input, call, tool_input if kept_input is None else kept_input)
 
 
-def _timed_out(ctx, state, contract, tool_input, call, kept_input) -> None:
+def _unrecorded_effect(ctx, state, contract, tool_input, call, kept_input, after: str = "timeout") -> None:
     """A side-effecting call timed out, so whether it acted is not known: its ``verify`` is asked
     (as after a crash), and an effect it confirms joins the saga when the contract can undo it.
-    Recorded as ``step_recovered`` (``after: timeout``, ``happened``, ``action``)."""
+    ``after="output not kept"``: the call returned, but an output the record cannot hold (not
+    JSON): it acted, so without a ``verify`` (a definition run unchecked) its effect is taken as
+    happened (breaker finding: it was never undone). Recorded as ``step_recovered`` (``after``, ``happened``, ``action``)."""
     undoable = bool(contract.compensate) and contract.compensate != "none"
-    answer = _verify(ctx, contract, tool_input, None, call) if contract.verify else False
+    answer = (_verify(ctx, contract, tool_input, None, call) if contract.verify
+              else after != "timeout")
     action = ("nothing to undo" if not answer else "in the saga" if undoable
               else "kept: the contract declares no compensate")
     ctx.emit("step_recovered", state.id, call.attempt, tool=contract.ref, idempotency_key=call.idempotency_key,
-             after="timeout", happened=bool(answer), action=action)
+             after=after, happened=bool(answer), action=action)
     if answer and undoable:
         _join_saga(ctx, state, contract, kept_input, answer if isinstance(answer, dict) else None, call.idempotency_key)
 
@@ -525,6 +535,8 @@ def parse_output(raw, contract):
         text.encode("utf-8")  # ... and no text UTF-8 cannot hold (lone surrogates)
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
+    except RecursionError:
+        raise SchemaMismatch(f"{contract.ref} returned data nested too deep to keep as JSON") from None
     # a copy: the tool may keep the object it returned and change it later (the run must not see that)
     parsed = json.loads(text)
     return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,), None
