@@ -113,3 +113,26 @@ def test_progress_does_not_say_verify_denied_an_effect_when_verify_could_not_ans
     assert lines[0].startswith("    verify of pay@1.0.0 could not answer: TypeError: verify raised")
     assert lines[1:] == ["    pay@1.0.0 timed out; verify could not tell, so it counts as not happened",
                          "    pay@1.0.0 timed out; verify says it had not happened"]
+
+
+def test_a_run_whose_error_holds_a_lone_surrogate_is_shown_by_every_command(tmp_path):
+    """(breaker finding: the run was stored, but `run`, `runs --format json`, `trace`, `audit log`
+    and `events` all ended in an internal error: UTF-8 cannot encode the surrogate)"""
+    import json
+
+    from support.enginekit import build, contract, task
+    from support.engineflows import flow, linear
+
+    root = build(tmp_path, {**contract("odd", "odd"), **task("t", "odd@1.0.0"), **flow("t", linear("t"))},
+                 'def odd(input, call):\n    raise RuntimeError("x\\udc80y")\n')
+    db = ["--db", f"sqlite:///{tmp_path}/runs.db", "--root", str(root)]
+    ran = _flowctl(["run", "f", *db], stdout=subprocess.PIPE)
+    assert ran.returncode == 1, ran.stderr  # the run failed; the command did not
+    assert "internal error" not in ran.stderr and "x\\udc80y" in ran.stdout + ran.stderr
+    listed = _flowctl(["runs", "--format", "json", *db], stdout=subprocess.PIPE)
+    assert listed.returncode == 0, listed.stderr
+    (run,) = json.loads(listed.stdout)  # valid JSON: the escape is the JSON escape of the same text
+    assert run["error"]["message"].endswith("x\udc80y")
+    for args in (["trace", run["id"]], ["audit", "log", run["id"]], ["events", "--since", "1h"]):
+        shown = _flowctl([*args, *db], stdout=subprocess.PIPE)
+        assert shown.returncode == 0 and "internal error" not in shown.stderr, (args, shown.stderr)

@@ -148,3 +148,17 @@ def test_a_body_that_never_finishes_arriving_is_a_408_not_a_request_held_for_eve
     whole = asyncio.run(ask([{"type": "http.request", "body": b"{}", "more_body": True},
                              {"type": "http.request", "body": b"", "more_body": False}]))
     assert whole[0]["status"] == 200 and reached == [b"{}"]
+
+
+def test_a_run_whose_error_holds_a_lone_surrogate_is_served_not_a_500(api):
+    """(breaker finding: such a run is stored, but GET /v1/runs — the whole list — and its run and
+    events pages answered 500: the body could not be encoded)"""
+    import json
+
+    run = api.service.engine.run("charge", {"amount": 13})
+    assert run.status == "failed"
+    h = api.key("reader", "runs:read")
+    for path in ("/v1/runs", f"/v1/runs/{run.run_id}", f"/v1/runs/{run.run_id}/events"):
+        r = api.client.get(path, headers=h)
+        assert r.status_code == 200, (path, r.status_code, r.text)
+        assert "unlucky \udc80 amount" in json.dumps(json.loads(r.content), ensure_ascii=False)  # the same text

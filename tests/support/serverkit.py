@@ -14,6 +14,8 @@ def get_order(input, call):
     return {"order_id": input["order_id"], "total": 80}
 
 def refund(input, call):
+    if input.get("amount") == 13:  # a message UTF-8 cannot hold (a lone surrogate), before any effect
+        raise RuntimeError("unlucky \\udc80 amount")
     LEDGER.append(("refund", input.get("amount")))
     KEYS.append(call.idempotency_key)
     return {"ok": True}

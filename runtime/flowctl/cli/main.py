@@ -55,6 +55,23 @@ def main() -> None:
 
     Exit codes: 0 ok, 1 failed/errors, 2 unusable invocation, 3 paused or waiting.
     """
+    _escape_unencodable()
+
+
+def _escape_unencodable() -> None:
+    """Text UTF-8 cannot hold (a lone surrogate a tool put in a message, kept as its escape by the
+    store) is printed as its backslash escape instead of failing the command (breaker finding:
+    every command showing such a run ended in an internal error). In ``--format json`` output the
+    escape is the JSON escape of the same character, so the JSON stays valid."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot change (closed, or not text)
+                pass
 
 
 @main.command()

@@ -56,6 +56,7 @@ from flowctl.server.sessions import Sessions, respond
 from flowctl.server.auth import DEFAULT_BURST, DEFAULT_RATE, Buckets, Caller, bearer, need
 from flowctl.server.guard import MAX_BODY, Guard
 from flowctl.server.lane import Lane
+from flowctl.server.responses import Json
 from flowctl.store.apikeys import keys_of
 from flowctl.store.pages import runs_page
 from flowctl.store.records import STATUSES, check_run_id
@@ -124,6 +125,7 @@ def create_app(project, store, *, engine=None, rate: float = DEFAULT_RATE, burst
         service.refusals.flush()  # the counts of the last window of refusals without a key
 
     app = FastAPI(title="flowctl", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
+                  default_response_class=Json,
                   description="The flowctl gate as a service: ask before acting, follow runs, answer reviews.")
     service = Service(project, store, engine=engine, rate=rate, burst=burst)
     app.state.service = service

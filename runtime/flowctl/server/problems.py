@@ -20,7 +20,7 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from flowctl.server.responses import Json
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowctl import errors
@@ -50,8 +50,8 @@ def body_of(status: int, code: str, detail: str, *, hint: str = "", **extra) -> 
     return body
 
 
-def problem(status: int, code: str, detail: str, *, hint: str = "", headers=None, **extra) -> JSONResponse:
-    return JSONResponse(body_of(status, code, detail, hint=hint, **extra), status_code=status, media_type=MEDIA_TYPE,
+def problem(status: int, code: str, detail: str, *, hint: str = "", headers=None, **extra) -> Json:
+    return Json(body_of(status, code, detail, hint=hint, **extra), status_code=status, media_type=MEDIA_TYPE,
                         headers=headers)
 
 
@@ -137,7 +137,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         status, body = invalid(exc.errors())
-        return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
+        return Json(body, status_code=status, media_type=MEDIA_TYPE)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
@@ -154,7 +154,7 @@ def install(app: FastAPI) -> None:
         status, headers, body = of_error(exc)
         if status >= 500:
             log.error("flowctl error on %s %s: %s", request.method, request.url.path, exc, exc_info=exc)
-        return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers or None)
+        return Json(body, status_code=status, media_type=MEDIA_TYPE, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):  # Starlette re-raises it: Guard logs it

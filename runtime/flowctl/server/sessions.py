@@ -392,13 +392,13 @@ def _review(session_id: str, pending: dict) -> dict:
 def respond(out: dict):
     """The HTTP answer of :meth:`Sessions.invoke`: 202 for a call held for review, a 403 problem
     ``POLICY_DENIED`` for one its review refused, else ``out`` itself (200)."""
-    from fastapi.responses import JSONResponse
+    from flowctl.server.responses import Json
 
     from flowctl.server.models import Invoked
     from flowctl.server.problems import problem
 
     if out["status"] == "review":
-        return JSONResponse(Invoked(**out).model_dump(mode="json"), status_code=202)
+        return Json(Invoked(**out).model_dump(mode="json"), status_code=202)
     if out["status"] == "rejected":
         d = out["decision"]
         return problem(403, PolicyDenied.code, d["reason"], hint="the reviewer's decision stands; a new call of it "

@@ -16,7 +16,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
+
+from flowctl.server.responses import Html
 
 from flowctl.store.apikeys import allows
 
@@ -84,15 +86,15 @@ class Viewer:
         return allows(self.scopes, scope)
 
 
-def render(request: Request, template: str, status: int = 200, **values) -> HTMLResponse:
+def render(request: Request, template: str, status: int = 200, **values) -> Html:
     """``template`` rendered with ``values``, ``viewer`` and ``prefix``."""
     values.setdefault("viewer", getattr(request.state, "viewer", None))
     values.setdefault("prefix", PREFIX)
     values.setdefault("path", request.url.path)
-    return HTMLResponse(env().get_template(template).render(**values), status_code=status)
+    return Html(env().get_template(template).render(**values), status_code=status)
 
 
-def message(request: Request, status: int, title: str, text: str) -> HTMLResponse:
+def message(request: Request, status: int, title: str, text: str) -> Html:
     """A page (or, for htmx, a fragment) saying what went wrong or what was done."""
     template = "_message.html" if request.headers.get("hx-request") else "message.html"
     return render(request, template, status=status, title=title, text=text)
