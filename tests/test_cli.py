@@ -136,3 +136,20 @@ def test_a_run_whose_error_holds_a_lone_surrogate_is_shown_by_every_command(tmp_
     for args in (["trace", run["id"]], ["audit", "log", run["id"]], ["events", "--since", "1h"]):
         shown = _flowctl([*args, *db], stdout=subprocess.PIPE)
         assert shown.returncode == 0 and "internal error" not in shown.stderr, (args, shown.stderr)
+
+
+def test_run_input_nested_past_the_limit_is_a_usage_error_not_an_internal_one(tmp_path):
+    """(breaker finding: 500 deep was an internal RecursionError; 350 deep was stored, and then
+    `audit verify` crashed on it)"""
+    from support.enginekit import build, contract, task
+    from support.engineflows import flow, linear
+
+    root = build(tmp_path, {**contract("ok", "ok"), **task("t", "ok@1.0.0"), **flow("t", linear("t"))},
+                 'def ok(input, call):\n    return {}\n')
+    db = ["--db", f"sqlite:///{tmp_path}/runs.db", "--root", str(root)]
+    for depth in (150, 500):
+        (tmp_path / "in.json").write_text('{"x": ' + "[" * depth + "]" * depth + "}")
+        ran = _flowctl(["run", "f", "--input", f"@{tmp_path / 'in.json'}", *db], stdout=subprocess.PIPE)
+        assert ran.returncode == 2, ran.stderr
+        assert "[USAGE] run input at /x/0/0" in ran.stderr and "more than 100 levels deep" in ran.stderr
+        assert "internal error" not in ran.stderr

@@ -91,7 +91,7 @@ def _deep(n):
 def pay(input, call):
     LEDGER.append(("pay", call.idempotency_key))  # the payment is made; then what it returns cannot be kept
     return {"nan": {"x": float("nan")}, "text": "paid", "surrogate": {"x": "\\ud800"},
-            "deep": _deep(5000)}[MODE["mode"]]
+            "deep": _deep(5000), "deeper_than_kept": _deep(150)}[MODE["mode"]]
 
 def verify_pay(input, output, call):
     return ("pay", call.idempotency_key) in LEDGER
@@ -101,7 +101,7 @@ def undo_pay(input, output, call):
 """
 
 
-@pytest.mark.parametrize("mode", ["nan", "text", "surrogate", "deep"])
+@pytest.mark.parametrize("mode", ["nan", "text", "surrogate", "deep", "deeper_than_kept"])
 def test_a_payment_whose_output_cannot_be_kept_is_still_undone(tmp_path, mode):
     """The tool acted and returned, but its output is not JSON: the step fails (SchemaMismatch),
     verify is asked as after a timeout, and the effect joins the saga, as one whose output broke

@@ -89,3 +89,17 @@ def test_not_json_is_none_exactly_when_strict_utf8_json_encodes_the_value(value)
     except (ValueError, UnicodeEncodeError):
         ok = False
     assert (not_json(value) is None) == ok
+
+
+def test_a_value_nested_past_the_limit_is_not_json_flowctl_keeps_and_says_where():
+    """(breaker finding: input 350 deep was run and stored, then `audit verify` crashed on it;
+    500 deep was an internal error)"""
+    from flowctl.engine.payload import MAX_DEPTH, not_json, too_deep
+
+    inner = []
+    for _ in range(MAX_DEPTH - 2):
+        inner = [inner]
+    assert not_json({"x": inner}) is None and too_deep({"x": inner}) is None  # MAX_DEPTH levels in all
+    at, why = not_json({"x": [inner]})
+    assert at == "/x" + "/0" * (MAX_DEPTH - 1) and f"more than {MAX_DEPTH} levels deep" in why
+    assert too_deep({"a": {"b~c/d": [1, [2, {"e": {}}]]}}, limit=4) == "/a/b~0c~1d/1/1"  # the object at level 5

@@ -33,7 +33,7 @@ from flowctl.engine.eventtext import (flat_text, invoked_frame, invoked_text, ke
                                       succeeded_text)
 from flowctl.engine.evidence import take_snapshot
 from flowctl.engine.gatecall import gate, guarded
-from flowctl.engine.payload import FIT_STRING, MAX_PAYLOAD, flat_copy
+from flowctl.engine.payload import FIT_STRING, MAX_DEPTH, MAX_PAYLOAD, flat_copy, too_deep
 from flowctl.engine.tokens import hash_token
 from flowctl.engine.tools import DEFAULT_TIMEOUT, ToolCall, call_with_timeout
 from flowctl.errors import BoundaryViolation, ExpressionError, PolicyDenied, SchemaMismatch, ToolTimeout, error_names, handler_names
@@ -515,7 +515,10 @@ def parse_output(raw, contract):
             parsed = json.loads(raw, parse_constant=_no_constant)
             if "\\u" in raw or not raw.isascii():  # a lone surrogate (escaped or not): UTF-8 cannot hold it
                 _STRICT.encode(parsed).encode("utf-8")
+            _not_too_deep(parsed, contract)
             return parsed, raw, (parsed, raw), None  # fresh, size unknown: measured by the event
+        except RecursionError:
+            _not_too_deep(None, contract, deep=True)
         except ValueError as exc:  # (new-user finding: a plain message returned read as a JSON parser's error)
             shown = raw if len(raw) <= 60 else raw[:57] + "..."
             raise SchemaMismatch(f"{contract.ref} returned the text {shown!r}, which is not JSON ({exc}): a tool returns "
@@ -536,10 +539,19 @@ def parse_output(raw, contract):
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise SchemaMismatch(f"{contract.ref} returned data that is not JSON: {exc}") from None
     except RecursionError:
-        raise SchemaMismatch(f"{contract.ref} returned data nested too deep to keep as JSON") from None
+        _not_too_deep(None, contract, deep=True)
+    _not_too_deep(raw, contract)
     # a copy: the tool may keep the object it returned and change it later (the run must not see that)
     parsed = json.loads(text)
     return parsed, None, True if len(text) <= MAX_PAYLOAD // 8 else (parsed,), None
+
+
+def _not_too_deep(value, contract, deep: bool = False) -> None:
+    """Raise :class:`SchemaMismatch` for an output nested deeper than :data:`MAX_DEPTH` levels
+    (``deep``: known already), which no reader of the record could walk."""
+    if deep or too_deep(value) is not None:
+        raise SchemaMismatch(f"{contract.ref} returned data nested more than {MAX_DEPTH} levels deep, which flowctl "
+                             "does not keep") from None
 
 
 _STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=True)

@@ -95,7 +95,8 @@ def _check_start(flow, run_id, run_input, params) -> None:
     for what, value in (("run input", run_input), ("params", params)):
         bad = not_json(value)  # NaN, an infinity, a lone surrogate: what JSON stored as UTF-8 cannot hold
         if bad is not None:
-            at = f" at {bad[0]}" if bad[0] else ""
+            pointer = bad[0] if len(bad[0]) <= 80 else f"{bad[0][:40]}/…{bad[0][-30:]}"  # (one nested 100 deep)
+            at = f" at {pointer}" if pointer else ""
             raise UsageError(f"{what}{at}: {bad[1]}", hint="pass JSON values only: numbers, text, true/false, null, "
                              "lists and objects", field="input" if what == "run input" else "params")
     size = len(canonical(run_input).encode())

@@ -19,6 +19,10 @@ import json
 import math
 
 MAX_PAYLOAD = 1 << 20  # bytes of one event's data or of the checkpoint (compact UTF-8 JSON)
+#: levels of nesting a stored value may have (lists and objects inside one another): what every
+#: reader of the record (audit verify's redaction check, replay, the views) walks recursively
+#: (breaker finding: input 350 deep was run and stored, then `audit verify` crashed on it)
+MAX_DEPTH = 100
 FIT_LEAVES = 64
 FIT_STRING = 1024
 FLAT_KEYS = 32
@@ -114,7 +118,9 @@ def not_json(value) -> tuple | None:
     try:
         text = _STRICT.encode(value)
         if text.isascii() or _utf8(text):
-            return None
+            deep = too_deep(value)
+            return None if deep is None else (deep, f"the value nests more than {MAX_DEPTH} levels deep (lists and "
+                                                     "objects inside one another), which flowctl does not keep")
     except (TypeError, ValueError, RecursionError):
         pass
     stack = [("", value, ())]
@@ -144,3 +150,20 @@ def not_json(value) -> tuple | None:
         elif item is not None and kind not in (bool, int):
             return at, f"a {kind.__name__} is not JSON"
     return "", "the value nests too deeply to be JSON"
+
+
+def too_deep(value, limit: int = MAX_DEPTH) -> str | None:
+    """The JSON Pointer of the first list or object of ``value`` (JSON) nested deeper than
+    ``limit`` levels (the value itself is level 1), or None. Walks the containers only, without
+    recursion: its cost is the number of lists and objects, not of their scalars."""
+    stack = [(value, 1, "")]
+    while stack:
+        item, depth, at = stack.pop()
+        if depth > limit:
+            return at
+        if type(item) is dict:
+            stack.extend((inner, depth + 1, f"{at}/{str(key).replace('~', '~0').replace('/', '~1')}")
+                         for key, inner in item.items() if type(inner) in (dict, list))
+        elif type(item) is list:
+            stack.extend((inner, depth + 1, f"{at}/{i}") for i, inner in enumerate(item) if type(inner) in (dict, list))
+    return None
