@@ -283,12 +283,13 @@ def record_failure(ctx, state, contract, attempt, exc, started, key, shown_input
 def _unrecorded_effect(ctx, state, contract, tool_input, call, kept_input, after: str = "timeout") -> None:
     """A side-effecting call timed out, so whether it acted is not known: its ``verify`` is asked
     (as after a crash), and an effect it confirms joins the saga when the contract can undo it.
-    ``after="output not kept"``: the call returned, but an output the record cannot hold (not
+    ``after="crash"``: a call a dead process left in flight, for a run stopped without
+    compensating here (:func:`inflight_to_saga`). ``after="output not kept"``: the call returned, but an output the record cannot hold (not
     JSON): it acted, so without a ``verify`` (a definition run unchecked) its effect is taken as
     happened (breaker finding: it was never undone). Recorded as ``step_recovered`` (``after``, ``happened``, ``action``)."""
     undoable = bool(contract.compensate) and contract.compensate != "none"
     answer = (_verify(ctx, contract, tool_input, None, call) if contract.verify
-              else after != "timeout")
+              else after == "output not kept")
     action = ("nothing to undo" if not answer else "in the saga" if undoable
               else "kept: the contract declares no compensate")
     ctx.emit("step_recovered", state.id, call.attempt, tool=contract.ref, idempotency_key=call.idempotency_key,
@@ -465,6 +466,21 @@ def undo_inflight(ctx) -> None:
         _undo_partial(ctx, state, contract, inflight["input"], call, output=answer if isinstance(answer, dict) else None,
                       checked=True)
     c.inflight = None
+
+
+def inflight_to_saga(ctx) -> None:
+    """Stopping, without compensating it here, a run whose process died mid-call (a sibling
+    failed: the parent compensates this run's saga): the call is verified, and an effect it
+    confirms joins the saga (``step_recovered`` with ``after: crash``)."""
+    c = ctx.cursor
+    inflight, c.inflight = c.inflight, None
+    contract = ctx.project.resolve_tool(inflight["tool"])
+    if contract is None:
+        return
+    call = ToolCall(ctx.id, inflight["step"], inflight["state"], inflight["attempt"], inflight["idempotency_key"],
+                    None, inflight["tool"])
+    _unrecorded_effect(ctx, ctx.project.states[inflight["state"]], contract, inflight["input"], call,
+                       inflight["input"], after="crash")
 
 
 def _verify(ctx, contract, tool_input, output, call):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from flowctl.engine import saga
 from flowctl.engine.adhoc import flow_of
-from flowctl.engine.calls import undo_inflight
+from flowctl.engine.calls import inflight_to_saga, undo_inflight
 from flowctl.engine.context import RunContext, live_owner, owner_hint, trusted_project
 from flowctl.engine.result import RunResult
 from flowctl.errors import Cancelled, FlowctlError, RunInUse, UsageError, run_error
@@ -67,8 +67,12 @@ def finish_cancel(ctx) -> None:
 
 
 def stopped_by_sibling(ctx) -> None:
-    """A sibling branch failed: stop here without compensating (the parent takes over the saga)."""
+    """A sibling branch failed: stop here without compensating (the parent takes over the saga).
+    A call in flight when a process died is verified first, and its effect, if it happened, joins
+    the saga the parent compensates (breaker finding: it was dropped, never undone)."""
     c = ctx.cursor
+    if c.inflight:
+        inflight_to_saga(ctx)
     c.done = True
     c.pending = None
     ctx.emit("run_cancelled", c.state, reason="sibling failed", compensate=False)

@@ -300,13 +300,36 @@ def left_to_start(fan) -> int:
 
 
 def _drive(ctx, state, fan, children):
-    """Hand the unfinished children to the launcher: a plan queued for workers stays queued."""
-    if not fan["open"] and not left_to_start(fan):
-        return None
-    launcher = ctx.engine.queue_launcher if fan.get("queued") else ctx.engine.launcher
-    if launcher.queued:
-        fan["queued"] = True
-    return launcher.drive(ctx, state, fan, children)
+    """Hand the unfinished children to the launcher: a plan queued for workers stays queued. A
+    plan that failed (before, or while the launcher drove it) first takes in the children a dead
+    process may have started unrecorded (:func:`started_unrecorded`)."""
+    while True:
+        if fan.get("failed") and fan["next"] < children.unstarted_from:
+            started_unrecorded(ctx, fan, children)
+        if not fan["open"] and not left_to_start(fan):
+            return None
+        launcher = ctx.engine.queue_launcher if fan.get("queued") else ctx.engine.launcher
+        if launcher.queued:
+            fan["queued"] = True
+        out = launcher.drive(ctx, state, fan, children)
+        if out is not None or not fan.get("failed") or fan["next"] >= children.unstarted_from:
+            return out
+
+
+def started_unrecorded(ctx, fan, children) -> None:
+    """A plan that failed hands out no more children; but children from ``next`` up to
+    ``reserved`` may have been started by a process that died before its next checkpoint. Each
+    of them that has a row is put in ``open`` (``next`` moves past them all), so the launcher
+    continues or records it as any open child: none is left running unseen, or counted among the
+    children's rows but not by the plan (breaker finding: a fan-out killed while it failed was then
+    refused as tampered, its children's effects never undone)."""
+    for index in range(fan["next"], children.unstarted_from):
+        try:
+            ctx.store.get_run(children.run_id(index), exact=True)
+        except FlowctlError:
+            continue  # never started
+        fan["open"][str(index)] = children.run_id(index)
+    fan["next"] = max(fan["next"], children.unstarted_from)
 
 
 def child_parent(ctx, state, fan, index: int) -> dict:
