@@ -327,3 +327,27 @@ def test_a_childs_end_takes_its_parents_row_before_the_ledger_head(tmp_path, pg_
     thread.join(60)
     assert [r.status for r in outcome] == ["succeeded"]
     engine.store.close()
+
+
+def test_a_heartbeat_between_a_runs_last_commit_and_its_slots_finish_loses_nothing(tmp_path, project, db_url):
+    """The heartbeat renews a run this worker's own commit has just parked (or ended), before its
+    slot has dropped it: that run was let go, not lost (stress finding: each such run was logged
+    as `lease_lost` and counted in `leases_lost`). A run another worker took is still lost."""
+    from flowctl.workers.worker import Worker, enqueue
+
+    engine = _engine(project, db_url)
+    mine, taken = enqueue(engine, "napper", {}), enqueue(engine, "napper", {})
+    worker = Worker(engine.project, engine.store, concurrency=2, lease=60, listen=False)
+    claims = {c["id"]: c for c in engine.store.claim(worker.id, 2, worker.lease)}
+    for claim in claims.values():
+        worker.take(claim)
+    assert engine.store.release(mine, claims[mine]["fence"], status="waiting")  # parked under this token
+    assert engine.store.release(taken, claims[taken]["fence"], delay=-1.0)  # its lease over: claimable
+    (other,) = engine.store.claim("another-worker", 1, 60.0)
+    assert other["id"] == taken
+    logged = []
+    worker.log = lambda event, fields: logged.append((event, fields.get("run")))
+    worker.beat()
+    assert ("lease_lost", taken) in logged and ("lease_lost", mine) not in logged
+    assert worker.stats["leases_lost"] == 1
+    engine.store.close()

@@ -854,4 +854,8 @@ def test_a_run_that_ends_before_its_cancel_request_is_seen_says_so_in_its_log(tm
     assert note["type"] == "cancel_request_unseen" and note["data"]["by"] == "ops"
     assert note["data"]["outcome"] == "succeeded" and "nothing was cancelled" in note["data"]["note"]
     assert verify_run(row, events) == [] and seal_problem(row) is None  # the record stays intact
+    from flowctl.store import ledger
+    # ... the store-wide ledger too: it records the run's head after the note (new-user finding:
+    # `audit verify --all` reported the note's run as PROBLEMS on a store nobody had touched)
+    assert ledger.verify(engine.store).problems == []
     assert _ledger(tmp_path) == [f"{run_id}-one", f"{run_id}-two"]  # it ran to the end; nothing was undone

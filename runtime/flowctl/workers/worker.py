@@ -372,7 +372,10 @@ class Worker:
             r.emit("cancel_request_unseen", None, None, by=request.get("by"), requested_at=request.get("at"),
                    outcome=row["status"], note=f"the run {row['status']} before worker {self.id} saw the cancel request; "
                                                "nothing was cancelled or undone")
-            r.commit(cancel_requested=None)
+            # committed as the run's end again (its status as it is): the store-wide ledger records
+            # the head after this note, as it did the end's (new-user finding: `audit verify --all`
+            # reported such a run as PROBLEMS, its head past the one the ledger recorded)
+            r.commit(status=row["status"], cancel_requested=None)
             self.log("cancel_request_unseen", {"run": run_id, "by": request.get("by"), "outcome": row["status"]})
         except Exception as exc:  # noqa: BLE001 - the run's outcome stands; the request stays recorded
             self.log("cancel_note_failed", {"run": run_id, "error": first_line(exc)})
@@ -435,33 +438,48 @@ class Worker:
     def _heartbeat_loop(self) -> None:
         while not (self.stopping.is_set() and not self._active):
             time.sleep(self.heartbeat_every)
-            with self._lock:
-                held = {rid: entry[0] for rid, entry in self._held.items()}
-                # held on behalf of no run being driven (cannot happen, but never renew forever)
-                strays = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] not in self._active]
-                for rid, _ in strays:
-                    del self._held[rid]
-                    held.pop(rid, None)
-            for rid, fence in strays:
-                self.log("released_stray", {"run": rid, "fence": fence})
-                try:
-                    self.store.release(rid, fence)
-                except Exception:  # noqa: BLE001
-                    pass
+            self.beat()
+
+    def beat(self) -> None:
+        """One heartbeat: give back strays, renew the leases held (a run not renewed is lost,
+        unless this worker's own commit let it go), note cancel requests, report the worker."""
+        with self._lock:
+            held = {rid: entry[0] for rid, entry in self._held.items()}
+            # held on behalf of no run being driven (cannot happen, but never renew forever)
+            strays = [(rid, entry[0]) for rid, entry in self._held.items() if entry[1] not in self._active]
+            for rid, _ in strays:
+                del self._held[rid]
+                held.pop(rid, None)
+        for rid, fence in strays:
+            self.log("released_stray", {"run": rid, "fence": fence})
             try:
-                renewed = self.store.renew(self.id, held, self.lease)
-                for rid, fence in held.items():
-                    if rid not in renewed and self.fence_of(rid) == fence:
-                        self.mark_lost(rid, fence, "heartbeat found the lease gone")
-                wanted = self.store.cancel_requests(renewed)
-                if wanted:
-                    with self._lock:
-                        self.cancel_wanted.update(wanted)
-                self.store.worker_heartbeat(self.id, status="stopping" if self.stopping.is_set() else "running",
-                                            runs_done=self.stats["done"])
-            except Exception as exc:  # noqa: BLE001 - leases may lapse; the commits then refuse
-                self.stats["heartbeat_errors"] += 1
-                self.log("heartbeat_failed", {"error": first_line(exc)})
+                self.store.release(rid, fence)
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            renewed = self.store.renew(self.id, held, self.lease)
+            for rid, fence in held.items():
+                if rid not in renewed and self.fence_of(rid) == fence and not self._let_go(rid, fence):
+                    self.mark_lost(rid, fence, "heartbeat found the lease gone")
+            wanted = self.store.cancel_requests(renewed)
+            if wanted:
+                with self._lock:
+                    self.cancel_wanted.update(wanted)
+            self.store.worker_heartbeat(self.id, status="stopping" if self.stopping.is_set() else "running",
+                                        runs_done=self.stats["done"])
+        except Exception as exc:  # noqa: BLE001 - leases may lapse; the commits then refuse
+            self.stats["heartbeat_errors"] += 1
+            self.log("heartbeat_failed", {"error": first_line(exc)})
+
+    def _let_go(self, run_id, fence) -> bool:
+        """Whether a held run the heartbeat did not renew was let go by this worker's own commit
+        (it parked or ended the run under this token; its slot drops it next) rather than lost
+        (stress finding: a run that had just succeeded was logged and counted as a lost lease)."""
+        try:
+            row = self.store.get_run(run_id, exact=True)
+        except Exception:  # noqa: BLE001 - cannot tell: lost, as before
+            return False
+        return row.get("fence") == fence and row.get("status") != "running"
 
     def poll_cancels(self) -> dict:
         """One look for cancel requests of the runs this worker holds (``{run id: request}``); those
