@@ -16,6 +16,7 @@ from __future__ import annotations
 from flowctl.definition import versions
 from flowctl.check.decisions import check_review_decisions
 from flowctl.check.dataflow import check_dataflow
+from flowctl.check.policyflow import check_policy_dataflow
 from flowctl.diagnostics import Diagnostic, sort_key
 from flowctl.definition.durations import parse_duration
 from flowctl.expr.expressions import lint as lint_expression
@@ -481,7 +482,7 @@ def check_fail_states(project: Project):
 CHECKS = (check_references, check_unused, check_graph, check_order, check_expressions, check_timing,
           check_contracts, check_policies, check_children, check_values, check_gate, check_tool_inputs, check_fail_states,
           check_same_function, check_helpers_outside_the_gate, check_tool_code, check_tool_names, check_sensitive,
-          check_masked_show, check_review_decisions, check_dataflow, check_model_states)
+          check_masked_show, check_review_decisions, check_dataflow, check_policy_dataflow, check_model_states)
 
 
 def validate(project: Project, *, import_entrypoints: bool = False) -> list[Diagnostic]:
