@@ -1,8 +1,9 @@
 """The console end to end in headless Chromium (Playwright driving Debian's ``chromium``) against
 ``flowctl serve``'s app on uvicorn (127.0.0.1, a free port, in a thread): sign in, approve a paused
 run from the inbox, cancel with compensation, redrive after fixing a tool, edit context and
-continue, and an action without the CSRF token refused. The same tests write the screenshots of
-docs/console.md (docs/console/*.png).
+continue, and an action without the CSRF token refused. The same tests take the screenshots of
+docs/console.md: into docs/console/*.png with FLOWCTL_UPDATE_SCREENSHOTS=1, else into a folder
+outside the checkout.
 
 Skipped, saying why, where Playwright's Python package or /usr/bin/chromium is missing (``make
 test`` installs Debian's chromium when it runs as root with apt-get; ``playwright install`` is never
@@ -11,7 +12,9 @@ used: it downloads a browser build).
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 import threading
 from pathlib import Path
 
@@ -22,7 +25,11 @@ from support.consolekit import Console
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parents[3] / "docs" / "console"
+#: where the screenshots go: docs/console/ (docs/console.md shows them) only when
+#: FLOWCTL_UPDATE_SCREENSHOTS=1 asks for it, else a folder outside the checkout, so `make test`
+#: leaves the working tree as it was (new-user finding: it showed four modified files after)
+SHOTS = (Path(__file__).resolve().parents[3] / "docs" / "console" if os.environ.get("FLOWCTL_UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.gettempdir()) / "flowctl-console-screenshots")
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed "
                                "(pip install playwright; the browser is Debian's chromium)")
