@@ -357,3 +357,22 @@ def test_a_model_call_retried_by_the_states_retry_rule_counts_its_tries():
                         ev("model_failed", model="m", latency_ms=5, error="ModelUnavailable", message="503"),
                         ev("retry_scheduled", error="ModelUnavailable", next_attempt=2)])
     assert [(r["outcome"], r["error"]) for r in waiting] == [("retrying (attempt 2)", "ModelUnavailable: 503")]
+
+
+def test_a_fallback_step_names_the_primary_tool_and_the_fallback_in_order():
+    """(new-user finding: the row of a timed-out call and its fallback named only the fallback,
+    beside the 2,001 ms the timed-out primary took)"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, attempt=1, **data):
+        return {"type": t, "state": "policy", "ts": 1.0, "attempt": attempt, "data": data}
+
+    rows = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="check@1.0.0"),
+                     ev("tool_failed", tool="check@1.0.0", error="ToolTimeout", message="2 s", duration_ms=2000.0),
+                     ev("tool_invoked", tool="cached@1.0.0"),
+                     ev("tool_succeeded", tool="cached@1.0.0", duration_ms=0.7)])
+    assert rows[0]["tool"] == "check@1.0.0 → cached@1.0.0" and rows[0]["duration_ms"] == 2000.7
+    retried = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="pay@1.0.0"),
+                        ev("tool_failed", tool="pay@1.0.0", error="ToolError", message="busy"),
+                        ev("tool_invoked", 2, tool="pay@1.0.0"), ev("tool_succeeded", 2, tool="pay@1.0.0")])
+    assert retried[0]["tool"] == "pay@1.0.0"  # the same tool again is one name

@@ -281,7 +281,9 @@ def iter_steps(events):
         elif t in ("tool_invoked",) and current["type"] == "agent":
             pass  # an agent's tool calls are listed by name (agent_tools), its tries are its model's
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":
-            current["tool"] = d.get("tool")
+            before, called = current.get("tool"), d.get("tool")  # a fallback after the primary: both, in order
+            current["tool"] = (f"{before} → {called}" if before and called and not before.endswith(called)
+                               else called)
             current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
             current["recovered"] = False  # a new call: what verify said of an earlier one is not about it
         elif t == "step_recovered" and d.get("after") != "timeout":  # a call in flight when its process died
