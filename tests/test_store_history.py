@@ -376,3 +376,30 @@ def test_a_fallback_step_names_the_primary_tool_and_the_fallback_in_order():
                         ev("tool_failed", tool="pay@1.0.0", error="ToolError", message="busy"),
                         ev("tool_invoked", 2, tool="pay@1.0.0"), ev("tool_succeeded", 2, tool="pay@1.0.0")])
     assert retried[0]["tool"] == "pay@1.0.0"  # the same tool again is one name
+
+
+def test_a_review_decided_then_paused_by_an_operator_keeps_its_decision():
+    """(new-user finding: a review approved while an operator's pause was pending showed
+    `paused`, then `ok`, never `approve by alice`)"""
+    from flowctl.store.history import steps_of
+
+    def ev(t, **data):
+        return {"type": t, "state": "approve_big", "ts": 1.0, "attempt": 1, "data": data}
+
+    rows = steps_of([ev("state_entered", step=1, type="review"), ev("run_paused", status="paused"),
+                     ev("review_decided", decision="approve", by="alice"), ev("run_paused", status="paused"),
+                     ev("run_resumed"), ev("transition_taken", to="done")])
+    assert rows[0]["outcome"] == "approve by alice" and "decided" not in rows[0]
+
+
+def test_a_fallback_named_by_its_event_follows_the_primary():
+    from flowctl.store.history import steps_of
+
+    def ev(t, **data):
+        return {"type": t, "state": "policy", "ts": 1.0, "attempt": 1, "data": data}
+
+    rows = steps_of([ev("state_entered", step=1, type="task"), ev("tool_invoked", tool="check@1.0.0"),
+                     ev("tool_failed", tool="check@1.0.0", error="ToolTimeout", message="2 s"),
+                     ev("fallback_used", tool="cached@1.0.0"), ev("tool_invoked", tool="cached@1.0.0"),
+                     ev("tool_succeeded", tool="cached@1.0.0", duration_ms=0.7)])
+    assert rows[0]["tool"] == "check@1.0.0 → cached@1.0.0"

@@ -282,8 +282,7 @@ def iter_steps(events):
             pass  # an agent's tool calls are listed by name (agent_tools), its tries are its model's
         elif t in ("tool_invoked",) and d.get("purpose") != "notify":
             before, called = current.get("tool"), d.get("tool")  # a fallback after the primary: both, in order
-            current["tool"] = (f"{before} → {called}" if before and called and not before.endswith(called)
-                               else called)
+            current["tool"] = _calls(before, called)
             current["attempts"] = max(current["attempts"], ev.get("attempt") or 1)
             current["recovered"] = False  # a new call: what verify said of an earlier one is not about it
         elif t == "step_recovered" and d.get("after") != "timeout":  # a call in flight when its process died
@@ -318,7 +317,7 @@ def iter_steps(events):
             current["to"] = d.get("to")
             # a step parked (a wait, an operator's pause) and then continued ended ok (new-user finding:
             # it kept saying 'waiting' after the run succeeded); a review's row keeps its decision
-            current["outcome"] = ("ok" if current["outcome"] in ("", "waiting", "paused")
+            current["outcome"] = (current.get("decided") or "ok" if current["outcome"] in ("", "waiting", "paused")
                                   or current["outcome"].startswith("retrying") else current["outcome"])
         elif t in ("run_succeeded",):
             current["outcome"] = "succeeded"
@@ -332,21 +331,30 @@ def iter_steps(events):
         elif t == "run_paused":  # a retry delay parked ``waiting`` still says which attempt comes next
             if not current["outcome"].startswith("retrying"):
                 current["outcome"] = d.get("status")
-        elif t == "review_decided":
-            current["outcome"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
+        elif t == "review_decided":  # kept through an operator's pause that comes after it (new-user finding)
+            current["outcome"] = current["decided"] = f"{d.get('decision')}" + (f" by {d.get('by')}" if d.get("by") else "")
             if current["type"] != "review":  # the gate sent a tool call to review (review_when)
                 current["gate_review"] = current["outcome"]
         elif t == "review_timed_out":
             current["outcome"] = "review timed out"
         elif t == "fallback_used":
-            current["tool"] = d.get("tool")
+            before, called = current.get("tool"), d.get("tool")
+            current["tool"] = _calls(before, called)
             current["outcome"] = "fallback"
     if current is not None:
         yield _ended(current)
 
 
+def _calls(before, called):
+    """The tools a step called, in order: ``primary → fallback``; the same tool again is one name."""
+    if not before or not called:
+        return called or before
+    return before if before.endswith(called) else f"{before} → {called}"
+
+
 def _ended(step: dict) -> dict:
     """A step as :func:`iter_steps` gives it: a fan-out still under way lasts as long as it has so far."""
+    step.pop("decided", None)  # (the decision is the outcome; kept apart only while the step went on)
     began = step.pop("fanout_at", None)
     if began is not None:
         step["duration_ms"] = (step["ended"] - began) * 1000.0
