@@ -30,6 +30,8 @@ def test_a_review_a_worker_paused_without_notify_is_listed_with_how_to_get_a_tok
     assert listed.returncode == 0, listed.stderr
     assert f"{child['id']}  holder at 'hold'" in listed.stdout and f"child run of {run_id}" in listed.stdout
     assert "no notify tool" in listed.stdout and f"flowctl reviews --reissue {child['id']}" in listed.stdout
+    # a worker paused it: no token was ever printed (new-user finding: it said one was, by that worker)
+    assert "(workers print no token)" in listed.stdout and "printed once" not in listed.stdout
     (item,) = json.loads(run_flowctl(["reviews", "--db", db, "--format", "json"], root).stdout)
     assert (item["notified"], item["parent_id"], item["token"]) == (False, run_id, f"flowctl reviews --reissue {child['id']}")
     reissued = run_flowctl(["reviews", "--db", db, "--reissue", child["id"]], root)

@@ -334,6 +334,12 @@ class SqlReader(DbapiReads):
             cur.execute(sql, params)
             return [run_dict(r, self) for r in _rows(cur)]
 
+    def worker_ids(self) -> set:
+        """The ids of the workers the store has recorded (live or not)."""
+        with self._cursor() as cur:
+            cur.execute("SELECT id FROM flowctl_workers")
+            return {row[0] for row in cur.fetchall()}
+
     def events(self, run_id: str) -> list:
         """The run's events in ``seq`` order (all of them: for a long run, use
         :func:`flowctl.store.events.iter_events`)."""

@@ -28,6 +28,8 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
     store = open_reader(db, project_root(root), empty_ok=True)
     try:
         rows = store.list_runs(status="paused", limit=0)
+        workers = (store.worker_ids() if hasattr(store, "worker_ids")
+                   else {w["id"] for w in store.list_workers(live_only=False)} if hasattr(store, "list_workers") else set())
     finally:
         store.close()
     states = review_states(root, [((r.get("cursor") or {}).get("pending") or {}).get("state") for r in rows])
@@ -52,10 +54,13 @@ def run(root, db, fmt, reissue=None, by=None) -> int:
         click.echo("    " + json.dumps(it["show"], ensure_ascii=False))
         if it["parent_id"]:
             click.echo(f"    child run of {it['parent_id']} (which waits for it)")
-        if not it["notified"]:  # e.g. paused by a worker: nobody saw the token it printed
+        if not it["notified"] and it["paused_by"] in workers:  # a worker prints no token: nobody has one
+            click.echo(f"    no notify tool, and worker {it['paused_by']} paused the run (workers print no "
+                       f"token): get one: {it['token']}")
+        elif not it["notified"]:
             by = f" ({it['paused_by']})" if it["paused_by"] else ""
-            click.echo(f"    no notify tool: the token was printed once, by the process that paused the run{by} "
-                       f"(a worker prints none); get a new one: {it['token']}")
+            click.echo(f"    no notify tool: the token was printed once, by the process that paused the run{by}; "
+                       f"get a new one: {it['token']}")
     return EXIT_OK
 
 
