@@ -607,6 +607,9 @@ def test_workers_runs_resume_and_recover_see_a_held_run(tmp_path, project, db_ur
         assert resumed.returncode == 1 and "leased by worker" in resumed.stderr
         recovered = _flowctl(["recover", "--db", db_url], project, env)
         assert recovered.returncode == 0 and "nothing to recover" in recovered.stdout
+        # ... and it says which run is held, by whom, until when (new-user finding: after a kill -9 of
+        # the worker, the run left under its lease was not mentioned)
+        assert f"{run_id} " in recovered.stdout and f"leased by {w['id']} for" in recovered.stdout
     finally:
         gate.touch()
         proc.send_signal(signal.SIGTERM)

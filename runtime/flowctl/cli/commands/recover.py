@@ -15,10 +15,14 @@ def run(root, db, max_inline_wait, quiet) -> int:
     engine = open_engine(root, db, max_inline_wait=max_inline_wait, progress=not quiet, check=False)
     try:
         results = engine.recover()
+        held = [] if results else _leased(engine)
     finally:
         engine.store.close()
     if not results:
         click.echo("nothing to recover: no orphaned or due runs")
+        for row, left in held:  # (new-user finding: a run whose worker was killed was not mentioned)
+            click.echo(f"    {row['id']} {row['flow']}: running, leased by {row.get('owner') or '?'} for {left:.0f}s "
+                       "more; once the lease ends a worker or flowctl recover takes it over")
         return EXIT_OK
     for r in results:
         click.echo(f"{r.run_id} {r.flow}: {r.status}  {result_path(r)}")
@@ -35,3 +39,11 @@ def run(root, db, max_inline_wait, quiet) -> int:
     if refused or any(r.status in ("failed", "cancelled") for r in results):
         return EXIT_FAILED
     return EXIT_PAUSED if any(r.status in ("paused", "waiting") for r in results) else EXIT_OK
+
+
+def _leased(engine) -> list:
+    """``[(row, seconds left)]`` of the running runs held under a lease that has not ended (a
+    worker's, live or killed): recover leaves them to their holder until then."""
+    now = engine.store.now()
+    return [(row, row["lease_until"] - now) for row in engine.store.list_runs(status="running", limit=0)
+            if (row.get("lease_until") or 0) > now][:20]
