@@ -504,3 +504,18 @@ def test_fail_on_risk_exits_1_on_a_flagged_change_and_0_otherwise(history):
     assert result.exit_code == 1 and "side effect" in result.output, result.output
     calm = [shas["raise_retries"] + "~1", shas["raise_retries"], "--root", str(repo), "--fail-on-risk"]
     assert CliRunner().invoke(main, ["diff", *calm]).exit_code == 0
+
+
+def test_fail_on_risk_fails_when_a_file_of_head_does_not_load(tmp_path):
+    """(new-user finding: HEAD's policy file did not load, the diff said 'no changes among the
+    files that load', and --fail-on-risk exited 0: what cannot be compared cannot be vouched for)"""
+    from support.helpers import MINIMAL, write_project
+
+    policy = "policy: p\napplies_to: [nothing]\nallow: []\n"
+    base = write_project(tmp_path / "base", dict(MINIMAL, **{"policies/p.yaml": policy}))
+    head = write_project(tmp_path / "head", dict(MINIMAL, **{"policies/p.yaml": policy + "allow: [\n"}))
+    result = CliRunner().invoke(main, ["diff", str(base), str(head), "--fail-on-risk"])
+    assert result.exit_code == 1, result.output
+    assert "file(s) of" in result.output and "do not load" in result.output
+    assert CliRunner().invoke(main, ["diff", str(base), str(head)]).exit_code == 0  # a report, without the flag
+    assert CliRunner().invoke(main, ["diff", str(base), str(base), "--fail-on-risk"]).exit_code == 0

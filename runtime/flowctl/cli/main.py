@@ -345,7 +345,7 @@ def graph(flow, root, fmt, output, show_data):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--replay", type=click.IntRange(min=1), metavar="N",  # issue 7: flowctl.testing.replay
               help="Also replay the last N recorded runs (run store: FLOWCTL_DB or .flowctl/flowctl.db) under HEAD and list those whose path would change.")
-@click.option("--fail-on-risk", is_flag=True, help="Exit 1 when a change is flagged as a risk (CI); else 0 even with risks.")
+@click.option("--fail-on-risk", is_flag=True, help="Exit 1 when a change is flagged as a risk or a file of HEAD does not load (CI); else 0 even with risks.")
 def diff(base, head, root, fmt, output, replay, fail_on_risk):
     """Show what changed between two versions of the flows: flows, states, transitions,
     handlers, contracts and policies added (+), removed (-) or changed (~), field by field,

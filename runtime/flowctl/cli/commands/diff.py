@@ -95,4 +95,10 @@ def run(base, head, root, fmt: str, output, replay=None, fail_on_risk: bool = Fa
 
         result = add_to_diff(result, fmt, sides.project_root or Path.cwd(), head_project, head_label, replay)
     emit(result, output)
+    if fail_on_risk and head_project.rejected:  # (new-user finding: a policy of HEAD that did not load passed)
+        import click
+
+        click.echo(f"--fail-on-risk: {len(head_project.rejected)} file(s) of {head_label} do not load, so the diff "
+                   "cannot say they carry no risk (flowctl validate says why)", err=True)
+        return EXIT_FAILED
     return EXIT_FAILED if fail_on_risk and diff.risks() else EXIT_OK
