@@ -50,6 +50,10 @@ def test_init_refuses_an_existing_project_and_writes_nothing(tmp_path):
     done = _flowctl(tmp_path, "init")
     assert done.returncode == 2 and "already exists" in done.stderr and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["mine.txt", "orchestration"]
+    # the new folder it suggests is beside this one, not inside it (new-user finding)
+    assert f"flowctl init ../{tmp_path.name}-2" in done.stderr
+    elsewhere = _flowctl(tmp_path.parent, "init", str(tmp_path))
+    assert f"flowctl init {tmp_path.parent / (tmp_path.name + '-2')}" in elsewhere.stderr
 
 
 def test_init_inside_a_project_says_the_new_project_is_nested_in_it(tmp_path):

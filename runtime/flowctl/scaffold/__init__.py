@@ -49,6 +49,15 @@ def templates() -> list[str]:
     return sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir() and p.name not in SKIP)
 
 
+def _beside(root: Path) -> str:
+    """A new folder next to ``root``, written as ``root`` was given (new-user finding: for
+    ``/tmp/proj`` the hint said ``proj-2``, a folder inside the current one)."""
+    import os
+
+    beside = root.resolve().parent / f"{root.resolve().name or 'project'}-2"
+    return str(beside) if root.is_absolute() else os.path.relpath(beside)
+
+
 def init(target: str | Path, template: str = "basic") -> list[Path]:
     """Copy ``template`` into ``target`` (created when missing). Returns the files written, as paths
     relative to ``target``. Raises ``UsageError`` for an unknown template or when ``target`` already
@@ -59,7 +68,8 @@ def init(target: str | Path, template: str = "basic") -> list[Path]:
     root = Path(target)
     if (root / "orchestration").exists():
         raise UsageError(f"{root / 'orchestration'} already exists; nothing was written",
-                         hint=f"run flowctl init in an empty folder, or give a new one: flowctl init {root.name or 'project'}-2")
+                         hint="run flowctl init in an empty folder, or give a new one: flowctl init "
+                              f"{_beside(root)}")
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root} is a file, not a folder")
     source = TEMPLATES_DIR / template
