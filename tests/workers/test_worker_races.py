@@ -351,3 +351,29 @@ def test_a_heartbeat_between_a_runs_last_commit_and_its_slots_finish_loses_nothi
     assert ("lease_lost", taken) in logged and ("lease_lost", mine) not in logged
     assert worker.stats["leases_lost"] == 1
     engine.store.close()
+
+
+def test_a_slot_that_lost_its_run_to_a_new_claim_of_the_same_worker_writes_nothing(tmp_path, project, db_url):
+    """Slot A's lease ran out and another slot of the same worker claimed the run again. A's next
+    commit (here: parking the run) carries A's own token, which the store refuses, never the new
+    claim's token and never no token at all."""
+    import pytest
+
+    from flowctl.errors import LeaseLost
+    from flowctl.workers.worker import Worker, enqueue
+
+    engine = _engine(project, db_url)
+    run_id = enqueue(engine, "napper", {})
+    worker = Worker(engine.project, engine.store, concurrency=2, lease=60, listen=False)
+    (first,) = engine.store.claim(worker.id, 1, worker.lease)
+    worker.take(first)
+    assert engine.store.release(run_id, first["fence"], delay=-1.0)  # A's lease is over
+    (second,) = engine.store.claim(worker.id, 1, worker.lease)
+    worker.take(second)  # slot B holds it now
+    worker._local.drive = (run_id, first["fence"])  # A's thread
+    row = engine.store.get_run(run_id)
+    with pytest.raises(LeaseLost):
+        worker.engine.store.commit(run_id, row["last_seq"], {"status": "waiting"}, [])
+    after = engine.store.get_run(run_id)
+    assert (after["status"], after["fence"]) == ("running", second["fence"])  # B's, untouched
+    engine.store.close()

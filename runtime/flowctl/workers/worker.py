@@ -162,7 +162,10 @@ class Worker:
             if entry is None:
                 return None
             drive = getattr(self._local, "drive", None)
-            return entry[0] if drive is None or entry[1] == drive else None
+            if drive is None or entry[1] == drive:
+                return entry[0]
+            # claimed again after this slot lost it: the slot's own token, which the store refuses
+            return drive[1] if drive[0] == run_id else None
 
     def touched(self, run_id) -> None:
         with self._lock:
