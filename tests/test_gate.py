@@ -718,6 +718,10 @@ def test_a_helper_naming_a_gated_tools_function_is_fc705_and_refused_at_run_time
     root = build(tmp_path, files, TOOLS)
     with pytest.raises(ProjectError, match=r"verify of look@1.0.0 \(again:check_it\) is the function of pay"):
         Harness(root).run()
+    # validate --import-check finds it too, by identity (breaker finding: it passed validate)
+    found = [d for d in problems(root, import_check=True) if d.code == "FC705"]
+    assert [(d.line, "again:check_it is tk:pay, the function of pay@1.0.0" in d.message) for d in found] == [(4, True)]
+    assert not [d for d in problems(root) if d.code == "FC705"]  # (without importing it cannot know)
     # written as the gated entrypoint itself, validate names it (FC705) without importing anything
     files["contracts/look.v1.0.0.yaml"] = files["contracts/look.v1.0.0.yaml"].replace("again:check_it", "tk:pay")
     diags = problems(build(tmp_path, files, TOOLS, name="q"))

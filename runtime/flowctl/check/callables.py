@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from flowctl.check.gate import import_same_function
+from flowctl.check.gate import import_gated_helpers, import_same_function
 from flowctl.definition.model import Project
 
 
@@ -28,6 +28,7 @@ def import_check(project: Project):
                         yield c.doc.diag("FC603", f"{key} {ref}: {problem}", (key,),
                                          hint=f"tool code is imported from {project.orchestration / 'tools'}")
         yield from import_same_function(project, _imported)
+        yield from import_gated_helpers(project, _imported)
     finally:
         if added:
             sys.path.remove(tools)

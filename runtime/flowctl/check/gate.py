@@ -99,6 +99,33 @@ def import_same_function(project: Project, resolve):
     yield from _disagreements(project, {contracts[0].entrypoint: contracts for contracts in aliased.values()})
 
 
+def import_gated_helpers(project: Project, resolve):
+    """FC705 with ``--import-check``, by identity: a ``verify``/``compensate``/``snapshot`` that
+    *resolves* to a gated tool's function under another name (a module re-exporting it), which
+    the static check (by name) cannot see; ``flowctl run`` refuses it the same way (breaker
+    finding: validate passed it). ``resolve(ref)`` gives the imported object or None."""
+    governed = {tool for p in project.policies.values() for tool in p.applies_to}
+    gated, kept = {}, []
+    for found in project.contracts.values():
+        for c in found:
+            obj = resolve(c.entrypoint) if (c.side_effecting or c.id in governed) else None
+            if obj is not None:
+                kept.append(obj)  # alive while their ids are compared
+                gated.setdefault(function_key(obj), c)
+    for found in project.contracts.values():
+        for c in found:
+            for key in HELPERS:
+                ref = getattr(c, key, None)
+                obj = resolve(ref) if isinstance(ref, str) and ":" in ref else None
+                owner = gated.get(function_key(obj)) if obj is not None else None
+                if owner is not None and ref != owner.entrypoint:  # (the same name: the static FC705)
+                    yield c.doc.diag("FC705", f"{key} {ref} is {owner.entrypoint}, the function of {owner.ref}, a "
+                                     f"gated tool: the engine calls {key} without asking the gate, so it would run "
+                                     "around its policy", (key,),
+                                     hint=f"give {key} its own function (one that reads, or undoes, without acting "
+                                          "through the gated tool)")
+
+
 def _disagreements(project: Project, groups: dict):
     policies = _policies_of(project)
     for entry, contracts in sorted(groups.items()):
