@@ -313,3 +313,33 @@ def _stored_facts(store, run_id):
     p = "%s" if store.pg else "?"
     with store.engine.connect() as conn:
         return conn.exec_driver_sql(f"SELECT facts FROM flowctl_run_summaries WHERE run_id = {p}", (run_id,)).scalar()
+
+
+def test_audit_verify_finds_a_summary_edited_in_the_store(tmp_path):
+    """(breaker finding: deleting a run's policy_decided facts from its summary silenced
+    `stats --check`, and `audit verify` said nothing)"""
+    import json
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from flowctl.cli.main import main
+    from support.engineflows import flow, linear
+    from support.enginekit import allow_all, build, effect_contract, task
+
+    tools = ("def pay(input, call):\n    return {}\n\ndef verify_pay(input, output, call):\n    return True\n\n"
+             "def undo_pay(input, output, call):\n    pass\n")
+    root = build(tmp_path, {**effect_contract("pay", "pay"), **allow_all("pay"), **task("p", "pay@1.0.0"),
+                            **flow("p", linear("p"))}, tools)
+    db = ["--db", f"sqlite:///{tmp_path}/runs.db", "--root", str(root)]
+    ran = CliRunner().invoke(main, ["run", "f", *db, "--format", "json"])
+    run_id = json.loads(ran.output)["run_id"]
+    verified = CliRunner().invoke(main, ["audit", "verify", run_id, *db])
+    assert verified.exit_code == 0 and "intact" in verified.output, verified.output
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        (text,) = conn.execute("SELECT facts FROM flowctl_run_summaries WHERE run_id = ?", (run_id,)).fetchone()
+        kept = [f for f in json.loads(text) if f[0] != "policy_decided"]
+        assert len(kept) < len(json.loads(text))
+        conn.execute("UPDATE flowctl_run_summaries SET facts = ? WHERE run_id = ?", (json.dumps(kept), run_id))
+    refused = CliRunner().invoke(main, ["audit", "verify", run_id, *db])
+    assert refused.exit_code == 1 and "its summary" in refused.output and "edited in the store" in refused.output

@@ -128,6 +128,14 @@ class DbapiReads:
     """Queries on a DBAPI cursor, for a class with ``pg`` (bool), ``_cursor()`` (a context
     manager giving a cursor) and ``_dbapi_error`` (the driver's ``Error`` class)."""
 
+    def summary_of(self, run_id: str):
+        """``(last_seq, facts text)`` of the summary stored for ``run_id``, or None."""
+        p = "%s" if self.pg else "?"
+        with self._cursor() as cur:
+            cur.execute(f"SELECT last_seq, facts FROM flowctl_run_summaries WHERE run_id = {p}", (run_id,))
+            found = cur.fetchone()
+        return (found[0], found[1]) if found else None
+
     def events_page(self, run_id: str, after_seq: int, limit: int) -> list:
         """At most ``limit`` events of ``run_id`` with ``seq > after_seq``, in ``seq`` order (dicts
         as ``events`` returns them): one primary-key range. A packed row is keyed by the ``seq`` of

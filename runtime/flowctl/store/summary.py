@@ -42,7 +42,8 @@ are ``[tools, invoked, other]``: ``tools`` ``{tool: [calls, failures, retries, [
 ``tool_invoked`` facts, ``other`` every other fact as it is. A summary written before schema 12
 has none: its figures are folded from its facts as they are read.
 
-Summaries are derived data, not records: ``audit verify`` checks the events they come from.
+Summaries are derived data, not records: ``audit verify`` checks the events they come from, and
+``audit verify RUN`` a run's summary against them (:func:`summary_problem`).
 """
 from __future__ import annotations
 
@@ -258,6 +259,23 @@ UPSERT_CTE_PG = ("s AS (INSERT INTO flowctl_run_summaries (run_id, last_seq, fac
                  "figures = excluded.figures)")
 
 
+def summary_problem(store, row: dict, events) -> str | None:
+    """Why the summary stored for the ended run ``row`` is not what its verified ``events`` (those
+    of :data:`FACT_TYPES` at least) say, or None (no summary, or one of an older head, which
+    ``stats`` does not read). ``stats``, its ``--check`` alarm and the metrics count summaries, so
+    an edited one would change what they say without touching the hash-chained log (breaker
+    finding: deleting its policy_decided facts silenced ``stats --check``)."""
+    reader = getattr(store, "summary_of", None)
+    kept = reader(row["id"]) if reader is not None else None
+    if kept is None or kept[0] != row.get("last_seq"):
+        return None
+    facts = read_summary(kept[1])
+    if facts is None or facts != json.loads(json.dumps(facts_of(events))):
+        return ("its summary (the facts flowctl stats and its --check count) is not what its events say: "
+                "edited in the store")
+    return None
+
+
 def upsert_sql(pg: bool) -> str:
     """The statement that writes a run's summary ``(run_id, last_seq, facts, figures)`` over any older one."""
     p = "%s" if pg else "?"
@@ -266,6 +284,7 @@ def upsert_sql(pg: bool) -> str:
             "figures = excluded.figures")
 
 
-__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_CTE_PG", "before_sql", "reads_before", "summary_row", "write_summary",
+__all__ = ["BLOCKS", "FACT_TYPES", "TAKEOVER", "Tally", "UPSERT_CTE_PG", "before_sql", "reads_before", "summary_problem",
+           "summary_row", "write_summary",
            "facts_of", "figures_of", "figures_text", "read_figures", "read_summaries", "read_summary", "read_summary_value", "summary_text",
            "upsert_sql"]

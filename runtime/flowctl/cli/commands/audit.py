@@ -49,12 +49,19 @@ def run(run_id, root, db, expect_head=None, archive=None, all_runs=False) -> int
     from flowctl.store.archive import default_folder
     from flowctl.store.prune import RunAudit
 
+    from flowctl.store.summary import FACT_TYPES, summary_problem
+
     with read_run_events(root, db, run_id, steps=True) as (row, events, _tree, steps, store):
         audit = RunAudit(store, row, steps, archive=archive, expect_head=expect_head,
                          folder=None if archive is not None else default_folder(project_root(root)))
-        for _ev in audit.events(events):
-            pass
-        result = audit.finish([snapshot_problem(store, row)])
+        seen, facts = 0, []
+        for ev in audit.events(events):
+            seen += 1
+            if ev["type"] in FACT_TYPES:
+                facts.append(ev)
+        # a pruned run's summary was written from the events the store still held: not compared
+        whole = seen == row.get("last_seq") and not audit.ranges
+        result = audit.finish([snapshot_problem(store, row), summary_problem(store, row, facts) if whole else None])
     if result.problems:
         for p in result.problems:
             click.echo(f"run {row['id']}: {p}", err=True)
