@@ -153,3 +153,12 @@ def test_run_input_nested_past_the_limit_is_a_usage_error_not_an_internal_one(tm
         assert ran.returncode == 2, ran.stderr
         assert "[USAGE] run input at /x/0/0" in ran.stderr and "more than 100 levels deep" in ran.stderr
         assert "internal error" not in ran.stderr
+
+
+def test_a_param_nested_too_deeply_is_a_usage_error():
+    """(breaker finding: an internal RecursionError in run, submit and policy check)"""
+    from flowctl.cli.commands._common import parse_params
+    from flowctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="--param p: the JSON nests too deeply"):
+        parse_params(["p=" + "[" * 5000 + "]" * 5000], None)

@@ -54,3 +54,18 @@ def test_a_listener_that_fails_is_dropped_and_the_run_goes_on(tmp_path):
     assert result.status == "succeeded" and result.error is None
     assert shown == ["run_started"] and h.engine.listener is None  # asked once, then no more
     assert [e["type"] for e in h.store.events(result.run_id)][-1] == "run_succeeded"
+
+
+def test_a_context_grown_past_the_depth_limit_fails_the_run_instead_of_being_stored(tmp_path):
+    """A pass state in a loop wraps context.z in a list on each visit. Past 100 levels the write
+    is refused (PayloadTooLarge), so the run fails at that state (breaker finding: it was stored
+    until no reader could walk it, and at 600 levels the run was left `running`)."""
+    files = {"states/init.yaml": "id: init\ntype: pass\nset: {z: '`[]`', n: '`0`'}\n",
+             "states/wrap.yaml": "id: wrap\ntype: pass\nset: {z: '[context.z]', n: 'sum([context.n, `1`])'}\n",
+             **flow("init", "  - {from: init, to: wrap}\n  - {from: wrap, to: wrap, when: 'context.n < input.n'}\n"
+                            "  - {from: wrap, to: done}\n", extra="limits: {max_steps: 2000}\n")}
+    h = Harness(build(tmp_path, files, TOOLS))
+    assert h.run(input={"n": 90}).status == "succeeded"  # 91 levels with the list's own: kept
+    failed = h.run(input={"n": 600})
+    assert failed.status == "failed" and failed.error["code"] == "PAYLOAD_TOO_LARGE"
+    assert "nest more than 100 levels deep" in failed.error["message"] and failed.error["state"] == "wrap"

@@ -19,6 +19,13 @@ def _deep(n):
     return out
 
 
+def _tuples(n):
+    out: tuple = ()
+    for _ in range(n - 1):
+        out = (out,)
+    return {"x": out}
+
+
 def test_a_dict_is_kept_as_a_copy_the_tool_cannot_change_afterwards():
     given = {"a": 1, "nested": {"b": [1, 2]}}
     output = parse_output(given, _Contract)[0]
@@ -37,6 +44,7 @@ def test_json_text_and_bytes_are_parsed_and_none_is_an_empty_object():
     ({"x": "\ud800"}, "not JSON"), ('{"x": "\\ud800"}', "not JSON"), ({1, 2}, "returned set"),
     (_deep(MAX_DEPTH + 1), f"nested more than {MAX_DEPTH} levels deep"),
     ("[" * 5000 + "]" * 5000, f"nested more than {MAX_DEPTH} levels deep"),
+    (_tuples(MAX_DEPTH + 1), f"nested more than {MAX_DEPTH} levels deep"),  # (breaker finding: tuples passed)
 ])
 def test_what_json_stored_as_utf8_cannot_hold_is_a_schema_mismatch_naming_the_contract(raw, said):
     with pytest.raises(SchemaMismatch) as info:

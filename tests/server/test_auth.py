@@ -97,3 +97,12 @@ def test_refusals_without_a_key_are_told_apart_by_method_and_route(api):
     (counted,) = api.service.refusals.flush()
     assert (counted["data"]["route"], counted["data"]["count"], counted["data"]["paths"]) == (
         "/v1/runs/{run_id}/cancel", 2, 3)
+
+
+def test_the_local_mcp_user_is_a_caller_no_api_key_can_be():
+    """(breaker finding: an API key named `mcp` was the stdio MCP user, `key:mcp`, and could act
+    in that user's session and undo its effects)"""
+    from flowctl.server.auth import Caller
+    from flowctl.server.mcp import LOCAL
+
+    assert LOCAL.by == "local:mcp" and Caller("mcp", ("admin",), "k1").by == "key:mcp"

@@ -90,7 +90,7 @@ def test_mcp_over_stdio_with_the_sdk_client(project):
     got = asyncio.run(asyncio.wait_for(go(), 120))
     store = open_store(db)
     try:
-        check(got, store, "key:mcp")
+        check(got, store, "local:mcp")  # a name no API key can take (a key named mcp is key:mcp)
     finally:
         store.close()
 

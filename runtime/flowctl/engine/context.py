@@ -13,7 +13,7 @@ import os
 from flowctl.engine import sensitive
 from flowctl.engine.clock import iso
 from flowctl.engine.cursor import Cursor
-from flowctl.engine.payload import MAX_PAYLOAD, fits
+from flowctl.engine.payload import MAX_DEPTH, MAX_PAYLOAD, fits, too_deep
 from flowctl.engine.result import RunResult, pending_review, waiting_children
 from flowctl.errors import PayloadTooLarge, RecordTampered
 from flowctl.gate.policy import Gate
@@ -249,9 +249,16 @@ class RunContext:
         return cached[1]
 
     def check_size(self, value, what: str) -> None:
-        """Raise :class:`PayloadTooLarge` when ``value`` encodes to more than ``MAX_PAYLOAD`` bytes."""
+        """Raise :class:`PayloadTooLarge` when ``value`` encodes to more than ``MAX_PAYLOAD`` bytes,
+        or nests more than :data:`~flowctl.engine.payload.MAX_DEPTH` levels deep (a value that
+        fits has at most 64 containers, so it cannot: breaker finding, a context grown a level a
+        visit was stored until no reader could walk it, and the run was left running)."""
         if fits(value):
             return
+        deep = too_deep(value)
+        if deep is not None:
+            raise PayloadTooLarge(f"{what} nest more than {MAX_DEPTH} levels deep (at {deep[:60]}"
+                                  f"{'…' if len(deep) > 60 else ''}); flowctl keeps no deeper value")
         text = encode_data(value)
         if len(text) <= MAX_PAYLOAD // 4:
             return

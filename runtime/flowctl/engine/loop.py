@@ -160,7 +160,7 @@ class Runner(RunContext):
         """Apply handler ``h``'s ``set`` and keep its action (goto, fallback or fail); committed."""
         c = self.cursor
         if h.set:
-            c.context = apply_set(c.context, h.set, self.scope(), h.where("set"))
+            c.context = apply_set(c.context, h.set, self.scope(), h.where("set"), check=self.check_size)
         if h.goto:
             action = {"goto": h.goto, "compensate": bool(h.compensate)}
         elif h.fallback:

@@ -152,6 +152,9 @@ def not_json(value) -> tuple | None:
     return "", "the value nests too deeply to be JSON"
 
 
+_NESTS = (dict, list, tuple)
+
+
 def too_deep(value, limit: int = MAX_DEPTH) -> str | None:
     """The JSON Pointer of the first list or object of ``value`` (JSON) nested deeper than
     ``limit`` levels (the value itself is level 1), or None. Walks the containers only, without
@@ -163,7 +166,7 @@ def too_deep(value, limit: int = MAX_DEPTH) -> str | None:
             return at
         if type(item) is dict:
             stack.extend((inner, depth + 1, f"{at}/{str(key).replace('~', '~0').replace('/', '~1')}")
-                         for key, inner in item.items() if type(inner) in (dict, list))
-        elif type(item) is list:
-            stack.extend((inner, depth + 1, f"{at}/{i}") for i, inner in enumerate(item) if type(inner) in (dict, list))
+                         for key, inner in item.items() if type(inner) in _NESTS)
+        elif type(item) in _NESTS:  # a list, or a tuple (JSON's array too: a tool may return one)
+            stack.extend((inner, depth + 1, f"{at}/{i}") for i, inner in enumerate(item) if type(inner) in _NESTS)
     return None

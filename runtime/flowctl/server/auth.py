@@ -36,16 +36,20 @@ bearer = HTTPBearer(auto_error=False, description="an API key from `flowctl keys
 
 @dataclass(frozen=True)
 class Caller:
-    """The authenticated caller: the key's ``name`` (what records name) and its ``scopes``."""
+    """The authenticated caller: the key's ``name`` (what records name) and its ``scopes``;
+    ``local``: not a key at all but the user who launched ``flowctl mcp`` over stdio."""
 
     name: str
     scopes: tuple
     key_id: str
+    local: bool = False
 
     @property
     def by(self) -> str:
-        """How the run's audit log names this caller (``--by`` of the CLI)."""
-        return f"key:{self.name}"
+        """How the run's audit log names this caller (``--by`` of the CLI): ``key:<name>``, or
+        ``local:<name>`` for the local user, a name no API key can take (breaker finding: a key
+        named ``mcp`` was the stdio user and could act in, and undo, that user's sessions)."""
+        return f"{'local' if self.local else 'key'}:{self.name}"
 
 
 class Buckets:

@@ -47,7 +47,7 @@ from flowctl.server.views import outcome, secrets_of, stored
 
 FLOW_PREFIX = "flow."
 #: The caller of a stdio connection: the local user who launched ``flowctl mcp``.
-LOCAL = Caller("mcp", ("admin",), "")
+LOCAL = Caller("mcp", ("admin",), "", local=True)
 
 
 def _object_schema(schema) -> dict:

@@ -307,6 +307,8 @@ def parse_params(pairs, params_file):
             params[key] = json.loads(value)
         except json.JSONDecodeError:
             params[key] = value
+        except RecursionError:  # (breaker finding: an internal error)
+            raise UsageError(f"--param {key}: the JSON nests too deeply") from None
     return params
 
 
