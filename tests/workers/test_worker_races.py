@@ -377,3 +377,34 @@ def test_a_slot_that_lost_its_run_to_a_new_claim_of_the_same_worker_writes_nothi
     after = engine.store.get_run(run_id)
     assert (after["status"], after["fence"]) == ("running", second["fence"])  # B's, untouched
     engine.store.close()
+
+
+def test_cancelling_a_map_parent_undoes_the_effects_of_its_children_that_had_ended(tmp_path, db_url, monkeypatch):
+    """A map parent waits on queued children; two of them have run to success on a worker (their
+    effects in their own sagas: a fan-out hands them to its parent only when it concludes); the
+    parent is cancelled. Its compensation undoes those children's effects too, and the children
+    not yet run are cancelled (breaker finding: the ended children's effects were never undone)."""
+    from flowctl.workers.worker import Worker, enqueue
+    from test_workers import _fan_project
+
+    root = _fan_project(tmp_path, monkeypatch)
+    engine = _engine(root, db_url)
+    parent = enqueue(engine, "mapped2", {"items": [1, 2, 3, 4]})
+    worker = Worker(engine.project, engine.store, concurrency=1, lease=60, listen=False)
+    (claim,) = engine.store.claim(worker.id, 1, worker.lease)
+    worker.take(claim)
+    worker._drive(claim)  # the parent queues two children (max_concurrency 2) and waits
+    assert engine.store.get_run(parent)["status"] == "waiting"
+    children = {r["id"] for r in engine.store.list_runs(parent_id=parent, limit=0)}
+    claims = engine.store.claim(worker.id, 4, worker.lease)
+    done = [c["id"] for c in claims if c["id"] in children]
+    for c in claims:
+        if c["id"] in children:
+            worker.take(c)
+            worker._drive(c)  # the child runs to success; its end makes the parent due
+    assert len(done) == 2 and {engine.store.get_run(i)["status"] for i in done} == {"succeeded"}
+    result = engine.cancel(parent, by="ops")
+    assert result.status == "cancelled"
+    undone = sorted(k for k in _ledger(tmp_path, "calls") if k.startswith("undo:"))
+    assert undone == sorted(f"undo:{i}-{leg}" for i in done for leg in ("one", "two"))
+    engine.store.close()

@@ -59,11 +59,29 @@ def finish_cancel(ctx) -> None:
             except FlowctlError as exc:  # it ended or was taken meanwhile: it stands as it is, and the log says so
                 ctx.emit("child_not_cancelled", c.state, run_id=child["id"], code=exc.code, message=str(exc))
     if compensate:
+        if c.fanout is not None:  # mid-fan-out: the children that ended have not handed over their sagas yet
+            _take_over_children(ctx, c.fanout)
         saga.compensate(ctx, reason="cancelled")
     c.done = True
     c.pending = None
     ctx.commit(status="cancelled", error=run_error(Cancelled, f"cancelled by {by or 'a user'}", c.state),
                available_at=None)
+
+
+def _take_over_children(ctx, fan) -> None:
+    """Put in the parent's saga the effects of the children of its current fan-out that ended
+    (succeeded, or stopped by a failed sibling) before the cancel: a fan-out hands them over only
+    when it concludes, and a cancel comes before that (breaker finding: they were never undone).
+    A child's row must be what it sealed (:func:`~flowctl.engine.fanout.trusted_result`)."""
+    from flowctl.engine.fanout import child_id, trusted_result
+
+    c = ctx.cursor
+    ids = {child_id(fan, i) for i in range(fan.get("count") or 0)}
+    for row in ctx.engine.store.list_runs(parent_id=ctx.id, limit=0):
+        if row["id"] in ids and row["status"] in ("succeeded", "cancelled"):
+            trusted_result(ctx.engine, row)
+            c.saga.extend((row.get("cursor") or {}).get("saga") or ())
+    c.saga.sort(key=lambda e: e.get("at", 0))
 
 
 def stopped_by_sibling(ctx) -> None:
